@@ -1,0 +1,1 @@
+"""The classic-protocol group coordinator: state machine, members, offsets."""
