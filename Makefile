@@ -1,0 +1,39 @@
+# kcoord: `make run` sets up and runs the server; `make test` sets up and runs every test.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup clients run test unit integration bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+clients: setup
+	bash scripts/setup-clients.sh
+
+run: setup
+	$(BIN)/kcoord serve $(ARGS)
+
+test: setup clients
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+unit: setup
+	$(BIN)/python -m pytest -q tests/unit tests/property
+
+integration: setup clients
+	$(BIN)/python -m pytest -q tests/integration tests/compat
+
+bench: setup
+	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+lint: setup
+	$(BIN)/ruff check protocol server storage sidecar tests bench
+
+clean:
+	rm -rf $(VENV) .cache build *.egg-info tests/compat/node/node_modules

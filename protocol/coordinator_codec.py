@@ -1,0 +1,346 @@
+"""Bytes of __consumer_offsets record keys and values, every schema version.
+
+Owns the wire layout of OffsetCommitKey/Value and GroupMetadataKey/Value (Kafka's
+group-coordinator message JSONs): what we write (key v1 / v2, OffsetCommitValue v3 or v1,
+GroupMetadataValue v3) and reading every value version 0-4 (v4 is flexible: compact
+strings, unsigned-varint lengths, tagged fields). The shapes are protocol.coordinator_records.
+
+Start-up loading decodes millions of records, so the offset-commit path is hand-unrolled
+`struct.unpack_from` and decoded keys are memoised (the same group/topic/partition key is
+committed over and over).
+"""
+from __future__ import annotations
+
+import logging
+import struct
+
+from protocol.coordinator_records import (
+    CoordinatorRecord,
+    GroupKey,
+    GroupValue,
+    Key,
+    MemberValue,
+    OffsetKey,
+    OffsetValue,
+    Value,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CodecError",
+    "decode_key",
+    "decode_record",
+    "decode_value",
+    "encode_key",
+    "encode_value",
+]
+
+
+class CodecError(ValueError):
+    """The bytes are not a valid __consumer_offsets key or value."""
+
+
+_h = struct.Struct(">h")
+_hh = struct.Struct(">hh")
+_i = struct.Struct(">i")
+_q = struct.Struct(">q")
+_qq = struct.Struct(">qq")
+_hqh = struct.Struct(">hqh")
+_hq = struct.Struct(">hq")
+_hqih = struct.Struct(">hqih")
+_hqi = struct.Struct(">hqi")
+_ii = struct.Struct(">ii")
+
+OFFSET_KEY_VERSION = 1  # Kafka writes OffsetCommitKey v1 (v0 is the same layout)
+GROUP_KEY_VERSION = 2
+OFFSET_VALUE_VERSION = 3
+OFFSET_VALUE_VERSION_WITH_EXPIRE = 1
+GROUP_VALUE_VERSION = 3
+
+
+# ---------------------------------------------------------------------------- encoding
+
+
+def _str(s: str) -> bytes:
+    b = s.encode()
+    if len(b) > 0x7FFF:
+        raise CodecError(f"string of {len(b)} bytes does not fit an int16 length")
+    return _h.pack(len(b)) + b
+
+
+def _nstr(s: str | None) -> bytes:
+    return b"\xff\xff" if s is None else _str(s)
+
+
+def _bytes(b: bytes) -> bytes:
+    return _i.pack(len(b)) + b
+
+
+def encode_key(key: Key) -> bytes:
+    """OffsetKey -> OffsetCommitKey v1; GroupKey -> GroupMetadataKey v2."""
+    if isinstance(key, OffsetKey):
+        return b"".join((_h.pack(OFFSET_KEY_VERSION), _str(key.group), _str(key.topic),
+                         _i.pack(key.partition)))
+    if isinstance(key, GroupKey):
+        return _h.pack(GROUP_KEY_VERSION) + _str(key.group)
+    raise TypeError(f"not a coordinator key: {key!r}")
+
+
+def encode_value(value: Value | None) -> bytes | None:
+    """OffsetValue -> v3 (v1 when expire_timestamp is set); GroupValue -> v3; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, OffsetValue):
+        if value.expire_timestamp is None:
+            return b"".join((_hqi.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch),
+                             _str(value.metadata), _q.pack(value.commit_timestamp)))
+        # v1 has no leader epoch: Kafka drops it too when an explicit retention was asked for.
+        return b"".join((_hq.pack(OFFSET_VALUE_VERSION_WITH_EXPIRE, value.offset),
+                         _str(value.metadata),
+                         _qq.pack(value.commit_timestamp, value.expire_timestamp)))
+    if isinstance(value, GroupValue):
+        parts = [
+            _h.pack(GROUP_VALUE_VERSION),
+            _str(value.protocol_type),
+            _i.pack(value.generation),
+            _nstr(value.protocol),
+            _nstr(value.leader),
+            _q.pack(value.current_state_timestamp),
+            _i.pack(len(value.members)),
+        ]
+        for m in value.members:
+            parts += (
+                _str(m.member_id),
+                _nstr(m.group_instance_id),
+                _str(m.client_id),
+                _str(m.client_host),
+                _ii.pack(m.rebalance_timeout, m.session_timeout),
+                _bytes(m.subscription),
+                _bytes(m.assignment),
+            )
+        return b"".join(parts)
+    raise TypeError(f"not a coordinator value: {value!r}")
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+class _Reader:
+    """Cursor over one value's bytes for the rarer, nested group records (speed matters less)."""
+
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes, pos: int) -> None:
+        self.buf = buf
+        self.pos = pos
+
+    def _take(self, n: int) -> bytes:
+        p = self.pos
+        if n < 0 or p + n > len(self.buf):
+            raise CodecError(f"field of {n} bytes overruns the value at {p}")
+        self.pos = p + n
+        return self.buf[p:p + n]
+
+    def int16(self) -> int:
+        return _h.unpack(self._take(2))[0]
+
+    def int32(self) -> int:
+        return _i.unpack(self._take(4))[0]
+
+    def int64(self) -> int:
+        return _q.unpack(self._take(8))[0]
+
+    def uvarint(self) -> int:
+        buf, p, shift, out = self.buf, self.pos, 0, 0
+        while True:
+            if p >= len(buf):
+                raise CodecError("truncated varint")
+            b = buf[p]
+            p += 1
+            out |= (b & 0x7F) << shift
+            if not b & 0x80:
+                self.pos = p
+                return out
+            shift += 7
+            if shift > 28:
+                raise CodecError("varint longer than 5 bytes")
+
+    def string(self, flexible: bool) -> str:
+        s = self.nstring(flexible)
+        if s is None:
+            raise CodecError("null in a non-nullable string")
+        return s
+
+    def nstring(self, flexible: bool) -> str | None:
+        n = self.uvarint() - 1 if flexible else self.int16()
+        if n < 0:
+            if n == -1:
+                return None
+            raise CodecError(f"bad string length {n}")
+        try:
+            return self._take(n).decode()
+        except UnicodeDecodeError as e:
+            raise CodecError(str(e)) from None
+
+    def bytes_(self, flexible: bool) -> bytes:
+        n = self.uvarint() - 1 if flexible else self.int32()
+        if n < 0:
+            raise CodecError("null in a non-nullable bytes field")
+        return bytes(self._take(n))
+
+    def array_len(self, flexible: bool) -> int:
+        n = self.uvarint() - 1 if flexible else self.int32()
+        if n < 0:
+            raise CodecError("null in a non-nullable array")
+        return n
+
+    def skip_tagged_fields(self) -> None:
+        # We know no tagged fields in these schemas: skip each one whole.
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+    def end(self) -> None:
+        if self.pos != len(self.buf):
+            raise CodecError(f"{len(self.buf) - self.pos} trailing bytes after the value")
+
+
+# Decoded OffsetKeys memoised by their bytes: loading replays the same few keys many times.
+# Bounded so a pathological log cannot grow it without limit; clearing just costs re-decoding.
+_KEY_CACHE: dict[bytes, OffsetKey] = {}
+_KEY_CACHE_MAX = 200_000
+
+
+def decode_key(b: bytes) -> Key | None:
+    """Key bytes -> OffsetKey (v0/v1) or GroupKey (v2); None (logged) for newer versions."""
+    k = _KEY_CACHE.get(b)
+    if k is not None:
+        return k
+    try:
+        version, n = _hh.unpack_from(b, 0)
+        if version <= 1:
+            if version < 0:
+                raise CodecError(f"negative key version {version}")
+            e = 4 + n
+            group = b[4:e].decode()
+            (m,) = _h.unpack_from(b, e)
+            e2 = e + 2 + m
+            topic = b[e + 2:e2].decode()
+            (partition,) = _i.unpack_from(b, e2)
+            if n < 0 or m < 0 or e2 + 4 != len(b):
+                raise CodecError("malformed OffsetCommitKey")
+            k = OffsetKey(group, topic, partition)
+            if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+                _KEY_CACHE.clear()
+            _KEY_CACHE[bytes(b)] = k
+            return k
+        if version == 2:
+            if n < 0 or 4 + n != len(b):
+                raise CodecError("malformed GroupMetadataKey")
+            return GroupKey(b[4:].decode())
+    except (struct.error, UnicodeDecodeError) as e:
+        raise CodecError(f"malformed key: {e}") from None
+    # Versions 3+ are the new consumer-group / share-group records (KIP-848): not ours.
+    log.info("skipping __consumer_offsets record with key version %d (newer group type)", version)
+    return None
+
+
+def _decode_offset_value(b: bytes) -> OffsetValue:
+    try:
+        version, offset, n = _hqh.unpack_from(b, 0)
+        if version == 3:
+            # Layout: version, offset, leaderEpoch, metadata, commitTimestamp: the hot path.
+            version, offset, epoch, n = _hqih.unpack_from(b, 0)
+            e = 16 + n
+            if n < 0 or e + 8 != len(b):
+                raise CodecError("malformed OffsetCommitValue v3")
+            (ts,) = _q.unpack_from(b, e)
+            return OffsetValue(offset, b[16:e].decode() if n else "", ts, epoch, None)
+        if version in (0, 2):
+            e = 12 + n
+            if n < 0 or e + 8 != len(b):
+                raise CodecError(f"malformed OffsetCommitValue v{version}")
+            (ts,) = _q.unpack_from(b, e)
+            return OffsetValue(offset, b[12:e].decode(), ts, -1, None)
+        if version == 1:
+            e = 12 + n
+            if n < 0 or e + 16 != len(b):
+                raise CodecError("malformed OffsetCommitValue v1")
+            ts, expire = _qq.unpack_from(b, e)
+            # Kafka reads an expireTimestamp of -1 as "no explicit expiry" (a sentinel).
+            return OffsetValue(offset, b[12:e].decode(), ts, -1, None if expire == -1 else expire)
+        if version == 4:
+            r = _Reader(b, 10)
+            (epoch,) = _i.unpack_from(b, 10)
+            r.pos = 14
+            metadata = r.string(True)
+            ts = r.int64()
+            r.skip_tagged_fields()
+            r.end()
+            return OffsetValue(offset, metadata, ts, epoch, None)
+    except (struct.error, UnicodeDecodeError) as e:
+        raise CodecError(f"malformed OffsetCommitValue: {e}") from None
+    raise CodecError(f"unknown OffsetCommitValue version {version}")
+
+
+def _decode_group_value(b: bytes) -> GroupValue:
+    r = _Reader(b, 0)
+    try:
+        version = r.int16()
+        if not 0 <= version <= 4:
+            raise CodecError(f"unknown GroupMetadataValue version {version}")
+        flex = version >= 4
+        protocol_type = r.string(flex)
+        generation = r.int32()
+        protocol = r.nstring(flex)
+        leader = r.nstring(flex)
+        state_ts = r.int64() if version >= 2 else -1
+        members = []
+        for _ in range(r.array_len(flex)):
+            member_id = r.string(flex)
+            instance_id = r.nstring(flex) if version >= 3 else None
+            client_id = r.string(flex)
+            client_host = r.string(flex)
+            rebalance_timeout = r.int32() if version >= 1 else None
+            session_timeout = r.int32()
+            if rebalance_timeout is None:
+                # v0 had a single timeout; Kafka uses the session timeout for both.
+                rebalance_timeout = session_timeout
+            subscription = r.bytes_(flex)
+            assignment = r.bytes_(flex)
+            if flex:
+                r.skip_tagged_fields()
+            members.append(MemberValue(member_id, instance_id, client_id, client_host,
+                                       rebalance_timeout, session_timeout, subscription, assignment))
+        if flex:
+            r.skip_tagged_fields()
+        r.end()
+    except struct.error as e:
+        raise CodecError(f"malformed GroupMetadataValue: {e}") from None
+    return GroupValue(protocol_type, generation, protocol, leader, state_ts, members)
+
+
+def decode_value(key: Key, b: bytes | None) -> Value | None:
+    """Value bytes for `key` (any version 0-4) -> OffsetValue / GroupValue; None is a tombstone."""
+    if b is None:
+        return None
+    if type(key) is OffsetKey:
+        return _decode_offset_value(b)
+    if type(key) is GroupKey:
+        return _decode_group_value(b)
+    raise TypeError(f"not a coordinator key: {key!r}")
+
+
+def decode_record(key_bytes: bytes | None, value_bytes: bytes | None) -> CoordinatorRecord | None:
+    """One __consumer_offsets record -> CoordinatorRecord; None for key versions we skip."""
+    if key_bytes is None:
+        raise CodecError("__consumer_offsets record without a key")
+    key = decode_key(key_bytes)
+    if key is None:
+        return None
+    if value_bytes is None:
+        return CoordinatorRecord(key, None)
+    if type(key) is OffsetKey:
+        return CoordinatorRecord(key, _decode_offset_value(value_bytes))
+    return CoordinatorRecord(key, _decode_group_value(value_bytes))

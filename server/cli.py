@@ -1,0 +1,53 @@
+"""`kcoord` command line, shaped like kafka-server-start:
+
+    kcoord serve [server.properties|server.toml] [--override name=value ...]
+    kcoord dump PATH... [--json]
+    kcoord groups|offsets [--log-dir DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from server.config import Config
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from server.app import serve
+
+    try:
+        config = Config.load(args.config, args.override or [])
+    except (OSError, ValueError) as e:
+        print(f"kcoord: {e}", file=sys.stderr)
+        return 2
+    return serve(config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "dump":
+        from storage.dump import main as dump_main
+
+        return dump_main(argv[1:])
+    if argv and argv[0] in ("groups", "offsets"):
+        from server.inspect import main as inspect_main
+
+        return inspect_main(argv)
+
+    parser = argparse.ArgumentParser(prog="kcoord", description="Kafka-compatible group coordinator")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="run the server")
+    p.add_argument("config", nargs="?", help="server.properties or .toml file")
+    p.add_argument("--override", action="append", metavar="NAME=VALUE", help="override a setting")
+    sub.add_parser("dump", help="decode __consumer_offsets segments: dump PATH... [--json]")
+    sub.add_parser("groups", help="groups rebuilt from the log: groups [--log-dir DIR]")
+    sub.add_parser("offsets", help="offsets rebuilt from the log: offsets [--log-dir DIR]")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

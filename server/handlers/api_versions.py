@@ -1,0 +1,30 @@
+"""ApiVersions v0-v4: the ranges of protocol/api.API_TABLE."""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from protocol.api import API_TABLE, ApiKey
+from protocol.errors import ErrorCode
+from server.context import RequestContext
+from server.handlers.registry import handles
+
+
+def api_versions_body(error: ErrorCode, version: int) -> Any:
+    return ApiVersionsResponse(
+        version=version,
+        error_code=error,
+        throttle_time_ms=0,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(
+                api_key=int(s.key), min_version=s.min_version, max_version=s.max_version
+            )
+            for s in API_TABLE.values()
+        ],
+    )
+
+
+@handles(ApiKey.API_VERSIONS)
+def handle_api_versions(ctx: RequestContext, req: Any, version: int) -> Any:
+    return api_versions_body(ErrorCode.NONE, version)

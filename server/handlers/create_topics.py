@@ -1,0 +1,134 @@
+"""CreateTopics v0-v7 with Kafka's validation: name rules, TOPIC_ALREADY_EXISTS,
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR above the broker count, INVALID_CONFIG for
+unknown topic configs, validate_only, and the created topic's configs in v5+."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kafka.protocol.admin import CreateTopicsResponse
+
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from server.context import RequestContext
+from server.handlers.registry import handles
+from server.topics import TOPIC_CONFIG_DEFAULTS, validate_topic_name
+
+Result = CreateTopicsResponse.CreatableTopicResult
+ConfigEntry = Result.CreatableTopicConfigs
+BROKER_COUNT = 1
+DEFAULT_CONFIG_SOURCE = 5  # DescribeConfigsResponse ConfigSource.DEFAULT_CONFIG
+TOPIC_CONFIG_SOURCE = 1  # DYNAMIC_TOPIC_CONFIG
+
+
+def _plan(ctx: RequestContext, t: Any) -> tuple[int, dict[str, str]]:
+    """Validate one creatable topic; returns (partitions, configs) or raises KafkaError."""
+    broker = ctx.broker
+    validate_topic_name(t.name)
+    if broker.topics.get(t.name) is not None:
+        raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+    other = broker.topics.colliding(t.name)
+    if other is not None:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic '{t.name}' collides with existing topic: {other}",
+        )
+    if t.assignments:
+        if t.num_partitions != -1 or t.replication_factor != -1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time.",
+            )
+        indexes = sorted(a.partition_index for a in t.assignments)
+        if indexes != list(range(len(indexes))):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "Partitions should be a consecutive 0-based integer sequence",
+            )
+        node = broker.config.node_id
+        for a in t.assignments:
+            if not a.broker_ids or any(b != node for b in a.broker_ids) or len(set(a.broker_ids)) != len(a.broker_ids):
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Replica assignment {list(a.broker_ids)} for partition {a.partition_index} "
+                    f"names brokers other than the only registered broker {node}",
+                )
+        partitions = len(indexes)
+    else:
+        partitions = broker.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+        if partitions <= 0:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        rf = broker.config["default.replication.factor"] if t.replication_factor == -1 else t.replication_factor
+        if rf <= 0:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if rf > BROKER_COUNT:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): The target replication factor "
+                f"of {rf} cannot be reached because only {BROKER_COUNT} broker(s) are registered.",
+            )
+    configs: dict[str, str] = {}
+    for c in t.configs:
+        if c.name not in TOPIC_CONFIG_DEFAULTS:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+        if c.value is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {c.name}")
+        configs[c.name] = c.value
+    ts_type = configs.get("message.timestamp.type")
+    if ts_type is not None and ts_type not in ("CreateTime", "LogAppendTime"):
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {ts_type} for configuration message.timestamp.type")
+    for name in ("retention.ms", "retention.bytes", "segment.bytes", "max.message.bytes"):
+        if name in configs:
+            try:
+                int(configs[name])
+            except ValueError:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG, f"Invalid value {configs[name]} for configuration {name}"
+                ) from None
+    return partitions, configs
+
+
+def _config_entries(configs: dict[str, str]) -> list[Any]:
+    return [
+        ConfigEntry(
+            name=name,
+            value=configs.get(name, default),
+            read_only=False,
+            config_source=TOPIC_CONFIG_SOURCE if name in configs else DEFAULT_CONFIG_SOURCE,
+            is_sensitive=False,
+        )
+        for name, default in sorted(TOPIC_CONFIG_DEFAULTS.items())
+    ]
+
+
+@handles(ApiKey.CREATE_TOPICS)
+def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for t in req.topics:
+        if counts[t.name] > 1:
+            results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message="Duplicate topic name."))
+            continue
+        try:
+            partitions, configs = _plan(ctx, t)
+        except KafkaError as e:
+            results.append(Result(name=t.name, error_code=e.code, error_message=e.message,
+                                  num_partitions=-1, replication_factor=-1, configs=None))
+            continue
+        topic_id = None
+        if not (version >= 1 and req.validate_only):
+            topic_id = ctx.broker.create_topic(t.name, partitions, configs).topic_id
+        results.append(
+            Result(
+                name=t.name,
+                topic_id=topic_id,
+                error_code=ErrorCode.NONE,
+                error_message=None,
+                num_partitions=partitions,
+                replication_factor=BROKER_COUNT,
+                configs=_config_entries(configs),
+            )
+        )
+    return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)

@@ -1,0 +1,61 @@
+"""FindCoordinator v0-v6 (v4+: batched keys).
+
+A group key maps to the leader of __consumer_offsets partition
+abs(javaHash(group)) % offsets.topic.num.partitions, which is always this node. Transaction
+keys are refused with COORDINATOR_NOT_AVAILABLE until transactions exist.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.metadata import FindCoordinatorResponse
+
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from server.context import RequestContext
+from server.handlers.registry import handles
+
+GROUP = 0
+TRANSACTION = 1
+
+
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
+    if key_type == TRANSACTION:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "kcoord does not support transactions"
+    if key_type != GROUP:
+        return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
+    return ErrorCode.NONE, None
+
+
+@handles(ApiKey.FIND_COORDINATOR)
+def handle_find_coordinator(ctx: RequestContext, req: Any, version: int) -> Any:
+    host, port = ctx.broker.config.advertised
+    node = ctx.broker.config.node_id
+    key_type = req.key_type if version >= 1 else GROUP
+    if version >= 4:
+        coordinators = []
+        for key in req.coordinator_keys:
+            err, msg = _lookup(ctx, key, key_type)
+            ok = err == ErrorCode.NONE
+            coordinators.append(
+                FindCoordinatorResponse.Coordinator(
+                    key=key,
+                    node_id=node if ok else -1,
+                    host=host if ok else "",
+                    port=port if ok else -1,
+                    error_code=err,
+                    error_message=msg,
+                )
+            )
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
+    err, msg = _lookup(ctx, req.key, key_type)
+    ok = err == ErrorCode.NONE
+    return FindCoordinatorResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=err,
+        error_message=msg,
+        node_id=node if ok else -1,
+        host=host if ok else "",
+        port=port if ok else -1,
+    )

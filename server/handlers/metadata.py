@@ -1,0 +1,93 @@
+"""Metadata v0-v12: this node is the only broker, the controller and every partition's
+leader. Topics requested by name that do not exist are auto-created when both
+auto.create.topics.enable and the request allow it (answered LEADER_NOT_AVAILABLE the first
+time, as Kafka does while the new topic's leaders are being elected)."""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka.protocol.metadata import MetadataResponse
+
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from server.context import RequestContext
+from server.handlers.registry import handles
+from server.topics import Topic, validate_topic_name
+
+TopicOut = MetadataResponse.MetadataResponseTopic
+PartitionOut = TopicOut.MetadataResponsePartition
+BrokerOut = MetadataResponse.MetadataResponseBroker
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic_entry(topic: Topic, node: int) -> Any:
+    return TopicOut(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=[
+            PartitionOut(
+                error_code=ErrorCode.NONE,
+                partition_index=p,
+                leader_id=node,
+                leader_epoch=0,
+                replica_nodes=[node],
+                isr_nodes=[node],
+                offline_replicas=[],
+            )
+            for p in range(topic.partitions)
+        ],
+    )
+
+
+def _error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> Any:
+    return TopicOut(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
+
+
+@handles(ApiKey.METADATA)
+def handle_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
+    broker = ctx.broker
+    node = broker.config.node_id
+    host, port = broker.config.advertised
+    # v0: an empty list means all topics; v1+: null means all topics.
+    all_topics = req.topics is None or (version == 0 and not req.topics)
+    allow_auto = broker.config["auto.create.topics.enable"] and (
+        version < 4 or req.allow_auto_topic_creation
+    )
+    entries = []
+    if all_topics:
+        entries = [_topic_entry(t, node) for t in broker.topics.topics.values()]
+    else:
+        for wanted in req.topics:
+            name = wanted.name
+            if name is None and version >= 10:
+                topic = broker.topics.by_id.get(wanted.topic_id)
+                if topic is None:
+                    entries.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id))
+                else:
+                    entries.append(_topic_entry(topic, node))
+                continue
+            topic = broker.topics.get(name)
+            if topic is not None:
+                entries.append(_topic_entry(topic, node))
+                continue
+            try:
+                validate_topic_name(name)
+            except KafkaError:
+                entries.append(_error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            if allow_auto and broker.topics.colliding(name) is None:
+                broker.create_topic(name, broker.config["num.partitions"], {})
+                entries.append(_error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
+            else:
+                entries.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    return MetadataResponse(
+        version=version,
+        throttle_time_ms=0,
+        brokers=[BrokerOut(node_id=node, host=host, port=port, rack=None)],
+        cluster_id=broker.cluster_id,
+        controller_id=node,
+        topics=entries,
+    )

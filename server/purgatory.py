@@ -1,0 +1,131 @@
+"""Delayed operations (Kafka's DelayedOperation / DelayedOperationPurgatory), on an injectable
+Clock and without threads.
+
+An operation completes exactly once: either some event makes `try_complete()` succeed (it
+calls `force_complete()`), or its timer fires, in which case `on_complete()` runs and then
+`on_expiration()`. Operations are watched under any hashable keys; `check_and_complete(key)`
+retries the ones watching that key. Nothing here knows about groups: the group coordinator
+(join, sync, heartbeats) and the Fetch handler (long polls) both use it.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+
+from server.clock import Clock, TimerHandle
+
+
+class DelayedOperation:
+    """Subclass and override try_complete / on_complete / on_expiration."""
+
+    __slots__ = ("delay_ms", "_completed", "_timer", "_keys", "_purgatory")
+
+    def __init__(self, delay_ms: int) -> None:
+        self.delay_ms = delay_ms
+        self._completed = False
+        self._timer: TimerHandle | None = None
+        self._keys: tuple[Hashable, ...] = ()
+        self._purgatory: Purgatory | None = None
+
+    # -- to override ----------------------------------------------------------------------
+
+    def try_complete(self) -> bool:
+        """Check whether the operation can complete now; if so call force_complete()."""
+        return False
+
+    def on_complete(self) -> None:
+        """Runs exactly once, on completion or on expiration (before on_expiration)."""
+
+    def on_expiration(self) -> None:
+        """Runs after on_complete when the operation completed because its delay elapsed."""
+
+    # -- final ----------------------------------------------------------------------------
+
+    @property
+    def is_completed(self) -> bool:
+        return self._completed
+
+    def force_complete(self) -> bool:
+        """Complete now. True only for the one caller that actually completed it."""
+        if self._completed:
+            return False
+        self._completed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._purgatory is not None:
+            self._purgatory._unwatch(self)
+        self.on_complete()
+        return True
+
+
+class Purgatory:
+    def __init__(self, clock: Clock, name: str = "") -> None:
+        self.clock = clock
+        self.name = name
+        # key -> ops watching it; dicts keep insertion order and remove in O(1)
+        self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
+
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
+        """Complete `op` now if it can; otherwise watch it under `keys` and arm its timer.
+
+        Returns True if it completed during this call.
+        """
+        if op.try_complete():
+            return True
+        op._keys = tuple(keys)
+        op._purgatory = self
+        for key in op._keys:
+            self._watchers.setdefault(key, {})[op] = None
+        # something may have changed while it was being registered (Kafka re-checks too)
+        if op.try_complete():
+            return True
+        if not op.is_completed:
+            op._timer = self.clock.call_later(op.delay_ms, lambda: self._expire(op))
+        return op.is_completed
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Retry the operations watching `key`; returns how many completed."""
+        ops = self._watchers.get(key)
+        if not ops:
+            return 0
+        done = 0
+        for op in list(ops):
+            if not op.is_completed and op.try_complete():
+                done += 1
+        return done
+
+    def watched(self, key: Hashable) -> int:
+        ops = self._watchers.get(key)
+        return 0 if ops is None else len(ops)
+
+    def __len__(self) -> int:
+        """Number of distinct pending operations."""
+        return len({op for ops in self._watchers.values() for op in ops})
+
+    def cancel(self, key: Hashable) -> list[DelayedOperation]:
+        """Stop watching `key` and drop the timers of the ops watching it, without completing
+        them (Kafka: cancelForKey). Returns the dropped operations."""
+        ops = self._watchers.pop(key, None)
+        if not ops:
+            return []
+        dropped = list(ops)
+        for op in dropped:
+            if op._timer is not None:
+                op._timer.cancel()
+                op._timer = None
+            self._unwatch(op)
+        return dropped
+
+    def _expire(self, op: DelayedOperation) -> None:
+        op._timer = None
+        if op.force_complete():
+            op.on_expiration()
+
+    def _unwatch(self, op: DelayedOperation) -> None:
+        for key in op._keys:
+            ops = self._watchers.get(key)
+            if ops is not None:
+                ops.pop(op, None)
+                if not ops:
+                    del self._watchers[key]
+        op._keys = ()

@@ -1,0 +1,191 @@
+"""The topic registry: names, stable topic ids, partition counts and per-topic configs.
+
+Persisted as one JSON file in the log directory, replaced atomically (write, fsync, rename)
+so a crash leaves either the old or the new registry. The cluster id and node id live in
+Kafka's `meta.properties` beside it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from protocol.errors import ErrorCode, KafkaError
+
+OFFSETS_TOPIC = "__consumer_offsets"
+REGISTRY_FILE = "kcoord-topics.json"
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+# Topic-level configs kcoord accepts in CreateTopics (Kafka's names). Others are refused
+# with INVALID_CONFIG, as Kafka refuses unknown topic configs.
+TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
+    "cleanup.policy": "delete",
+    "compression.type": "producer",
+    "delete.retention.ms": "86400000",
+    "file.delete.delay.ms": "60000",
+    "flush.messages": "9223372036854775807",
+    "flush.ms": "9223372036854775807",
+    "index.interval.bytes": "4096",
+    "max.compaction.lag.ms": "9223372036854775807",
+    "max.message.bytes": "1048588",
+    "message.timestamp.type": "CreateTime",
+    "message.timestamp.after.max.ms": "9223372036854775807",
+    "message.timestamp.before.max.ms": "9223372036854775807",
+    "message.timestamp.difference.max.ms": "9223372036854775807",
+    "min.cleanable.dirty.ratio": "0.5",
+    "min.compaction.lag.ms": "0",
+    "min.insync.replicas": "1",
+    "preallocate": "false",
+    "retention.bytes": "-1",
+    "retention.ms": "604800000",
+    "segment.bytes": "1073741824",
+    "segment.index.bytes": "10485760",
+    "segment.jitter.ms": "0",
+    "segment.ms": "604800000",
+    "unclean.leader.election.enable": "false",
+    "message.downconversion.enable": "true",
+}
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate rules; raises INVALID_TOPIC_EXCEPTION with Kafka's wording."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
+    if len(name) > MAX_NAME_LENGTH:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
+            f"topic name: {name}",
+        )
+    if not _LEGAL.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+@dataclass(slots=True)
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    def config(self, name: str, default: str | None = None) -> str | None:
+        return self.configs.get(name, default)
+
+
+class TopicRegistry:
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.topics: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+        self._path = log_dir / REGISTRY_FILE
+
+    def load(self) -> None:
+        if not self._path.exists():
+            return
+        data = json.loads(self._path.read_text())
+        for t in data.get("topics", []):
+            self._add(
+                Topic(
+                    name=t["name"],
+                    topic_id=uuid.UUID(t["topic_id"]),
+                    partitions=int(t["partitions"]),
+                    configs=dict(t.get("configs", {})),
+                    internal=bool(t.get("internal", False)),
+                )
+            )
+
+    def _add(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self.by_id[topic.topic_id] = topic
+
+    def save(self) -> None:
+        data = {
+            "version": 1,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": str(t.topic_id),
+                    "partitions": t.partitions,
+                    "configs": t.configs,
+                    "internal": t.internal,
+                }
+                for t in self.topics.values()
+            ],
+        }
+        atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def colliding(self, name: str) -> str | None:
+        """Kafka refuses names that differ from an existing one only by '.' vs '_' (metric
+        names would collide)."""
+        norm = name.replace(".", "_")
+        for other in self.topics:
+            if other != name and other.replace(".", "_") == norm:
+                return other
+        return None
+
+    def create(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False
+    ) -> Topic:
+        topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
+        self._add(topic)
+        self.save()
+        return topic
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def load_or_create_meta(log_dir: Path, node_id: int, cluster_id: str = "") -> str:
+    """Kafka's meta.properties: the cluster id is made once and kept across restarts."""
+    path = log_dir / "meta.properties"
+    if path.exists():
+        props = {}
+        for line in path.read_text().splitlines():
+            if line and not line.startswith("#") and "=" in line:
+                k, v = line.split("=", 1)
+                props[k.strip()] = v.strip()
+        existing = props.get("cluster.id", "")
+        if cluster_id and existing and cluster_id != existing:
+            raise ValueError(
+                f"cluster.id {cluster_id} does not match {existing} in {path} (INCONSISTENT_CLUSTER_ID)"
+            )
+        if existing:
+            return existing
+    cid = cluster_id or uuid_to_base64(uuid.uuid4())
+    text = f"#\n#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\nnode.id={node_id}\nversion=1\ncluster.id={cid}\n"
+    atomic_write(path, text.encode())
+    return cid
+
+
+def uuid_to_base64(u: uuid.UUID) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")

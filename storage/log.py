@@ -1,0 +1,344 @@
+"""PartitionLog: one partition directory (`topic-N/`) of segments, Kafka's on-disk layout.
+
+Owns opening and recovering a partition, assigning offsets on append, rolling segments,
+reading whole batches for Fetch, timestamp lookups for ListOffsets, fast record iteration
+for start-up loading, retention, and the bookkeeping of what is durable (`durable_offset`).
+
+Threading: everything runs on the event-loop thread except FlushTicket.run, which only
+fdatasyncs duplicated file descriptors, so a segment deleted or rolled meanwhile is safe.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+from bisect import bisect_right
+from collections.abc import Iterator
+
+from aiokafka.record.default_records import DefaultRecordBatch
+
+from storage.batch import (
+    CorruptBatchError,
+    build_batch,
+    crc_ok,
+    set_base_offset,
+    set_leader_epoch,
+    set_log_append_time,
+    split_batches,
+)
+from storage.segment import INDEX_INTERVAL_BYTES, MAX_RELATIVE_OFFSET, LogSegment, scan_batches
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DEFAULT_SEGMENT_BYTES",
+    "OFFSETS_SEGMENT_BYTES",
+    "FlushTicket",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+]
+
+DEFAULT_SEGMENT_BYTES = 1073741824  # segment.bytes
+OFFSETS_SEGMENT_BYTES = 104857600  # offsets.topic.segment.bytes
+LOAD_BUFFER_SIZE = 5242880  # offsets.load.buffer.size: read size while loading
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
+
+
+class OffsetOutOfRangeError(ValueError):
+    """A read below log_start_offset or beyond log_end_offset (Kafka: OFFSET_OUT_OF_RANGE)."""
+
+
+class FlushTicket:
+    """One flush round: fds (dup'ed on the loop thread) to fdatasync, and what it covers."""
+
+    __slots__ = ("end_offset", "_work", "syncs")
+
+    def __init__(self, end_offset: int, work: list[tuple[LogSegment | None, int, int]]) -> None:
+        self.end_offset = end_offset  # everything below is durable once run() returns
+        self._work = work  # (segment or None for the directory, dup'ed fd, size to mark synced)
+        self.syncs = 0
+
+    def run(self) -> None:
+        """fdatasync every fd (safe in a worker thread); always closes the duplicates."""
+        try:
+            for seg, fd, _ in self._work:
+                # A dup'ed fd shares the open file, so this syncs the segment even if the log
+                # closed or deleted it in the meantime.
+                if seg is None:
+                    os.fsync(fd)
+                else:
+                    os.fdatasync(fd)
+                self.syncs += 1
+        finally:
+            for _, fd, _ in self._work:
+                os.close(fd)
+
+
+class PartitionLog:
+    """Segments of one partition, oldest first; the last one is active (appended to)."""
+
+    def __init__(self, path: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 index_interval_bytes: int = INDEX_INTERVAL_BYTES) -> None:
+        self.path = path
+        self.segment_bytes = segment_bytes
+        self.index_interval_bytes = index_interval_bytes
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.sync_count = 0  # fdatasync calls made so far (observability and tests)
+        self._dir_dirty = False  # a segment file was created since the directory was synced
+        os.makedirs(path, exist_ok=True)
+        self._recover()
+        self.durable_offset = self.log_end_offset  # what survived recovery is on disk
+
+    # ------------------------------------------------------------------ opening
+
+    def _recover(self) -> None:
+        bases = sorted(int(m.group(1)) for name in os.listdir(self.path)
+                       if (m := _SEGMENT_FILE.match(name)))
+        dropped = 0
+        for i, base in enumerate(bases):
+            seg = LogSegment(self.path, base, index_interval_bytes=self.index_interval_bytes)
+            if self.segments and base < self.segments[-1].next_offset:
+                # Overlaps its predecessor: not a log we wrote; treat as corrupt from here on.
+                later = bases[i:]
+                seg.close()
+            else:
+                cut = seg.recover()
+                self.segments.append(seg)
+                if not cut:
+                    continue
+                dropped += cut
+                later = bases[i + 1:]
+            # Kafka deletes every segment after a corrupt one: their offsets would not follow.
+            for b in later:
+                s = LogSegment(self.path, b, index_interval_bytes=self.index_interval_bytes)
+                dropped += s.size
+                s.delete()
+            break
+        if dropped:
+            logger.warning("%s: recovery dropped %d bytes of torn or corrupt data after offset %d",
+                           self.path, dropped, self.segments[-1].next_offset)
+        if not self.segments:
+            self.segments.append(self._new_segment(0))
+        for seg in self.segments[:-1]:
+            seg.seal()
+        for seg in self.segments:
+            seg.sync_index_files()
+        self._bases = [s.base_offset for s in self.segments]
+
+    def _new_segment(self, base: int) -> LogSegment:
+        self._dir_dirty = True
+        return LogSegment(self.path, base, index_interval_bytes=self.index_interval_bytes, create=True)
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to assign."""
+        return self.segments[-1].next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # ------------------------------------------------------------------ appending
+
+    def _maybe_roll(self, nbytes: int, last_offset: int) -> LogSegment:
+        seg = self.segments[-1]
+        if seg.size > 0 and (seg.size + nbytes > self.segment_bytes
+                             or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET):
+            self.roll()
+            seg = self.segments[-1]
+        return seg
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at log_end_offset (no-op if the active one is empty)."""
+        cur = self.segments[-1]
+        if cur.size == 0:
+            return cur
+        cur.seal()
+        seg = self._new_segment(cur.next_offset)
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+        return seg
+
+    def append_batches(self, buf: bytes | bytearray, log_append_time_ms: int | None = None,
+                       leader_epoch: int = 0) -> tuple[int, int, int]:
+        """Append producer-written batches: assign offsets, stamp the leader epoch (and
+        LogAppendTime if given). Returns (base offset, last offset, log append time or -1).
+
+        Raises CorruptBatchError for bytes that are not whole valid batches (callers should
+        validate first to pick the error code; this check keeps garbage out of the log,
+        where recovery would otherwise cut it and everything after it).
+        """
+        data = bytearray(buf)
+        headers = split_batches(data)
+        for h in headers:
+            if not crc_ok(data, h):
+                raise CorruptBatchError(f"CRC mismatch in batch at position {h.position}")
+            if h.last_offset_delta < 0:
+                raise CorruptBatchError(f"negative lastOffsetDelta in batch at {h.position}")
+        first = next_offset = self.log_end_offset
+        for h in headers:
+            set_base_offset(data, h, next_offset)
+            set_leader_epoch(data, h, leader_epoch)
+            if log_append_time_ms is not None:
+                set_log_append_time(data, h, log_append_time_ms)
+            next_offset += h.last_offset_delta + 1
+        seg = self._maybe_roll(len(data), next_offset - 1)
+        seg.append(data, headers)
+        return first, next_offset - 1, -1 if log_append_time_ms is None else log_append_time_ms
+
+    def append_records(self, records: list[tuple[bytes, bytes | None]], timestamp_ms: int,
+                       leader_epoch: int = 0) -> tuple[int, int]:
+        """Append one batch of (key, value) records, all stamped timestamp_ms (CreateTime).
+
+        The coordinator's path: returns (first offset, last offset).
+        """
+        first = self.log_end_offset
+        data = build_batch([(k, v, timestamp_ms) for k, v in records], first, leader_epoch)
+        headers = split_batches(data)
+        seg = self._maybe_roll(len(data), first + len(records) - 1)
+        seg.append(data, headers)
+        return first, first + len(records) - 1
+
+    # ------------------------------------------------------------------ reading
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> bytes:
+        """Whole batches starting with the one holding `offset`, up to max_bytes; KIP-74: with
+        min_one_batch the first batch is returned even if larger. b"" at log_end_offset."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]")
+        for seg in self.segments[self._segment_index(offset):]:
+            # Compaction can leave a segment without the offset: move on to the next one.
+            data = seg.read(offset, max_bytes, min_one_batch)
+            if data or seg.next_offset > offset:
+                return data
+        return b""
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+        for seg in self.segments:
+            if seg.max_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(largest timestamp, offset of the first record carrying it); (-1, -1) if none."""
+        best = None
+        for seg in self.segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        return (-1, -1) if best is None else best.max_timestamp_and_offset()
+
+    def iter_records(self, start_offset: int = 0,
+                     buffer_size: int = LOAD_BUFFER_SIZE) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+        """(offset, key, value) of every record from start_offset on, control batches skipped.
+
+        The start-up loading hot path: batches were CRC-checked when the log opened, so this
+        only frames and decodes them. Stops at the log end seen when each segment is reached.
+        """
+        for seg in self.segments[self._segment_index(start_offset):]:
+            if seg.next_offset <= start_offset:
+                continue
+            pos = seg.index_position(start_offset) if start_offset > seg.base_offset else 0
+            for h, body in scan_batches(seg.fd, pos, seg.size, verify_crc=False, chunk=buffer_size):
+                if h.base_offset + h.last_offset_delta < start_offset or h.attributes & 0x20:
+                    continue
+                if h.base_offset >= start_offset:
+                    for r in DefaultRecordBatch(body):
+                        yield r.offset, r.key, r.value
+                else:
+                    for r in DefaultRecordBatch(body):
+                        if r.offset >= start_offset:
+                            yield r.offset, r.key, r.value
+
+    # ------------------------------------------------------------------ retention
+
+    def apply_retention(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int:
+        """Delete whole old segments past retention.ms (by their largest timestamp) or while
+        the log is larger than retention.bytes (-1 = unlimited). The active segment stays.
+        Returns how many segments were deleted; log_start_offset follows."""
+        deleted = 0
+        total = self.size_in_bytes
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            too_old = retention_ms >= 0 and now_ms - seg.largest_timestamp() > retention_ms
+            too_big = retention_bytes >= 0 and total - seg.size >= retention_bytes
+            if not (too_old or too_big):
+                break
+            self.segments.pop(0)
+            self._bases.pop(0)
+            total -= seg.size
+            seg.delete()
+            deleted += 1
+        if deleted:
+            self._dir_dirty = True
+            self.durable_offset = max(self.durable_offset, self.log_start_offset)
+            logger.info("%s: retention deleted %d segment(s); log start offset now %d",
+                        self.path, deleted, self.log_start_offset)
+        return deleted
+
+    # ------------------------------------------------------------------ durability
+
+    def begin_flush(self) -> FlushTicket:
+        """Snapshot what to fdatasync (loop thread). Pair with ticket.run() and end_flush()."""
+        work = []
+        for seg in self.segments:
+            if seg.size > seg.synced_size:
+                work.append((seg, os.dup(seg.fd), seg.size))
+        if self._dir_dirty:
+            # New or deleted segment files: their directory entries must be durable too.
+            self._dir_dirty = False
+            work.append((None, os.open(self.path, os.O_RDONLY), 0))
+        return FlushTicket(self.log_end_offset, work)
+
+    def end_flush(self, ticket: FlushTicket, ok: bool = True) -> None:
+        """Record a finished round (loop thread); a failed one leaves everything unsynced."""
+        self.sync_count += ticket.syncs
+        if not ok:
+            if any(seg is None for seg, _, _ in ticket._work):
+                self._dir_dirty = True
+            return
+        for seg, _, size in ticket._work:
+            if seg is not None and size > seg.synced_size:
+                seg.synced_size = size
+        if ticket.end_offset > self.durable_offset:
+            self.durable_offset = ticket.end_offset
+
+    def flush(self) -> None:
+        """fdatasync every segment with unsynced bytes, now, on this thread."""
+        ticket = self.begin_flush()
+        try:
+            ticket.run()
+        except OSError:
+            self.end_flush(ticket, ok=False)
+            raise
+        self.end_flush(ticket)
+
+    def close(self) -> None:
+        """Flush and close every file."""
+        try:
+            self.flush()
+        finally:
+            for seg in self.segments:
+                seg.close()
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.path!r}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self.segments)})")

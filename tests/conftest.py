@@ -1,0 +1,115 @@
+"""Shared fixtures: the real kcoord server as a subprocess on a free loopback port."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class KcoordProcess:
+    """A kcoord server process. `bootstrap` is what clients are given."""
+
+    def __init__(self, log_dir: Path, port: int | None = None, overrides: dict[str, str] | None = None):
+        self.log_dir = log_dir
+        self.port = port or free_port()
+        self.overrides = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(log_dir),
+            # Tests do not want to wait Kafka's 3 s for the first rebalance of each group.
+            "group.initial.rebalance.delay.ms": "0",
+            **(overrides or {}),
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.output = log_dir.parent / f"kcoord-{self.port}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> KcoordProcess:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "server", "serve"]
+        for k, v in self.overrides.items():
+            args += ["--override", f"{k}={v}"]
+        out = open(self.output, "ab")
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kcoord exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"kcoord did not listen on {self.port}:\n{self.log_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def restart(self) -> KcoordProcess:
+        self.stop()
+        return self.start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.output.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+@pytest.fixture
+def kcoord_factory(tmp_path: Path) -> Iterator:
+    started: list[KcoordProcess] = []
+
+    def make(overrides: dict[str, str] | None = None, log_dir: Path | None = None) -> KcoordProcess:
+        srv = KcoordProcess(log_dir or tmp_path / f"data{len(started)}", overrides=overrides)
+        started.append(srv)
+        return srv.start()
+
+    yield make
+    for srv in started:
+        if srv.alive():
+            srv.stop()
+
+
+@pytest.fixture
+def kcoord(kcoord_factory) -> KcoordProcess:
+    return kcoord_factory()
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ARG001
+    # Every test gets a hard ceiling so a client that retries forever cannot hang CI.
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(int(os.environ.get("KCOORD_TEST_TIMEOUT", "180"))))
