@@ -1,0 +1,98 @@
+"""LogManager: the partition logs under one log directory (Kafka's log.dirs entry).
+
+Owns discovering `topic-N` directories at start-up, creating new ones (with their
+`partition.metadata`), looking logs up, and closing them all.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+
+from storage.log import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES, PartitionLog
+from storage.partition_metadata import read_partition_metadata, write_partition_metadata
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["OFFSETS_TOPIC", "LogManager", "parse_partition_dir"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """`topic-N` -> (topic, N), split at the last '-'; None for anything else (Kafka's
+    `-delete` / `-future` / `-stray` directories, checkpoint files, ...)."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+class LogManager:
+    """Every PartitionLog in `log_dir`, keyed by (topic, partition)."""
+
+    def __init__(self, log_dir: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 offsets_segment_bytes: int = OFFSETS_SEGMENT_BYTES) -> None:
+        self.log_dir = log_dir
+        self.segment_bytes = segment_bytes
+        self.offsets_segment_bytes = offsets_segment_bytes
+        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        os.makedirs(log_dir, exist_ok=True)
+        for name in sorted(os.listdir(log_dir)):
+            tp = parse_partition_dir(name)
+            path = os.path.join(log_dir, name)
+            if tp is None or not os.path.isdir(path):
+                continue
+            self.logs[tp] = PartitionLog(path, segment_bytes=self._segment_bytes(tp[0]))
+            try:
+                tid = read_partition_metadata(path)
+            except ValueError as e:
+                logger.warning("%s", e)
+                tid = None
+            if tid is not None:
+                self.topic_ids.setdefault(tp[0], tid)
+        logger.info("%s: opened %d partition log(s)", log_dir, len(self.logs))
+
+    def _segment_bytes(self, topic: str) -> int:
+        return self.offsets_segment_bytes if topic == OFFSETS_TOPIC else self.segment_bytes
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic, partition))
+
+    def create(self, topic: str, partition: int, segment_bytes: int | None = None,
+               topic_id: uuid.UUID | None = None) -> PartitionLog:
+        """The log of topic-partition, created (with partition.metadata) if missing."""
+        log = self.logs.get((topic, partition))
+        if log is not None:
+            return log
+        path = os.path.join(self.log_dir, f"{topic}-{partition}")
+        log = PartitionLog(path, segment_bytes=segment_bytes or self._segment_bytes(topic))
+        if topic_id is not None:
+            write_partition_metadata(path, topic_id)
+            self.topic_ids.setdefault(topic, topic_id)
+        self.logs[(topic, partition)] = log
+        return log
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(p for t, p in self.logs if t == topic)
+
+    def __iter__(self) -> Iterator[tuple[tuple[str, int], PartitionLog]]:
+        return iter(self.logs.items())
+
+    def flush(self) -> None:
+        for log in self.logs.values():
+            log.flush()
+
+    def close(self) -> None:
+        """Flush and close every log (every one is attempted; the first error is raised)."""
+        first: BaseException | None = None
+        for log in self.logs.values():
+            try:
+                log.close()
+            except OSError as e:
+                first = first or e
+        self.logs.clear()
+        if first is not None:
+            raise first
