@@ -50,6 +50,7 @@ _hqh = struct.Struct(">hqh")
 _hq = struct.Struct(">hq")
 _hqih = struct.Struct(">hqih")
 _hqi = struct.Struct(">hqi")
+_V3_EMPTY = struct.Struct(">hqihq")
 _ii = struct.Struct(">ii")
 
 OFFSET_KEY_VERSION = 1  # Kafka writes OffsetCommitKey v1 (v0 is the same layout)
@@ -247,6 +248,11 @@ def decode_key(b: bytes) -> Key | None:
 
 
 def _decode_offset_value(b: bytes) -> OffsetValue:
+    if len(b) == 24 and b[1] == 3 and b[0] == 0:
+        # v3 with empty metadata, what nearly every consumer commits: one unpack.
+        _, offset, epoch, n, ts = _V3_EMPTY.unpack(b)
+        if n == 0:
+            return OffsetValue(offset, "", ts, epoch, None)
     try:
         version, offset, n = _hqh.unpack_from(b, 0)
         if version == 3:
@@ -334,11 +340,13 @@ def decode_value(key: Key, b: bytes | None) -> Value | None:
 
 def decode_record(key_bytes: bytes | None, value_bytes: bytes | None) -> CoordinatorRecord | None:
     """One __consumer_offsets record -> CoordinatorRecord; None for key versions we skip."""
-    if key_bytes is None:
-        raise CodecError("__consumer_offsets record without a key")
-    key = decode_key(key_bytes)
+    key = _KEY_CACHE.get(key_bytes)  # inlined decode_key fast path: loading is hot
     if key is None:
-        return None
+        if key_bytes is None:
+            raise CodecError("__consumer_offsets record without a key")
+        key = decode_key(key_bytes)
+        if key is None:
+            return None
     if value_bytes is None:
         return CoordinatorRecord(key, None)
     if type(key) is OffsetKey:
