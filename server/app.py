@@ -65,6 +65,7 @@ class Server:
             self._servers.append(srv)
             for sock in srv.sockets:
                 self.bound.append(sock.getsockname()[:2])
+        self.broker.start_background()
         log.info("kcoord listening on %s", ", ".join(f"{h}:{p}" for h, p in self.bound))
 
     async def stop(self) -> None:

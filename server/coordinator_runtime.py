@@ -1,0 +1,185 @@
+"""Runs group-coordinator results against __consumer_offsets.
+
+A coordinator handler returns (records, response). This runtime appends the records to the
+group's __consumer_offsets partition, waits until they are on disk (fdatasync shared by
+concurrent writers: group commit, bounded by offsets.commit.timeout.ms), replays them into
+the coordinator — the same replay start-up loading uses — and only then lets the response go.
+Nothing is acknowledged that is not durable; a failed write is answered with the code Kafka's
+coordinator uses and changes no state.
+
+It also loads every partition at start-up (groups answer COORDINATOR_LOAD_IN_PROGRESS until
+their partition is loaded) and runs the offsets retention task.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+from protocol.coordinator_codec import CodecError, decode_record, encode_key, encode_value
+from protocol.coordinator_records import CoordinatorRecord
+from protocol.errors import ErrorCode, KafkaError, coordinator_append_error, error_code_of
+from server.clock import Clock
+from server.deferred import Deferred
+from server.group.coordinator import GroupCoordinator
+from server.group.result import CoordinatorResult
+from storage.flusher import sync
+from storage.log import PartitionLog
+from storage.log_manager import OFFSETS_TOPIC, LogManager
+
+log = logging.getLogger("kcoord.coordinator")
+
+# Loading yields to the event loop this often so that other partitions' groups, and every
+# other API, keep being served while a large partition loads.
+_LOAD_YIELD_EVERY = 20_000
+
+
+class CoordinatorRuntime:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        logs: LogManager,
+        clock: Clock,
+        num_partitions: int,
+        commit_timeout_ms: int,
+        max_message_bytes: int,
+    ) -> None:
+        self.coordinator = coordinator
+        self.logs = logs
+        self.clock = clock
+        self.num_partitions = num_partitions
+        self.commit_timeout_s = commit_timeout_ms / 1000.0
+        self.max_message_bytes = max_message_bytes
+        self._inflight: set[asyncio.Future[Any]] = set()
+        self._retention_task: asyncio.Task[None] | None = None
+
+    # ---------------------------------------------------------------- live writes
+
+    def submit(self, result: CoordinatorResult) -> Any:
+        """The response for `result`: now if it has no records, else a Deferred completed
+        once its records are durable and replayed (or failed)."""
+        if not result.records:
+            return result.response
+        out: Deferred[Any] = Deferred()
+        fut = asyncio.ensure_future(self._write(result))
+        self._inflight.add(fut)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            self._inflight.discard(f)
+            response = f.result()
+            if isinstance(response, Deferred):
+                response.add_callback(out.complete)
+            else:
+                out.complete(response)
+
+        fut.add_done_callback(done)
+        return out
+
+    async def _write(self, result: CoordinatorResult) -> Any:
+        assert result.on_appended is not None, "a result with records needs on_appended"
+        try:
+            await self.append(result.records)
+        except Exception as e:  # noqa: BLE001 - every failure becomes the client's error code
+            code = coordinator_append_error(error_code_of(e))
+            if not isinstance(e, KafkaError):
+                log.error("Appending %d records to %s failed: %r", len(result.records), OFFSETS_TOPIC, e)
+            return result.on_appended(code)
+        return result.on_appended(None)
+
+    async def append(self, records: list[CoordinatorRecord]) -> None:
+        """Append, wait for durability, then replay. Records may span partitions (retention)."""
+        by_partition: dict[int, list[CoordinatorRecord]] = defaultdict(list)
+        for r in records:
+            by_partition[self.coordinator.partition_of(r.key.group)].append(r)
+        writes = []
+        for partition, recs in by_partition.items():
+            plog = self._log(partition)
+            kvs = [(encode_key(r.key), None if r.value is None else encode_value(r.value)) for r in recs]
+            size = sum(len(k) + (len(v) if v else 0) + 24 for k, v in kvs) + 61
+            if size > self.max_message_bytes:
+                raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                 f"{size} bytes of coordinator records exceed max.message.bytes")
+            _, last = plog.append_records(kvs, self.clock.now_ms())
+            writes.append((plog, last, recs))
+        for plog, last, recs in writes:
+            try:
+                await asyncio.wait_for(sync(plog, last), self.commit_timeout_s)
+            except TimeoutError:
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "offsets.commit.timeout.ms expired") from None
+            for r in recs:
+                self.coordinator.replay(r)
+
+    def _log(self, partition: int) -> PartitionLog:
+        plog = self.logs.get(OFFSETS_TOPIC, partition)
+        if plog is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{OFFSETS_TOPIC}-{partition} has no log")
+        return plog
+
+    # ---------------------------------------------------------------- start-up loading
+
+    async def load_all(self) -> None:
+        """Replay every partition in order, like Kafka's loadGroupsAndOffsets."""
+        for p in range(self.num_partitions):
+            self.coordinator.begin_loading(p)
+        total_records = 0
+        started = time.monotonic()
+        for p in range(self.num_partitions):
+            total_records += await self._load_partition(p)
+        log.info("Loaded %d records of %d %s partitions in %d ms", total_records,
+                 self.num_partitions, OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
+
+    async def _load_partition(self, partition: int) -> int:
+        started = time.monotonic()
+        plog = self.logs.get(OFFSETS_TOPIC, partition)
+        n = skipped = 0
+        if plog is not None:
+            for _offset, key, value in plog.iter_records():
+                if key is None:
+                    skipped += 1
+                    continue
+                try:
+                    record = decode_record(key, value)
+                except CodecError as e:
+                    log.warning("Skipping undecodable record at %s-%d offset %d: %s",
+                                OFFSETS_TOPIC, partition, _offset, e)
+                    skipped += 1
+                    continue
+                if record is not None:
+                    self.coordinator.replay(record)
+                n += 1
+                if n % _LOAD_YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+        self.coordinator.end_loading(partition)
+        if n:
+            log.info("Finished loading offsets and group metadata from %s-%d in %d milliseconds "
+                     "(%d records, %d skipped)", OFFSETS_TOPIC, partition,
+                     (time.monotonic() - started) * 1000, n, skipped)
+        return n
+
+    # ---------------------------------------------------------------- retention
+
+    def start_retention(self, interval_ms: int) -> None:
+        self._retention_task = asyncio.ensure_future(self._retention_loop(interval_ms))
+
+    async def _retention_loop(self, interval_ms: int) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000.0)
+            await self.run_retention()
+
+    async def run_retention(self) -> None:
+        result = self.coordinator.expire_offsets()
+        if result.records:
+            try:
+                await self.append(result.records)
+            except Exception as e:  # noqa: BLE001 - retried at the next interval
+                log.error("Writing expired-offset tombstones failed: %r", e)
+
+    # ---------------------------------------------------------------- shutdown
+
+    async def stop(self) -> None:
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+        if self._inflight:
+            await asyncio.wait(list(self._inflight), timeout=self.commit_timeout_s)

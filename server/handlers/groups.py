@@ -1,0 +1,46 @@
+"""The group-coordinator APIs. Their behaviour lives in server/group/coordinator.py; each
+handler here only passes the decoded request to the coordinator and its result through the
+runtime, which makes the result's records durable before the response leaves.
+
+    JoinGroup v0-v9      SyncGroup v0-v5      Heartbeat v0-v4      LeaveGroup v0-v5
+    OffsetCommit v0-v9   OffsetFetch v0-v9    OffsetDelete v0
+    DescribeGroups v0-v5 ListGroups v0-v5     DeleteGroups v0-v2
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.api import ApiKey
+from server.context import RequestContext
+from server.handlers.registry import handles
+
+
+@handles(ApiKey.JOIN_GROUP)
+def handle_join_group(ctx: RequestContext, req: Any, version: int) -> Any:
+    coordinator = ctx.broker.coordinator
+    result = coordinator.join_group(req, version, ctx.client_id or "", "/" + ctx.client_host)
+    return ctx.broker.runtime.submit(result)
+
+
+def _plain(api_key: ApiKey, method: str) -> None:
+    """Register a handler that is just `runtime.submit(coordinator.<method>(req, version))`."""
+
+    def handle(ctx: RequestContext, req: Any, version: int) -> Any:
+        return ctx.broker.runtime.submit(getattr(ctx.broker.coordinator, method)(req, version))
+
+    handle.__name__ = f"handle_{method}"
+    handles(api_key)(handle)
+
+
+for _key, _method in (
+    (ApiKey.SYNC_GROUP, "sync_group"),
+    (ApiKey.HEARTBEAT, "heartbeat"),
+    (ApiKey.LEAVE_GROUP, "leave_group"),
+    (ApiKey.OFFSET_COMMIT, "offset_commit"),
+    (ApiKey.OFFSET_FETCH, "offset_fetch"),
+    (ApiKey.OFFSET_DELETE, "offset_delete"),
+    (ApiKey.DESCRIBE_GROUPS, "describe_groups"),
+    (ApiKey.LIST_GROUPS, "list_groups"),
+    (ApiKey.DELETE_GROUPS, "delete_groups"),
+):
+    _plain(_key, _method)
