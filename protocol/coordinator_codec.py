@@ -211,6 +211,7 @@ class _Reader:
 # Bounded so a pathological log cannot grow it without limit; clearing just costs re-decoding.
 _KEY_CACHE: dict[bytes, OffsetKey] = {}
 _KEY_CACHE_MAX = 200_000
+_SKIPPED_VERSIONS: set[int] = set()
 
 
 def decode_key(b: bytes) -> Key | None:
@@ -243,7 +244,10 @@ def decode_key(b: bytes) -> Key | None:
     except (struct.error, UnicodeDecodeError) as e:
         raise CodecError(f"malformed key: {e}") from None
     # Versions 3+ are the new consumer-group / share-group records (KIP-848): not ours.
-    log.info("skipping __consumer_offsets record with key version %d (newer group type)", version)
+    # Log each unknown version once: a log written by a newer Kafka may hold millions of them.
+    level = logging.DEBUG if version in _SKIPPED_VERSIONS else logging.INFO
+    _SKIPPED_VERSIONS.add(version)
+    log.log(level, "skipping __consumer_offsets record with key version %d (newer group type)", version)
     return None
 
 

@@ -7,8 +7,8 @@ module only touches the 61-byte header, which is all the log needs to assign off
 Header layout (big endian):
     0 baseOffset int64 | 8 batchLength int32 | 12 partitionLeaderEpoch int32 | 16 magic int8
     17 crc uint32 | 21 attributes int16 | 23 lastOffsetDelta int32 | 27 baseTimestamp int64
-    35 maxTimestamp int64 | 43 producerId int64 | 51 producerEpoch int16 | 55 baseSequence int32
-    59 recordCount int32 | 61 records...
+    35 maxTimestamp int64 | 43 producerId int64 | 51 producerEpoch int16 | 53 baseSequence int32
+    57 recordCount int32 | 61 records...
 batchLength counts the bytes after itself, so a batch occupies batchLength + 12 bytes. The CRC32C
 covers bytes 21..end, so baseOffset and partitionLeaderEpoch can be patched without redoing it.
 """
