@@ -1,0 +1,198 @@
+"""Shared pieces of the benchmarks: start servers as subprocesses, encode requests, and a
+closed-loop load generator (each connection sends a request when its previous answer lands).
+
+Both the server under test and the ceiling it is compared with run as separate processes
+and are driven by the same generator, so their numbers are comparable within one run.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from protocol.api import API_TABLE  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def start_kcoord(overrides: dict[str, str] | None = None, log_dir: str | None = None) -> tuple[subprocess.Popen[bytes], int, str]:
+    port = free_port()
+    log_dir = log_dir or tempfile.mkdtemp(prefix="kcoord-bench-")
+    opts = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "log.dirs": log_dir,
+        "group.initial.rebalance.delay.ms": "0",
+        "log.level": "WARNING",
+        **(overrides or {}),
+    }
+    args = [sys.executable, "-m", "server", "serve"]
+    for k, v in opts.items():
+        args += ["--override", f"{k}={v}"]
+    proc = subprocess.Popen(args, cwd=ROOT)
+    wait_listening(port, proc)
+    return proc, port, log_dir
+
+
+def start_bare(mode: str, workdir: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    args = [sys.executable, str(ROOT / "bench" / "_bare_server.py"), mode, str(port)]
+    if workdir:
+        args.append(workdir)
+    proc = subprocess.Popen(args, cwd=ROOT)
+    wait_listening(port, proc)
+    return proc, port
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def encode_request(req: Any, version: int, correlation_id: int = 1, client_id: str = "bench") -> bytes:
+    spec = API_TABLE[req.API_KEY]
+    cid = client_id.encode()
+    header = struct.pack(">hhih", req.API_KEY, version, correlation_id, len(cid)) + cid
+    if spec.request_header_version(version) >= 2:
+        header += b"\x00"
+    body = bytes(req.encode(version=version))
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+class SyncClient:
+    """A blocking one-request-at-a-time client for benchmark set-up steps."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.corr = 0
+
+    def call(self, req: Any, version: int) -> Any:
+        self.corr += 1
+        self.sock.sendall(encode_request(req, version, self.corr))
+        size = struct.unpack(">i", self._read(4))[0]
+        data = self._read(size)
+        spec = API_TABLE[req.API_KEY]
+        hv = spec.response_header_version(version)
+        body = data[4 + (1 if hv >= 1 else 0):]
+        return spec.response.decode(body, version=version)
+
+    def _read(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            buf += chunk
+        return buf
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _LoopConn(asyncio.Protocol):
+    def __init__(self, frame: bytes, counter: list[int], stop_at: float) -> None:
+        self.frame = frame
+        self.counter = counter
+        self.stop_at = stop_at
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.done = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.write(self.frame)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        n = 0
+        while len(self.buf) >= 4:
+            size = int.from_bytes(self.buf[:4], "big")
+            if len(self.buf) < 4 + size:
+                break
+            del self.buf[: 4 + size]
+            n += 1
+        if n:
+            self.counter[0] += n
+            if time.monotonic() < self.stop_at:
+                self.transport.write(self.frame * n)  # type: ignore[union-attr]
+            elif not self.done.done():
+                self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _closed_loop(port: int, frames: list[bytes], seconds: float, warmup: float) -> float:
+    loop = asyncio.get_running_loop()
+    counter = [0]
+    stop_at = time.monotonic() + warmup + seconds
+    conns = []
+    for f in frames:
+        _, proto = await loop.create_connection(lambda f=f: _LoopConn(f, counter, stop_at), "127.0.0.1", port)
+        conns.append(proto)
+    await asyncio.sleep(warmup)
+    start_count, start = counter[0], time.monotonic()
+    await asyncio.sleep(seconds)
+    rate = (counter[0] - start_count) / (time.monotonic() - start)
+    await asyncio.wait([c.done for c in conns], timeout=10)
+    for c in conns:
+        c.transport.close()
+    return rate
+
+
+def closed_loop(port: int, frames: list[bytes], seconds: float = 5.0, warmup: float = 1.0) -> float:
+    """Requests answered per second with one outstanding request per frame/connection."""
+    import uvloop
+
+    return uvloop.run(_closed_loop(port, frames, seconds, warmup))
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers] + [[f"{c:,.1f}" if isinstance(c, float) else f"{c:,}" if isinstance(c, int) else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = [" | ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+os.environ.setdefault("PYTHONUNBUFFERED", "1")
