@@ -1,0 +1,283 @@
+"""OffsetCommit (v0-v9), OffsetFetch (v0-v9), OffsetDelete (v0) and offset retention
+(KIP-211), as Kafka 3.x's GroupCoordinator / GroupMetadataManager do them.
+
+A commit is appended first and stored by replay(); until then the partition counts as a
+pending commit, which is what OffsetFetch require_stable reports as UNSTABLE_OFFSET_COMMIT.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.coordinator_records import CoordinatorRecord, GroupKey, OffsetKey, OffsetValue
+from protocol.errors import ErrorCode
+from server.group.base import CoordinatorBase, log
+from server.group.group import GroupMetadata
+from server.group.responses import (
+    FetchRow,
+    commit_response,
+    fetch_group,
+    fetch_response_multi,
+    fetch_response_single,
+    offset_delete_response,
+)
+from server.group.result import CoordinatorResult
+from server.group.state import GroupState
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
+    GroupState.EMPTY,
+    GroupState.PREPARING_REBALANCE,
+    GroupState.COMPLETING_REBALANCE,
+    GroupState.STABLE,
+    GroupState.DEAD,
+)
+
+
+def _java_length(s: str) -> int:
+    """String.length() in Java: UTF-16 code units (what offset.metadata.max.bytes bounds)."""
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+class OffsetsMixin(CoordinatorBase):
+    # Uses MembershipMixin's member validation and session reset (both mixed into
+    # GroupCoordinator).
+
+    # ====================================================================== OffsetCommit
+
+    def offset_commit(self, req: Any, version: int) -> CoordinatorResult:
+        now = self.clock.now_ms()
+        group_id = req.group_id
+        generation = req.generation_id_or_member_epoch if version >= 1 else -1
+        member_id = (req.member_id or "") if version >= 1 else ""
+        instance_id = req.group_instance_id if version >= 7 else None
+        retention = req.retention_time_ms if 2 <= version <= 4 else -1
+        # v2-v4 may ask for a retention: that is the only case with an explicit expire timestamp
+        expire = None if retention == -1 else now + retention
+        max_meta = self.config.offset_metadata_max_bytes
+        # (topic, partition, value or None when its metadata is too large)
+        entries: list[tuple[str, int, OffsetValue | None]] = []
+        for t in req.topics:
+            for p in t.partitions:
+                meta = p.committed_metadata or ""
+                if _java_length(meta) > max_meta:
+                    entries.append((t.name, p.partition_index, None))
+                    continue
+                ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+                epoch = p.committed_leader_epoch if version >= 6 else -1
+                entries.append((t.name, p.partition_index, OffsetValue(
+                    offset=p.committed_offset, metadata=meta, commit_timestamp=ts,
+                    leader_epoch=epoch, expire_timestamp=expire,
+                )))
+
+        def all_error(code: ErrorCode) -> CoordinatorResult:
+            return CoordinatorResult(response=commit_response(version, [(t, p, code) for t, p, _ in entries]))
+
+        err = self._validate(group_id, "offset_commit")
+        if err is not None:
+            return all_error(err)
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                # a commit from an older generation of a group that is gone
+                return all_error(ErrorCode.ILLEGAL_GENERATION)
+            # not using group management: the group exists only to hold offsets
+            log.info("Creating simple consumer group %s via manual offset commit.", group_id)
+            group = self._new_group(group_id)
+        err = self._validate_offset_commit(group, generation, member_id, instance_id)
+        if err is not None:
+            return all_error(err)
+        if group.state is COMPLETING:
+            # the member knows the new generation but has no assignment yet
+            return all_error(ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.state in (STABLE, PREPARING):
+            # commits are allowed while preparing: the heartbeat tells the member to rejoin
+            self._complete_and_schedule_next_heartbeat(group, group.members[member_id])  # type: ignore[attr-defined]
+        return self._store_offsets(group, entries, version)
+
+    def _validate_offset_commit(
+        self, group: GroupMetadata, generation: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode | None:
+        if group.state is DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.state is EMPTY:
+            # admin client or a consumer without group management
+            return None
+        if generation >= 0 or member_id or instance_id is not None:
+            err = self._validate_current_member(  # type: ignore[attr-defined]
+                group, member_id, instance_id)
+            if err is not None:
+                return err
+            return ErrorCode.ILLEGAL_GENERATION if generation != group.generation_id else None
+        # a group with members only takes commits from them
+        return ErrorCode.UNKNOWN_MEMBER_ID if group.state is not EMPTY else None
+
+    def _store_offsets(
+        self, group: GroupMetadata, entries: list[tuple[str, int, OffsetValue | None]], version: int
+    ) -> CoordinatorResult:
+        valid = [(t, p, v) for t, p, v in entries if v is not None]
+        if not valid:
+            return CoordinatorResult(response=commit_response(
+                version, [(t, p, ErrorCode.OFFSET_METADATA_TOO_LARGE) for t, p, _ in entries]
+            ))
+        gid = group.group_id
+        records = [CoordinatorRecord(OffsetKey(gid, t, p), v) for t, p, v in valid]
+        for t, p, _ in valid:
+            group.add_pending_commit(t, p)
+
+        def on_appended(error: ErrorCode | None) -> Any:
+            if error is not None:
+                for t, p, _ in valid:
+                    group.remove_pending_commit(t, p)
+            ok = ErrorCode.NONE if error is None else error
+            return commit_response(version, [
+                (t, p, ErrorCode.OFFSET_METADATA_TOO_LARGE if v is None else ok) for t, p, v in entries
+            ])
+
+        return CoordinatorResult(records=records, on_appended=on_appended)
+
+    # ====================================================================== OffsetFetch
+
+    def offset_fetch(self, req: Any, version: int) -> CoordinatorResult:
+        if version >= 8:
+            groups = []
+            for g in req.groups:
+                topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+                err, rows = self._fetch_offsets(g.group_id, topics, req.require_stable, version)
+                groups.append(fetch_group(g.group_id, err, rows))
+            return CoordinatorResult(response=fetch_response_multi(version, groups))
+        topics = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
+        require_stable = bool(req.require_stable) if version >= 7 else False
+        err, rows = self._fetch_offsets(req.group_id, topics, require_stable, version)
+        if version < 2 and err != ErrorCode.NONE:
+            # no top-level error before v2: every requested partition carries it
+            rows = [(t, p, -1, -1, "", err) for t, parts in (topics or []) for p in parts]
+        return CoordinatorResult(response=fetch_response_single(version, err, rows))
+
+    def _fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool, version: int
+    ) -> tuple[ErrorCode, list[FetchRow]]:
+        err = self._validate(group_id, "offset_fetch")
+        if err is not None:
+            return err, []
+        # v0 used to read ZooKeeper, which reported a partition without an offset as unknown
+        missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if version == 0 else ErrorCode.NONE
+        group = self._groups.get(group_id)
+        if group is None or group.state is DEAD:
+            return ErrorCode.NONE, [(t, p, -1, -1, "", missing) for t, parts in (topics or []) for p in parts]
+        wanted = group.offsets.keys() if topics is None else [(t, p) for t, parts in topics for p in parts]
+        pending = group.pending_offset_commits
+        rows: list[FetchRow] = []
+        for t, p in wanted:
+            if require_stable and (t, p) in pending:
+                rows.append((t, p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                continue
+            v = group.offsets.get(t, p)
+            if v is None:
+                rows.append((t, p, -1, -1, "", missing))
+            else:
+                rows.append((t, p, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE))
+        return ErrorCode.NONE, rows
+
+    # ====================================================================== OffsetDelete
+
+    def offset_delete(self, req: Any, version: int) -> CoordinatorResult:
+        group_id = req.group_id
+        wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+
+        def group_error(code: ErrorCode) -> CoordinatorResult:
+            return CoordinatorResult(response=offset_delete_response(version, code, []))
+
+        err = self._validate(group_id, "offset_delete")
+        if err is not None:
+            return group_error(err)
+        group = self._groups.get(group_id)
+        if group is None or group.state is DEAD:
+            return group_error(ErrorCode.GROUP_ID_NOT_FOUND)
+        subscribed: list[tuple[str, int]] = []
+        if group.state is EMPTY:
+            eligible = wanted
+        elif group.is_consumer_group():
+            eligible = []
+            for tp in wanted:
+                (subscribed if group.is_subscribed_to_topic(tp[0]) else eligible).append(tp)
+        else:
+            return group_error(ErrorCode.NON_EMPTY_GROUP)
+
+        removed = [tp for tp in dict.fromkeys(eligible) if tp in group.offsets]
+        records = [CoordinatorRecord(OffsetKey(group_id, t, p), None) for t, p in removed]
+        died = self._maybe_die_with_offsets(group, len(removed), records)
+
+        def results(code: ErrorCode) -> list[tuple[str, int, ErrorCode]]:
+            sub = set(subscribed)
+            return [(t, p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if (t, p) in sub else code) for t, p in wanted]
+
+        if not records:
+            return CoordinatorResult(response=offset_delete_response(version, ErrorCode.NONE, results(ErrorCode.NONE)))
+        log.info("The following offsets of the group %s were deleted: %s. A total of %d offsets were removed.",
+                 group_id, removed, len(removed))
+
+        def on_appended(error: ErrorCode | None) -> Any:
+            if error is not None and died:
+                self._revive(group)
+            return offset_delete_response(version, ErrorCode.NONE, results(error or ErrorCode.NONE))
+
+        return CoordinatorResult(records=records, on_appended=on_appended)
+
+    def _maybe_die_with_offsets(self, group: GroupMetadata, n_removed: int, records: list[CoordinatorRecord]) -> bool:
+        """An Empty group left without offsets is Dead and gets a tombstone (Kafka's
+        cleanupGroupMetadata). Returns whether it died."""
+        if group.state is EMPTY and len(group.offsets) == n_removed and not group.pending_offset_commits:
+            log.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
+            self._mark_dead(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            records.append(CoordinatorRecord(GroupKey(group.group_id), None))
+            return True
+        return False
+
+    # ====================================================================== retention
+
+    def expire_offsets(self) -> CoordinatorResult:
+        """Tombstones for expired offsets and for Empty groups left without offsets.
+
+        Unlike every other result, the records may belong to several groups (contiguous per
+        group): route each by partition_of(record.key.group).
+        """
+        start = self.clock.now_ms()
+        retention = self.config.offsets_retention_ms
+        records: list[CoordinatorRecord] = []
+        died: list[GroupMetadata] = []
+        removed = 0
+        for group in list(self._groups.values()):
+            if group.state is DEAD or self._is_loading(group.group_id):
+                continue
+            expired = self._expired_offsets(group, start, retention)
+            records.extend(CoordinatorRecord(OffsetKey(group.group_id, t, p), None) for t, p in expired)
+            removed += len(expired)
+            if self._maybe_die_with_offsets(group, len(expired), records):
+                died.append(group)
+        if removed > 0:
+            log.info("Removed %d expired offsets in %d milliseconds.", removed, self.clock.now_ms() - start)
+
+        def on_appended(error: ErrorCode | None) -> None:
+            if error is not None:
+                log.error("Failed to append %d tombstones for expired offsets and groups: %s",
+                          len(records), error.name)
+                for g in died:
+                    self._revive(g)
+
+        return CoordinatorResult(records=records, on_appended=on_appended if records else None)
+
+    @staticmethod
+    def _expired_offsets(group: GroupMetadata, now: int, retention_ms: int) -> list[tuple[str, int]]:
+        pending = set(group.pending_offset_commits)
+        if group.protocol_type is not None and group.state is EMPTY:
+            # KIP-211: the retention clock starts when the group became Empty (commit time for
+            # groups loaded from the old schema without a state timestamp)
+            return group.offsets.expired(now, retention_ms, group.current_state_timestamp, set(), pending)
+        if group.is_consumer_group() and group.subscribed_topics is not None and group.state is STABLE:
+            # a live consumer group keeps what it consumes; other topics' offsets age by commit time
+            return group.offsets.expired(now, retention_ms, None, group.subscribed_topics, pending)
+        if group.protocol_type is None:
+            # standalone (simple) consumers: age by commit time
+            return group.offsets.expired(now, retention_ms, None, set(), pending)
+        return []
