@@ -216,6 +216,8 @@ _SKIPPED_VERSIONS: set[int] = set()
 
 def decode_key(b: bytes) -> Key | None:
     """Key bytes -> OffsetKey (v0/v1) or GroupKey (v2); None (logged) for newer versions."""
+    if type(b) is not bytes:
+        b = bytes(b)  # the cache needs a hashable key; callers may hand us a memoryview
     k = _KEY_CACHE.get(b)
     if k is not None:
         return k
@@ -235,7 +237,7 @@ def decode_key(b: bytes) -> Key | None:
             k = OffsetKey(group, topic, partition)
             if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
                 _KEY_CACHE.clear()
-            _KEY_CACHE[bytes(b)] = k
+            _KEY_CACHE[b] = k
             return k
         if version == 2:
             if n < 0 or 4 + n != len(b):
@@ -344,7 +346,8 @@ def decode_value(key: Key, b: bytes | None) -> Value | None:
 
 def decode_record(key_bytes: bytes | None, value_bytes: bytes | None) -> CoordinatorRecord | None:
     """One __consumer_offsets record -> CoordinatorRecord; None for key versions we skip."""
-    key = _KEY_CACHE.get(key_bytes)  # inlined decode_key fast path: loading is hot
+    # Inlined decode_key fast path (loading is hot); only bytes are hashable cache keys.
+    key = _KEY_CACHE.get(key_bytes) if type(key_bytes) is bytes else None
     if key is None:
         if key_bytes is None:
             raise CodecError("__consumer_offsets record without a key")

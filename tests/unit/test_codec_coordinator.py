@@ -282,3 +282,9 @@ def test_codec_error_is_a_value_error():
 def test_record_without_key_raises():
     with pytest.raises(CodecError):
         decode_record(None, b"\x00")
+
+
+def test_keys_from_memoryviews_and_bytearrays():
+    b = encode_key(KEY)
+    assert decode_key(memoryview(b)) == KEY
+    assert decode_record(bytearray(b), None) == CoordinatorRecord(KEY, None)
