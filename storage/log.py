@@ -88,7 +88,12 @@ class PartitionLog:
         self.sync_count = 0  # fdatasync calls made so far (observability and tests)
         self._dir_dirty = False  # a segment file was created since the directory was synced
         os.makedirs(path, exist_ok=True)
-        self._recover()
+        try:
+            self._recover()
+        except BaseException:
+            for seg in self.segments:
+                seg.close()
+            raise
         self.durable_offset = self.log_end_offset  # what survived recovery is on disk
 
     # ------------------------------------------------------------------ opening

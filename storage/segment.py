@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import zlib
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from storage.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, Ba
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INDEX_INTERVAL_BYTES", "LogSegment", "scan_batches", "segment_name"]
+__all__ = ["INDEX_INTERVAL_BYTES", "LogSegment", "UnsupportedLogFormatError", "scan_batches", "segment_name"]
 
 INDEX_INTERVAL_BYTES = 4096
 SCAN_CHUNK = 8 * 1024 * 1024
@@ -101,6 +102,10 @@ def scan_batches(fd: int, start: int, end: int, *, verify_crc: bool = True,
         pos += p
 
 
+class UnsupportedLogFormatError(Exception):
+    """The segment holds valid messages in the pre-0.11 formats (magic 0/1)."""
+
+
 class LogSegment:
     """A segment's three files and its in-memory offset and time indexes."""
 
@@ -151,11 +156,26 @@ class LogSegment:
             valid = h.position + h.size
             expected = h.next_offset
         dropped = self.size - valid
+        if dropped and self._legacy_message_at(valid):
+            # Cutting here would delete real data we merely cannot read: refuse instead.
+            raise UnsupportedLogFormatError(
+                f"{self.log_path}: message format v0/v1 at position {valid}; only magic 2 is supported")
         if dropped:
             os.ftruncate(self.fd, valid)
             self.size = valid
         self.synced_size = self.size
         return dropped
+
+    def _legacy_message_at(self, pos: int) -> bool:
+        """Whether a whole magic 0/1 message with a valid CRC32 starts at pos (not garbage)."""
+        head = os.pread(self.fd, 17, pos)
+        if len(head) < 17 or head[16] not in (0, 1):
+            return False
+        _, size, crc = struct.unpack_from(">qiI", head)
+        if size < 14 or pos + LOG_OVERHEAD + size > self.size:
+            return False
+        body = _pread_exact(self.fd, size - 4, pos + 16)
+        return zlib.crc32(body) == crc
 
     def _reset_indexes(self) -> None:
         self.next_offset = self.base_offset

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import zlib
 
 import pytest
 
 from storage.batch import CorruptBatchError, build_batch, split_batches
 from storage.log import OffsetOutOfRangeError, PartitionLog
-from storage.segment import segment_name
+from storage.segment import UnsupportedLogFormatError, segment_name
 
 
 def records(n: int, start: int = 0) -> list[tuple[bytes, bytes | None]]:
@@ -256,6 +257,22 @@ def test_corrupt_middle_segment_drops_later_segments(path):
         assert not os.path.exists(os.path.join(path, f"{segment_name(b)}.index"))
     assert log.append_records(records(1), 1) == (bases[1], bases[1])
     log.close()
+
+
+def test_legacy_message_format_is_refused_not_truncated(path):
+    log = PartitionLog(path)
+    fill(log, 2)
+    log.close()
+    # A magic-1 message (offset, size, crc32, magic, attributes, timestamp, null key, "abc").
+    body = struct.pack(">bbqii", 1, 0, 5, -1, 3) + b"abc"
+    msg = struct.pack(">I", zlib.crc32(body)) + body
+    f = last_segment_file(path)
+    with open(f, "ab") as fh:
+        fh.write(struct.pack(">qi", 10, len(msg)) + msg)
+    size = os.path.getsize(f)
+    with pytest.raises(UnsupportedLogFormatError):
+        PartitionLog(path)
+    assert os.path.getsize(f) == size
 
 
 # ------------------------------------------------------------------ producer batches
