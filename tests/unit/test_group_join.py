@@ -154,7 +154,7 @@ def test_leader_rejoin_rebalances() -> None:
 
 def test_rejoin_in_completing_rebalance_with_same_metadata_gets_current_generation() -> None:
     h = h_()
-    a, b = h.join(G, version=3), h.join(G, version=3)
+    a, _b = h.join(G, version=3), h.join(G, version=3)
     h.advance(0)
     ra = done(a)
     again = done(h.join(G, ra.member_id, version=3))
@@ -171,7 +171,7 @@ def test_rebalance_timeout_evicts_members_that_do_not_rejoin() -> None:
     q = h.join(G, ids[1], rebalance=20000, session=30000)
     assert parked(p) and parked(q)
     h.advance(20000)
-    rp, rq = done(p), done(q)
+    rp, _rq = done(p), done(q)
     assert rp.generation_id == gen + 1
     assert {m.member_id for m in rp.members} == {leader, ids[1]}
     assert not h.coord.group(G).has(ids[2])
@@ -437,7 +437,7 @@ def test_static_member_replacement_fences_parked_join() -> None:
 
 def test_static_member_in_completing_rebalance_triggers_rebalance() -> None:
     h = h_()
-    a, b = h.join(G, version=5, instance="a"), h.join(G, version=5, instance="b")
+    _a, _b = h.join(G, version=5, instance="a"), h.join(G, version=5, instance="b")
     h.advance(0)
     assert h.state(G) == "CompletingRebalance"
     h.join(G, version=5, instance="b")
