@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from server.clock import SystemClock
 from server.config import Config
+from server.coordinator_runtime import CoordinatorRuntime
 from server.group.config import GroupConfig
+from server.group.coordinator import GroupCoordinator
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
 from storage.log_manager import LogManager
 
@@ -27,8 +29,8 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.clock = SystemClock()
         self.logs: LogManager | None = None
-        self.coordinator: Any = None
-        self.runtime: Any = None
+        self.coordinator: GroupCoordinator
+        self.runtime: CoordinatorRuntime
         self._background: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -54,12 +56,6 @@ class Broker:
         )
         for topic in self.topics.topics.values():
             self._create_logs(topic)
-        try:  # TEMPORARY while server/group/coordinator.py is being written in parallel
-            from server.coordinator_runtime import CoordinatorRuntime
-            from server.group.coordinator import GroupCoordinator
-        except ImportError as e:
-            log.warning("group coordinator unavailable: %r", e)
-            return
         self.coordinator = GroupCoordinator(group_config(cfg), self.clock, self.offsets_partitions)
         self.runtime = CoordinatorRuntime(
             self.coordinator,
@@ -75,8 +71,6 @@ class Broker:
     def start_background(self) -> None:
         """After the listeners are up: load __consumer_offsets (groups answer
         COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention task."""
-        if self.runtime is None:
-            return
         self._background.append(asyncio.ensure_future(self.runtime.load_all()))
         self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])
 
@@ -104,8 +98,7 @@ class Broker:
     async def stop(self) -> None:
         for task in self._background:
             task.cancel()
-        if self.runtime is not None:
-            await self.runtime.stop()
+        await self.runtime.stop()
         if self.logs is not None:
             self.logs.close()
         log.info("Broker stopped")

@@ -54,6 +54,8 @@ class CoordinatorRuntime:
         self.max_message_bytes = max_message_bytes
         self._inflight: set[asyncio.Future[Any]] = set()
         self._retention_task: asyncio.Task[None] | None = None
+        # Writes no request asked for (a group emptied by a session timeout) come through here.
+        coordinator.set_background_writer(self.write_background)
 
     # ---------------------------------------------------------------- live writes
 
@@ -76,6 +78,12 @@ class CoordinatorRuntime:
 
         fut.add_done_callback(done)
         return out
+
+    def write_background(self, result: CoordinatorResult) -> None:
+        """Append a result nobody waits on; runs later, never inside the coordinator's call."""
+        fut = asyncio.ensure_future(self._write(result))
+        self._inflight.add(fut)
+        fut.add_done_callback(self._inflight.discard)
 
     async def _write(self, result: CoordinatorResult) -> Any:
         assert result.on_appended is not None, "a result with records needs on_appended"

@@ -8,7 +8,7 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from protocol.api import API_TABLE, ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import handles
+from server.handlers.registry import HANDLERS, handles
 
 
 def api_versions_body(error: ErrorCode, version: int) -> Any:
@@ -21,6 +21,7 @@ def api_versions_body(error: ErrorCode, version: int) -> Any:
                 api_key=int(s.key), min_version=s.min_version, max_version=s.max_version
             )
             for s in API_TABLE.values()
+            if s.key in HANDLERS  # advertise only what is implemented
         ],
     )
 
