@@ -161,9 +161,8 @@ class CoordinatorRuntime:
                     await asyncio.sleep(0)
         self.coordinator.end_loading(partition)
         if n:
-            log.info("Finished loading offsets and group metadata from %s-%d in %d milliseconds "
-                     "(%d records, %d skipped)", OFFSETS_TOPIC, partition,
-                     (time.monotonic() - started) * 1000, n, skipped)
+            log.info("Replayed %d records of %s-%d in %d ms (%d skipped)", n, OFFSETS_TOPIC,
+                     partition, (time.monotonic() - started) * 1000, skipped)
         return n
 
     # ---------------------------------------------------------------- retention

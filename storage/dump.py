@@ -23,7 +23,7 @@ from protocol.coordinator_codec import CodecError, decode_key, decode_value
 from storage.batch import iter_batch_records
 from storage.segment import scan_batches
 
-__all__ = ["main"]
+__all__ = ["main", "read_records", "segment_files"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -45,6 +45,30 @@ def _segment_files(path: str) -> Iterator[str]:
             parts.append((int(part), n))
     for _, n in sorted(parts):
         yield from _segment_files(os.path.join(path, n))
+
+
+segment_files = _segment_files
+
+
+def read_records(path: str, err: TextIO | None = None) -> Iterator[tuple[str, int, bytes | None, bytes | None]]:
+    """(segment path, offset, key, value) of every record under `path`, read-only, in log
+    order; a torn or still-being-written tail ends that segment (noted on `err`)."""
+    for seg in _segment_files(path):
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            end = 0
+            for h, body in scan_batches(fd, 0, size):
+                end = h.position + h.size
+                if h.is_control:
+                    continue
+                for offset, _ts, kb, vb in iter_batch_records(bytes(body)):
+                    yield seg, offset, kb, vb
+            if end < size and err is not None:
+                err.write(f"{seg}: stopped at position {end} of {size}: "
+                          "torn, corrupt or still being written\n")
+        finally:
+            os.close(fd)
 
 
 def _fmt(v: object) -> str:

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka.protocol.consumer import OffsetCommitResponse
+
 from protocol.api import ApiKey
+from protocol.errors import ErrorCode
 from server.context import RequestContext
+from server.deferred import Deferred
 from server.handlers.registry import handles
 
 
@@ -32,11 +36,41 @@ def _plain(api_key: ApiKey, method: str) -> None:
     handles(api_key)(handle)
 
 
+@handles(ApiKey.OFFSET_COMMIT)
+def handle_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
+    """Kafka answers UNKNOWN_TOPIC_OR_PARTITION for topics that do not exist, before the
+    coordinator sees the request; only the known topics are committed."""
+    topics = ctx.broker.topics
+    unknown = [t for t in req.topics if topics.get(t.name) is None]
+    if not unknown:
+        return ctx.broker.runtime.submit(ctx.broker.coordinator.offset_commit(req, version))
+    T = OffsetCommitResponse.OffsetCommitResponseTopic
+    P = T.OffsetCommitResponsePartition
+    errors = [
+        T(name=t.name, partitions=[P(partition_index=p.partition_index,
+                                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in t.partitions])
+        for t in unknown
+    ]
+    req.topics = [t for t in req.topics if topics.get(t.name) is not None]
+    if not req.topics:
+        return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=errors)
+
+    def merge(response: Any) -> Any:
+        response.topics = list(response.topics) + errors
+        return response
+
+    answer = ctx.broker.runtime.submit(ctx.broker.coordinator.offset_commit(req, version))
+    if isinstance(answer, Deferred):
+        merged: Deferred[Any] = Deferred()
+        answer.add_callback(lambda r: merged.complete(merge(r)))
+        return merged
+    return merge(answer)
+
+
 for _key, _method in (
     (ApiKey.SYNC_GROUP, "sync_group"),
     (ApiKey.HEARTBEAT, "heartbeat"),
     (ApiKey.LEAVE_GROUP, "leave_group"),
-    (ApiKey.OFFSET_COMMIT, "offset_commit"),
     (ApiKey.OFFSET_FETCH, "offset_fetch"),
     (ApiKey.OFFSET_DELETE, "offset_delete"),
     (ApiKey.DESCRIBE_GROUPS, "describe_groups"),
