@@ -1,0 +1,322 @@
+"""Pure compaction of one __consumer_offsets partition, the way Kafka's log cleaner does it for
+cleanup.policy=compact. No Spark here: the Spark job (sidecar/compact.py) calls these functions
+inside its executors, and the unit tests call them directly.
+
+Semantics (Kafka's Cleaner, one full cleaning round from the log start; no cleaner checkpoint):
+
+- The cleanable range is every segment but the last (the active segment), which is left
+  byte-for-byte untouched, as Kafka never cleans the active segment.
+- The key map is built over the cleanable range only: raw key bytes -> highest offset. A
+  record of the cleanable range is retained iff it is the highest offset of its key there.
+  (A newer value of the same key in the active segment does not remove the older one: Kafka's
+  map stops at the first uncleanable offset too. Replaying gives the same state either way.)
+- Tombstones (null value) that are the latest of their key are retained until they are older
+  than delete.retention.ms: dropped when `record timestamp + delete_retention_ms <
+  reference_ms`, or, for a batch Kafka's cleaner already stamped with a delete horizon
+  (KIP-534, attribute bit 6), when `reference_ms >= horizon`. Records without a key are
+  dropped (Kafka counts them as invalid).
+- Retained records keep their offsets. A batch whose records are all retained is copied
+  verbatim; a partly retained one is rebuilt with the same base offset, leader epoch,
+  producer id/epoch/base sequence, transactional flag, timestamp type and compression
+  (so it has offset gaps); a batch that loses every record disappears, except the last
+  batch of the cleanable range, which stays as an empty batch (Kafka's RETAIN_EMPTY) so the
+  offsets below the active segment stay accounted for. Control batches (transaction markers)
+  are kept verbatim: kcoord's loader skips them and this tool does not track transactions.
+- Cleaned segments are grouped like Kafka's groupSegmentsBySize (consecutive segments while
+  their total input size fits segment.bytes and the offsets fit a segment's int32 relative
+  range); each group becomes one segment named after its first segment's base offset, even
+  when it ends up empty (so the log start offset never moves).
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import asdict, dataclass, field
+
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka.record.util import calc_crc32c
+
+from storage.batch import (
+    ATTR_CONTROL,
+    ATTR_LOG_APPEND_TIME,
+    ATTR_TRANSACTIONAL,
+    HEADER_SIZE,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    CorruptBatchError,
+    crc_ok,
+    parse_header,
+    set_log_append_time,
+)
+from storage.segment import MAX_RELATIVE_OFFSET
+
+__all__ = [
+    "ATTR_DELETE_HORIZON",
+    "CompactedPartition",
+    "PartitionStats",
+    "Segment",
+    "compact_partition",
+    "iter_segment_batches",
+    "iter_records",
+]
+
+ATTR_DELETE_HORIZON = 0x40  # KIP-534: baseTimestamp holds the delete horizon
+DEFAULT_DELETE_RETENTION_MS = 86_400_000
+DEFAULT_SEGMENT_BYTES = 104_857_600  # offsets.topic.segment.bytes
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_q = struct.Struct(">q")
+_i = struct.Struct(">i")
+_I = struct.Struct(">I")
+
+
+@dataclass(slots=True)
+class Segment:
+    """One segment's .log bytes and its base offset (from the file name)."""
+
+    base_offset: int
+    data: bytes
+
+
+@dataclass(slots=True)
+class PartitionStats:
+    partition: int = -1
+    segments_in: int = 0
+    segments_out: int = 0
+    batches_in: int = 0
+    batches_out: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    superseded_dropped: int = 0  # older values of a key
+    tombstones_dropped: int = 0  # latest-of-key tombstones past delete.retention.ms
+    tombstones_kept: int = 0  # tombstones still in the output (cleaned range + active segment)
+    keyless_dropped: int = 0
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    verified: str = "-"
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class CompactedPartition:
+    segments: list[Segment]  # output segments, oldest first; the last is the active one, verbatim
+    stats: PartitionStats
+
+
+def iter_segment_batches(data: bytes | bytearray | memoryview, where: str = "segment"):
+    """(header, batch memoryview) of every batch of a .log image, checked like recovery
+    (framing, magic, CRC, offsets moving forward). Raises CorruptBatchError on any problem:
+    compaction refuses to guess what a torn or corrupt log means (start the server once to
+    let recovery cut it, or fix it by hand)."""
+    mv = memoryview(data)
+    pos, end = 0, len(mv)
+    expected = -1
+    while pos < end:
+        h = parse_header(mv, pos)
+        if pos + h.size > end:
+            raise CorruptBatchError(f"{where}: batch at {pos} claims {h.size} bytes, {end - pos} left")
+        if not crc_ok(mv, h):
+            raise CorruptBatchError(f"{where}: CRC mismatch in batch at position {pos}")
+        if h.last_offset_delta < 0 or h.base_offset < expected:
+            raise CorruptBatchError(f"{where}: offsets go backwards at position {pos}")
+        expected = h.next_offset
+        yield h, mv[pos:pos + h.size]
+        pos += h.size
+
+
+def iter_records(batch: memoryview | bytes, h: BatchHeader):
+    """(offset, timestamp, key, value, headers) of a data batch's records."""
+    for r in DefaultRecordBatch(batch):
+        yield r.offset, r.timestamp, r.key, r.value, r.headers
+
+
+def _delete_horizon(h: BatchHeader) -> int | None:
+    return h.base_timestamp if h.attributes & ATTR_DELETE_HORIZON else None
+
+
+def scan_segment(seg: Segment) -> list[tuple[BatchHeader, memoryview]]:
+    """Every batch of a segment, checked once (CRC included)."""
+    return list(iter_segment_batches(seg.data, f"segment {seg.base_offset}"))
+
+
+def build_key_map(scanned: list[list[tuple[BatchHeader, memoryview]]]) -> dict[bytes, int]:
+    """Raw key bytes -> highest offset, over the given (cleanable) segments' batches."""
+    latest: dict[bytes, int] = {}
+    for batches in scanned:
+        for h, body in batches:
+            if h.is_control:
+                continue
+            for off, _ts, key, _v, _hd in iter_records(body, h):
+                if key is not None:
+                    latest[key] = off  # offsets only grow: the last one seen wins
+    return latest
+
+
+def _rebuild(h: BatchHeader, kept: list[tuple]) -> bytearray:
+    """A batch of the retained records of `h`, keeping its offsets and properties."""
+    b = DefaultRecordBatchBuilder(
+        magic=2, compression_type=h.compression,
+        is_transactional=1 if h.attributes & ATTR_TRANSACTIONAL else 0,
+        producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence, batch_size=2**31 - 1)
+    for off, ts, key, value, headers in kept:
+        b.append(off - h.base_offset, ts, key, value, headers)
+    buf = b.build()
+    _q.pack_into(buf, 0, h.base_offset)
+    _i.pack_into(buf, 12, h.partition_leader_epoch)
+    if h.attributes & ATTR_LOG_APPEND_TIME:
+        set_log_append_time(buf, parse_header(buf), h.max_timestamp)
+    return buf
+
+
+def empty_batch(h: BatchHeader) -> bytearray:
+    """Kafka's empty batch header for `h` (RETAIN_EMPTY): no records, same offset range."""
+    attrs = h.attributes & (ATTR_LOG_APPEND_TIME | ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    buf = bytearray(HEADER_SIZE)
+    _HEADER.pack_into(buf, 0, h.base_offset, MIN_BATCH_LENGTH, h.partition_leader_epoch, 2, 0,
+                      attrs, h.last_offset_delta, h.max_timestamp, h.max_timestamp,
+                      h.producer_id, h.producer_epoch, h.base_sequence, 0)
+    _I.pack_into(buf, 17, calc_crc32c(memoryview(buf)[21:]))
+    return buf
+
+
+def group_segments(segments: list[Segment], segment_bytes: int, upper_bound: int) -> list[list[Segment]]:
+    """Kafka's groupSegmentsBySize (without the index-size limits, which 8-byte entries every
+    4 KiB never reach below 2 GiB segments)."""
+    groups: list[list[Segment]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        size = len(segments[i].data)
+        i += 1
+        while i < len(segments):
+            nxt = segments[i]
+            last_off = (segments[i + 1].base_offset if i + 1 < len(segments) else upper_bound) - 1
+            if size + len(nxt.data) > segment_bytes:
+                break
+            if nxt.data and last_off - group[0].base_offset > MAX_RELATIVE_OFFSET:
+                break
+            group.append(nxt)
+            size += len(nxt.data)
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def partition_max_timestamp(scanned: list[list[tuple[BatchHeader, memoryview]]]) -> int:
+    return max((h.max_timestamp for batches in scanned for h, _ in batches), default=-1)
+
+
+def compact_partition(segments: list[Segment], *, now_ms: int,
+                      delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
+                      segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                      tombstone_reference: str = "cleaning-time",
+                      partition: int = -1) -> CompactedPartition:
+    """Compact one partition given all its segments (any order; the highest base offset is the
+    active segment). `tombstone_reference`: "cleaning-time" measures a tombstone's age against
+    now_ms (Kafka: the cleaner's clock); "last-record" against the partition's largest record
+    timestamp (deterministic: a log does not age while the server is down)."""
+    segments = sorted(segments, key=lambda s: s.base_offset)
+    st = PartitionStats(partition=partition, segments_in=len(segments))
+    if not segments:
+        return CompactedPartition([], st)
+    active = segments[-1]
+    cleanable = segments[:-1]
+    scanned = {seg.base_offset: scan_segment(seg) for seg in segments}
+    if tombstone_reference == "cleaning-time":
+        reference = now_ms
+    elif tombstone_reference == "last-record":
+        reference = partition_max_timestamp(list(scanned.values()))
+    else:
+        raise ValueError(f"unknown tombstone reference {tombstone_reference!r}")
+
+    key_map = build_key_map([scanned[s.base_offset] for s in cleanable])
+    upper_bound = active.base_offset  # first uncleanable offset
+    last_batch_end = -1  # next offset of the cleanable range's last batch
+    for seg in cleanable:
+        for h, _ in scanned[seg.base_offset]:
+            last_batch_end = h.next_offset
+
+    out: list[Segment] = []
+    for group in group_segments(cleanable, segment_bytes, upper_bound):
+        parts: list[bytes | bytearray | memoryview] = []
+        for seg in group:
+            st.bytes_in += len(seg.data)
+            for h, body in scanned[seg.base_offset]:
+                st.batches_in += 1
+                if h.is_control:
+                    parts.append(body)
+                    st.batches_out += 1
+                    continue
+                horizon = _delete_horizon(h)
+                recs = list(iter_records(body, h))
+                st.records_in += len(recs)
+                kept = []
+                for rec in recs:
+                    off, ts, key, value = rec[0], rec[1], rec[2], rec[3]
+                    if key is None:
+                        st.keyless_dropped += 1
+                        continue
+                    if key_map.get(key) != off:
+                        st.superseded_dropped += 1
+                        continue
+                    if value is None:
+                        expired = (reference >= horizon) if horizon is not None \
+                            else ts + delete_retention_ms < reference
+                        if expired:
+                            st.tombstones_dropped += 1
+                            continue
+                        st.tombstones_kept += 1
+                    kept.append(rec)
+                st.records_out += len(kept)
+                if len(kept) == len(recs):
+                    parts.append(body)  # untouched: verbatim (Kafka copies it as is)
+                elif kept:
+                    parts.append(_rebuild(h, kept))
+                elif h.next_offset == last_batch_end:
+                    parts.append(empty_batch(h))  # Kafka's RETAIN_EMPTY for the round's last batch
+                else:
+                    continue
+                st.batches_out += 1
+        data = b"".join(parts)
+        st.bytes_out += len(data)
+        out.append(Segment(group[0].base_offset, data))
+
+    # The active segment: untouched, only counted.
+    st.bytes_in += len(active.data)
+    st.bytes_out += len(active.data)
+    for h, body in scanned[active.base_offset]:
+        st.batches_in += 1
+        st.batches_out += 1
+        if h.is_control:
+            continue
+        for _off, _ts, _k, value, _hd in iter_records(body, h):
+            st.records_in += 1
+            st.records_out += 1
+            if value is None:
+                st.tombstones_kept += 1
+        st.log_end_offset = h.next_offset
+    out.append(Segment(active.base_offset, bytes(active.data)))
+    if not st.log_end_offset:
+        st.log_end_offset = active.base_offset
+    st.log_start_offset = segments[0].base_offset
+    st.segments_out = len(out)
+    return CompactedPartition(out, st)
+
+
+def read_partition_segments(path: str) -> list[Segment]:
+    """Every `<20 digits>.log` of a partition directory (used by tests, the bench and --verify)."""
+    segs = []
+    for name in os.listdir(path):
+        if len(name) == 24 and name.endswith(".log") and name[:20].isdigit():
+            with open(os.path.join(path, name), "rb") as f:
+                segs.append(Segment(int(name[:20]), f.read()))
+    return sorted(segs, key=lambda s: s.base_offset)
+
+
