@@ -73,6 +73,9 @@ class Broker:
         COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention task."""
         self._background.append(asyncio.ensure_future(self.runtime.load_all()))
         self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])
+        from server.data_plane import start_topic_retention  # topics' retention.ms / retention.bytes
+
+        self._background.append(start_topic_retention(self))
 
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None

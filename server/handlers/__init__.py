@@ -1,6 +1,6 @@
 """One module per API; importing this package registers every handler."""
 from server.handlers.registry import HANDLERS, NO_RESPONSE, handles
 
-from server.handlers import api_versions, create_topics, find_coordinator, groups, metadata  # noqa: E402,F401  isort: skip
+from server.handlers import api_versions, create_topics, fetch, find_coordinator, groups, init_producer_id, list_offsets, metadata, produce  # noqa: E402,F401  isort: skip
 
 __all__ = ["HANDLERS", "NO_RESPONSE", "handles"]

@@ -1,0 +1,148 @@
+"""State and helpers the data-plane handlers (Produce, Fetch, ListOffsets, InitProducerId)
+share: the fetch purgatory, producer state, effective topic configs, leader-epoch checks and
+the topic retention task.
+
+kcoord is a single broker: it leads every partition at leader epoch 0, the high watermark and
+the last stable offset are the log end offset, and there are no transactions.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+from server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
+from server.purgatory import Purgatory
+from server.topics import OFFSETS_TOPIC, Topic
+
+if TYPE_CHECKING:
+    from server.broker import Broker
+    from storage.log import PartitionLog
+
+log = logging.getLogger("kcoord.data")
+
+LEADER_EPOCH = 0
+NO_EPOCH = -1
+
+
+class DataPlane:
+    """Per-broker state of the data plane, created on first use (see data_plane())."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.fetch_purgatory = Purgatory(broker.clock, "fetch")
+        self.producer_ids = ProducerIdManager(broker.log_dir)
+        self.producers = ProducerStates(self.producer_ids)
+
+    def appended(self, topic: str, partition: int) -> None:
+        """A log grew (or its start moved): retry the long polls watching it."""
+        self.fetch_purgatory.check_and_complete((topic, partition))
+
+
+def data_plane(broker: Broker) -> DataPlane:
+    dp = getattr(broker, "data_plane", None)
+    if dp is None:
+        dp = DataPlane(broker)
+        broker.data_plane = dp  # type: ignore[attr-defined]
+    return dp
+
+
+# ---------------------------------------------------------------------------- configs
+
+
+def topic_setting(broker: Broker, topic: Topic, topic_name: str, broker_name: str) -> str:
+    """A topic config if set on the topic, else the broker default it derives from."""
+    value = topic.config(topic_name)
+    if value is not None:
+        return value
+    return str(broker.config[broker_name])
+
+
+def max_message_bytes(broker: Broker, topic: Topic) -> int:
+    return int(topic_setting(broker, topic, "max.message.bytes", "message.max.bytes"))
+
+
+def log_append_time(broker: Broker, topic: Topic) -> bool:
+    return topic_setting(broker, topic, "message.timestamp.type", "log.message.timestamp.type") == "LogAppendTime"
+
+
+def segment_bytes(broker: Broker, topic: Topic) -> int:
+    default = "offsets.topic.segment.bytes" if topic.name == OFFSETS_TOPIC else "log.segment.bytes"
+    return int(topic_setting(broker, topic, "segment.bytes", default))
+
+
+def retention_ms(broker: Broker, topic: Topic) -> int:
+    value = topic.config("retention.ms")
+    return int(value) if value is not None else broker.config.log_retention_ms
+
+
+def retention_bytes(broker: Broker, topic: Topic) -> int:
+    return int(topic_setting(broker, topic, "retention.bytes", "log.retention.bytes"))
+
+
+def cleanup_policy(topic: Topic) -> set[str]:
+    return {p.strip() for p in (topic.config("cleanup.policy") or "delete").split(",")}
+
+
+def leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:
+    """Kafka's check of a client's current leader epoch (-1: not given) against ours (0)."""
+    if current_leader_epoch == NO_EPOCH or current_leader_epoch == LEADER_EPOCH:
+        return None
+    if current_leader_epoch > LEADER_EPOCH:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.FENCED_LEADER_EPOCH
+
+
+def partition_log(broker: Broker, topic: Topic, partition: int) -> PartitionLog | None:
+    if partition < 0 or partition >= topic.partitions or broker.logs is None:
+        return None
+    return broker.logs.get(topic.name, partition)
+
+
+# ---------------------------------------------------------------------------- retention
+
+
+def run_topic_retention(broker: Broker, now_ms: int | None = None) -> int:
+    """One retention pass over every topic with cleanup.policy delete (not __consumer_offsets,
+    which the coordinator manages): time (retention.ms) and size (retention.bytes), topic
+    configs over broker defaults. Also expires idle producer state. Returns segments deleted."""
+    if broker.logs is None:
+        return 0
+    now = broker.clock.now_ms() if now_ms is None else now_ms
+    dp = data_plane(broker)
+    deleted = 0
+    for topic in list(broker.topics.topics.values()):
+        if topic.name == OFFSETS_TOPIC or "delete" not in cleanup_policy(topic):
+            continue
+        r_ms, r_bytes = retention_ms(broker, topic), retention_bytes(broker, topic)
+        if r_ms < 0 and r_bytes < 0:
+            continue
+        for p in range(topic.partitions):
+            plog = broker.logs.get(topic.name, p)
+            if plog is None:
+                continue
+            n = plog.apply_retention(now, r_ms, r_bytes)
+            if n:
+                deleted += n
+                state = dp.producers.loaded(topic.name, p)
+                if state is not None:
+                    state.evict_before(plog.log_start_offset)
+                dp.appended(topic.name, p)  # long polls below the new log start must answer
+    for _, state in dp.producers.items():
+        state.expire(now, PRODUCER_ID_EXPIRATION_MS)
+    return deleted
+
+
+async def topic_retention_loop(broker: Broker) -> None:
+    interval = broker.config["log.retention.check.interval.ms"] / 1000.0
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            run_topic_retention(broker)
+        except Exception:  # noqa: BLE001 - retried at the next interval
+            log.exception("Topic retention pass failed")
+
+
+def start_topic_retention(broker: Broker) -> asyncio.Task[None]:
+    return asyncio.ensure_future(topic_retention_loop(broker))

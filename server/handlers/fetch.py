@@ -1,0 +1,208 @@
+"""Fetch v4-v17: read whole batches from the partition logs, long polling in the purgatory.
+
+- Partitions are read in request order. KIP-74: until the first non-empty partition, the first
+  batch is returned even if it is larger than max_bytes / partition_max_bytes; after it, both
+  limits are hard.
+- If fewer than min_bytes are available (and max_wait_ms > 0 and nothing failed), the request
+  parks as a DelayedFetch watched under each (topic, partition); Produce appends retry it. It
+  completes when the bytes appended since cover min_bytes (each partition counting at most its
+  partition_max_bytes), when a partition rolls a segment or its log start passes the fetch
+  offset, or when max_wait_ms expires; either way it reads again and answers what is there.
+- high watermark = last stable offset = log end offset (one replica, no transactions), so both
+  isolation levels read everything; aborted_transactions is null (read_uncommitted) or empty
+  (read_committed); preferred_read_replica -1.
+- Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+ topic ids),
+  OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (current_leader_epoch v9+).
+- Fetch sessions (KIP-227) are declined, as Kafka does when its session cache is full: a full
+  request (epoch 0 or -1) is served sessionless and answered with session_id 0, which tells
+  the client there is no session, so it keeps sending full requests; an incremental request
+  (epoch > 0) names a session we never created: FETCH_SESSION_ID_NOT_FOUND.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka.protocol.consumer import FetchResponse
+
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from server.context import RequestContext
+from server.data_plane import data_plane, leader_epoch_error, partition_log
+from server.deferred import Deferred
+from server.handlers.registry import handles
+from server.purgatory import DelayedOperation
+from storage.log import OffsetOutOfRangeError, PartitionLog
+
+TopicOut = FetchResponse.FetchableTopicResponse
+PartitionOut = TopicOut.PartitionData
+
+READ_COMMITTED = 1
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class _Part:
+    """One requested partition, resolved."""
+
+    __slots__ = ("topic", "index", "offset", "max_bytes", "plog", "error", "start_seg", "start_pos")
+
+    def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int, plog: PartitionLog | None,
+                 error: ErrorCode) -> None:
+        self.topic = topic
+        self.index = index
+        self.offset = offset
+        self.max_bytes = max_bytes
+        self.plog = plog
+        self.error = error
+        self.start_seg: Any = None
+        self.start_pos = 0
+
+
+def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
+    broker = ctx.broker
+    out = []
+    for t in req.topics:
+        if version >= 13:
+            topic = broker.topics.by_id.get(t.topic_id)
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            topic = broker.topics.get(t.topic)
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        parts = []
+        for p in t.partitions:
+            if topic is None:
+                parts.append(_Part(None, p.partition, p.fetch_offset, p.partition_max_bytes, None, missing))
+                continue
+            plog = partition_log(broker, topic, p.partition)
+            err = ErrorCode.NONE if plog is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if plog is not None and version >= 9:
+                err = leader_epoch_error(p.current_leader_epoch) or ErrorCode.NONE
+            parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                               plog if err == ErrorCode.NONE else None, err))
+        out.append((t, parts))
+    return out
+
+
+def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int) -> tuple[list[list[tuple]], int, bool]:
+    """Read every partition; returns per-partition (error, hw, log_start, records), the total
+    bytes read and whether any partition failed."""
+    remaining = max(max_bytes, 0)
+    min_one = True
+    total = 0
+    failed = False
+    out = []
+    for _, parts in resolved:
+        rows = []
+        for part in parts:
+            plog = part.plog
+            if plog is None:
+                rows.append((part.error, -1, -1, b""))
+                failed = True
+                continue
+            try:
+                data = plog.read(part.offset, min(max(part.max_bytes, 0), remaining), min_one)
+            except OffsetOutOfRangeError:
+                rows.append((ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, b""))
+                failed = True
+                continue
+            except OSError:
+                rows.append((ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, b""))
+                failed = True
+                continue
+            n = len(data)
+            if n:
+                min_one = False
+                total += n
+                remaining = max(0, remaining - n)
+            rows.append((ErrorCode.NONE, plog.log_end_offset, plog.log_start_offset, data))
+        out.append(rows)
+    return out, total, failed
+
+
+def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], rows: list[list[tuple]]) -> Any:
+    aborted = [] if req.isolation_level == READ_COMMITTED else None
+    topics = []
+    for (t, parts), trows in zip(resolved, rows, strict=True):
+        partitions = []
+        for part, (err, hw, lso, data) in zip(parts, trows, strict=True):
+            partitions.append(PartitionOut(
+                partition_index=part.index,
+                error_code=err,
+                high_watermark=hw,
+                last_stable_offset=hw,
+                log_start_offset=lso,
+                aborted_transactions=aborted if err == ErrorCode.NONE else None,
+                preferred_read_replica=-1,
+                records=data,
+            ))
+        if version >= 13:
+            topics.append(TopicOut(topic_id=t.topic_id, partitions=partitions))
+        else:
+            topics.append(TopicOut(topic=t.topic, partitions=partitions))
+    return FetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
+                         responses=topics)
+
+
+class DelayedFetch(DelayedOperation):
+    __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred")
+
+    def __init__(self, version: int, req: Any, resolved: list[tuple[Any, list[_Part]]]) -> None:
+        super().__init__(req.max_wait_ms)
+        self.version = version
+        self.req = req
+        self.resolved = resolved
+        self.min_bytes = req.min_bytes
+        self.max_bytes = req.max_bytes
+        self.deferred: Deferred[Any] = Deferred()
+        for _, parts in resolved:
+            for part in parts:
+                plog = part.plog
+                if plog is None:
+                    continue
+                seg = plog.active
+                part.start_seg = seg
+                if part.offset >= plog.log_end_offset:
+                    part.start_pos = seg.size
+                elif part.offset >= seg.base_offset:
+                    h = seg.find_batch(part.offset)
+                    part.start_pos = h.position if h is not None else seg.size
+                else:
+                    part.start_seg = None  # on an older segment: answer at the first check
+
+    def try_complete(self) -> bool:
+        acc = 0
+        for _, parts in self.resolved:
+            for part in parts:
+                plog = part.plog
+                if plog is None:
+                    continue
+                if part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
+                    return self.force_complete()
+                seg = plog.active
+                if part.start_seg is not seg:
+                    if part.offset < plog.log_end_offset:
+                        return self.force_complete()  # rolled (Kafka's case F)
+                    continue
+                acc += min(seg.size - part.start_pos, max(part.max_bytes, 0))
+        if acc >= self.min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        rows, _, _ = _read(self.resolved, self.max_bytes)
+        self.deferred.complete(_response(self.version, self.req, self.resolved, rows))
+
+
+@handles(ApiKey.FETCH)
+def handle_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
+    if version >= 7 and req.session_epoch not in (0, -1):
+        return FetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                             session_id=0, responses=[])
+    resolved = _resolve(ctx, req, version)
+    rows, total, failed = _read(resolved, req.max_bytes)
+    keys = [(part.topic, part.index) for _, parts in resolved for part in parts if part.plog is not None]
+    if req.max_wait_ms <= 0 or not keys or total >= req.min_bytes or failed:
+        return _response(version, req, resolved, rows)
+    op = DelayedFetch(version, req, resolved)
+    data_plane(ctx.broker).fetch_purgatory.try_complete_else_watch(op, keys)
+    return op.deferred

@@ -1,0 +1,139 @@
+"""ListOffsets v0-v9.
+
+v1+: per partition one (timestamp, offset[, leader_epoch v4+]):
+  -2 EARLIEST: log start offset; -1 LATEST: log end offset (= high watermark = last stable
+  offset: one replica, no transactions, so both isolation levels agree); -3 MAX_TIMESTAMP (v7+):
+  the largest timestamp and the first offset carrying it; -4 EARLIEST_LOCAL (v8+): log start
+  offset (no tiered storage); -5 LATEST_TIERED (v9+): -1 (nothing is tiered); a timestamp >= 0:
+  the first offset whose record timestamp is >= it (via the time index), or -1/-1 if none.
+  A negative timestamp the version does not know: UNSUPPORTED_VERSION. A partition named twice:
+  INVALID_REQUEST. current_leader_epoch (v4+) other than -1/0: UNKNOWN_/FENCED_LEADER_EPOCH.
+v0: the old format (Kafka's legacyFetchOffsetsBefore): up to max_num_offsets segment base
+  offsets (plus the log end offset), newest first, of segments last modified at or before the
+  timestamp; -1 latest, -2 earliest, other negative timestamps UNSUPPORTED_VERSION.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from typing import Any
+
+from kafka.protocol.consumer import ListOffsetsResponse
+
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from server.context import RequestContext
+from server.data_plane import LEADER_EPOCH, leader_epoch_error, partition_log
+from server.handlers.registry import handles
+from storage.log import PartitionLog
+
+log = logging.getLogger("kcoord.list_offsets")
+
+TopicOut = ListOffsetsResponse.ListOffsetsTopicResponse
+PartitionOut = TopicOut.ListOffsetsPartitionResponse
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+# special timestamp -> first ListOffsets version that knows it (Kafka's timestampMinSupportedVersion)
+_MIN_VERSION = {EARLIEST: 0, LATEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+
+
+def _lookup(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
+    """(timestamp, offset, leader epoch) for one v1+ query."""
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return -1, plog.log_start_offset, LEADER_EPOCH
+    if ts == LATEST:
+        return -1, plog.log_end_offset, LEADER_EPOCH
+    if ts == LATEST_TIERED:
+        return -1, -1, -1
+    if ts == MAX_TIMESTAMP:
+        found_ts, offset = plog.max_timestamp()
+        return (found_ts, offset, LEADER_EPOCH) if offset >= 0 else (-1, -1, -1)
+    found = plog.offset_for_timestamp(ts)
+    if found is None:
+        return -1, -1, -1
+    return found[1], found[0], LEADER_EPOCH
+
+
+def legacy_offsets_before(plog: PartitionLog, timestamp: int, max_num: int, now_ms: int) -> list[int]:
+    """Kafka's legacyFetchOffsetsBefore over our segments (their files' mtimes)."""
+    pairs = []
+    for seg in plog.segments:
+        try:
+            mtime = int(os.stat(seg.log_path).st_mtime * 1000)
+        except OSError:
+            mtime = 0
+        pairs.append((max(seg.base_offset, plog.log_start_offset), mtime))
+    if plog.active.size > 0:
+        pairs.append((plog.log_end_offset, now_ms))
+    if timestamp == LATEST:
+        start = len(pairs) - 1
+    elif timestamp == EARLIEST:
+        start = 0
+    else:
+        start = len(pairs) - 1
+        while start >= 0 and pairs[start][1] > timestamp:
+            start -= 1
+    n = max(0, min(max_num, start + 1))
+    return sorted((pairs[start - j][0] for j in range(n)), reverse=True)
+
+
+@handles(ApiKey.LIST_OFFSETS)
+def handle_list_offsets(ctx: RequestContext, req: Any, version: int) -> Any:
+    broker = ctx.broker
+    counts = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+    topics_out = []
+    for t in req.topics:
+        topic = broker.topics.get(t.name)
+        parts_out = []
+        for p in t.partitions:
+            idx = p.partition_index
+            plog = partition_log(broker, topic, idx) if topic is not None else None
+
+            def error(code: ErrorCode, idx: int = idx) -> Any:
+                if version == 0:
+                    return PartitionOut(partition_index=idx, error_code=code, old_style_offsets=[])
+                return PartitionOut(partition_index=idx, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
+
+            ts = p.timestamp
+            if version == 0:
+                if ts < EARLIEST:
+                    parts_out.append(error(ErrorCode.UNSUPPORTED_VERSION))
+                elif plog is None:
+                    parts_out.append(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                else:
+                    offsets = legacy_offsets_before(plog, ts, p.max_num_offsets, broker.clock.now_ms())
+                    parts_out.append(PartitionOut(partition_index=idx, error_code=ErrorCode.NONE,
+                                                  old_style_offsets=offsets))
+                continue
+            if counts[(t.name, idx)] > 1:
+                parts_out.append(error(ErrorCode.INVALID_REQUEST))
+                continue
+            if ts < 0 and (ts not in _MIN_VERSION or version < _MIN_VERSION[ts]):
+                parts_out.append(error(ErrorCode.UNSUPPORTED_VERSION))
+                continue
+            if plog is None:
+                parts_out.append(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if version >= 4:
+                bad = leader_epoch_error(p.current_leader_epoch)
+                if bad is not None:
+                    parts_out.append(error(bad))
+                    continue
+            try:
+                found_ts, offset, epoch = _lookup(plog, ts)
+            except OSError:
+                parts_out.append(error(ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
+            except Exception:  # noqa: BLE001 - e.g. a batch whose codec this install lacks
+                log.exception("ListOffsets for %s-%d at timestamp %d failed", t.name, idx, ts)
+                parts_out.append(error(ErrorCode.UNKNOWN_SERVER_ERROR))
+                continue
+            parts_out.append(PartitionOut(partition_index=idx, error_code=ErrorCode.NONE, timestamp=found_ts,
+                                          offset=offset, leader_epoch=epoch))
+        topics_out.append(TopicOut(name=t.name, partitions=parts_out))
+    return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics_out)

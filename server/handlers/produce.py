@@ -1,0 +1,306 @@
+"""Produce v3-v11: validate each partition's record batch, assign offsets in the log, answer.
+
+- acks 0: nothing is sent back; on any partition error the connection is closed (as Kafka
+  does, so the producer refreshes metadata). acks 1: answered after the append. acks -1:
+  answered once the appended offsets are on disk (group-commit fdatasync, the same durability
+  as offset commits), bounded by the request's timeout_ms (REQUEST_TIMED_OUT). Other values:
+  INVALID_REQUIRED_ACKS.
+- Validation, in Kafka's order and with its codes: UNKNOWN_TOPIC_OR_PARTITION; v3+ wants
+  exactly one magic-2 batch per partition (INVALID_RECORD), no zstd below v7
+  (UNSUPPORTED_COMPRESSION_TYPE); client writes to internal topics are refused with
+  INVALID_TOPIC_EXCEPTION; baseOffset must be 0 (INVALID_RECORD); batch size over the topic's
+  max.message.bytes: MESSAGE_TOO_LARGE; CRC: CORRUPT_MESSAGE; inconsistent offsets/counts, control
+  batches, a producer id without a sequence: INVALID_RECORD; over segment.bytes:
+  RECORD_LIST_TOO_LARGE; keyless records on a compacted topic: INVALID_RECORD; timestamps outside
+  message.timestamp.before/after.max.ms (when configured, CreateTime): INVALID_TIMESTAMP.
+- Transactional batches: kcoord has no transaction coordinator. Kafka answers the whole request
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED when such a request has no transactional id, and
+  INVALID_TXN_STATE ("not part of an ongoing transaction") when no transaction was verified;
+  kcoord does the same (no client can begin one: InitProducerId with a transactional id fails).
+- Idempotent producers: sequence checks per partition (server/producers.py); a duplicate is
+  answered with its original offsets and is not appended again.
+- Compressed batches are stored exactly as they arrive (compression.type=producer; a topic with
+  another compression.type is not recompressed). LogAppendTime topics (message.timestamp.type,
+  or the broker's log.message.timestamp.type) get the broker time stamped into each batch and
+  the response carries log_append_time_ms.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiokafka.errors import UnsupportedCodecError
+from aiokafka.record.default_records import DefaultRecordBatch
+from kafka.protocol.producer import ProduceResponse
+
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError, error_code_of
+from server.context import RequestContext
+from server.data_plane import (
+    LEADER_EPOCH,
+    cleanup_policy,
+    data_plane,
+    log_append_time,
+    max_message_bytes,
+    partition_log,
+    segment_bytes,
+)
+from server.handlers.registry import NO_RESPONSE, handles
+from storage.batch import (
+    CorruptBatchError,
+    client_batch_problem,
+    crc_ok,
+    split_batches,
+)
+from storage.flusher import sync
+
+log = logging.getLogger("kcoord.produce")
+
+TopicOut = ProduceResponse.TopicProduceResponse
+PartitionOut = TopicOut.PartitionProduceResponse
+RecordError = PartitionOut.BatchIndexAndErrorMessage
+
+_MAGIC_OFFSET = 16
+_ZSTD = 4
+_MAX_COMPRESSION = 4
+_LONG_MAX = 2**63 - 1
+
+
+class _Result:
+    __slots__ = ("error", "message", "base_offset", "last_offset", "log_append_time", "log_start_offset",
+                 "record_errors", "plog")
+
+    def __init__(self, error: ErrorCode = ErrorCode.NONE, message: str | None = None) -> None:
+        self.error = error
+        self.message = message
+        self.base_offset = -1
+        self.last_offset = -1
+        self.log_append_time = -1
+        self.log_start_offset = -1
+        self.record_errors: list[tuple[int, str | None]] = []
+        self.plog = None
+
+
+def _records_problem(records: Any, version: int) -> KafkaError | None:
+    """ProduceRequest.validateRecords: v3+ carries exactly one magic-2 batch per partition."""
+    if not records or len(records) <= _MAGIC_OFFSET:
+        return KafkaError(ErrorCode.INVALID_RECORD,
+                          f"Produce requests with version {version} must have at least one record batch per partition")
+    magic = records[_MAGIC_OFFSET]
+    if magic != 2:
+        return KafkaError(ErrorCode.INVALID_RECORD,
+                          f"Produce requests with version {version} are only allowed to contain record batches "
+                          f"with magic version 2 (got magic {magic})")
+    return None
+
+
+def _timestamp_problem(ctx: RequestContext, topic: Any, data: bytes, now: int) -> tuple[int, str] | None:
+    before = int(topic.config("message.timestamp.before.max.ms") or _LONG_MAX)
+    after = int(topic.config("message.timestamp.after.max.ms") or _LONG_MAX)
+    if before >= _LONG_MAX and after >= _LONG_MAX:
+        return None
+    for i, r in enumerate(DefaultRecordBatch(data)):
+        if r.timestamp < now - before or r.timestamp > now + after:
+            return i, (f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. The timestamp "
+                       f"should be within [{now - before}, {now + after}]")
+    return None
+
+
+def _append_partition(ctx: RequestContext, topic_name: str, index: int, records: Any, version: int) -> _Result:
+    broker = ctx.broker
+    topic = broker.topics.get(topic_name)
+    plog = partition_log(broker, topic, index) if topic is not None else None
+    if plog is None:
+        return _Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                       f"This server does not host this topic-partition: {topic_name}-{index}")
+    problem = _records_problem(records, version)
+    if problem is not None:
+        return _Result(problem.code, problem.message)
+    try:
+        headers = split_batches(records)
+    except CorruptBatchError as e:
+        return _Result(ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt in {topic_name}-{index}: {e}")
+    if len(headers) != 1:
+        return _Result(ErrorCode.INVALID_RECORD,
+                       f"Produce requests with version {version} are only allowed to contain exactly one record "
+                       "batch per partition")
+    h = headers[0]
+    if h.compression > _MAX_COMPRESSION:
+        return _Result(ErrorCode.CORRUPT_MESSAGE, f"Unknown compression type id {h.compression}")
+    if h.compression == _ZSTD and version < 7:
+        return _Result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                       f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    if topic.internal:
+        return _Result(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_name}")
+    if h.base_offset != 0:
+        return _Result(ErrorCode.INVALID_RECORD,
+                       f"The baseOffset of the record batch in the append to {topic_name}-{index} should be 0, "
+                       f"but it is {h.base_offset}")
+    limit = max_message_bytes(broker, topic)
+    if h.size > limit:
+        return _Result(ErrorCode.MESSAGE_TOO_LARGE,
+                       f"The record batch size in the append to {topic_name}-{index} is {h.size} bytes which "
+                       f"exceeds the maximum configured value of {limit}.")
+    if not crc_ok(records, h):
+        return _Result(ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt (stored crc = {h.crc}) in topic partition "
+                                                  f"{topic_name}-{index}.")
+    why = client_batch_problem(h)
+    if why is not None:
+        return _Result(ErrorCode.INVALID_RECORD, f"{why} in topic partition {topic_name}-{index}")
+    seg_limit = segment_bytes(broker, topic)
+    if h.size > seg_limit:
+        return _Result(ErrorCode.RECORD_LIST_TOO_LARGE,
+                       f"Message batch size is {h.size} bytes in append to partition {topic_name}-{index}, which "
+                       f"exceeds the maximum configured segment size of {seg_limit}.")
+    append_time = log_append_time(broker, topic)
+    now = broker.clock.now_ms()
+    try:
+        if "compact" in cleanup_policy(topic):
+            for i, r in enumerate(DefaultRecordBatch(records)):
+                if r.key is None:
+                    res = _Result(ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key in "
+                                                            f"topic partition {topic_name}-{index}.")
+                    res.record_errors = [(i, None)]
+                    return res
+        if not append_time:
+            bad = _timestamp_problem(ctx, topic, records, now)
+            if bad is not None:
+                res = _Result(ErrorCode.INVALID_TIMESTAMP, bad[1])
+                res.record_errors = [bad]
+                return res
+    except UnsupportedCodecError as e:
+        # This install lacks the codec (aiokafka needs cramjam for lz4/snappy/zstd): the batch is
+        # stored as it came, only the record-level checks above are skipped.
+        log.warning("Cannot check records of %s-%d: %s", topic_name, index, e)
+    except Exception as e:  # noqa: BLE001 - records that do not decompress or decode
+        return _Result(ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt in {topic_name}-{index}: {e!r}")
+
+    dp = data_plane(broker)
+    state = None
+    res = _Result()
+    if h.producer_id >= 0:
+        state = dp.producers.get(topic_name, index, plog, now)
+        try:
+            dup = state.check(h)
+        except KafkaError as e:
+            if e.code == ErrorCode.INVALID_PRODUCER_EPOCH:
+                log.info("%s", e.message)
+            res = _Result(e.code, e.message)
+            res.log_start_offset = plog.log_start_offset
+            return res
+        if dup is not None:
+            res.base_offset, res.last_offset = dup.first_offset, dup.last_offset
+            res.log_append_time = dup.timestamp if append_time else -1
+            res.log_start_offset = plog.log_start_offset
+            res.plog = plog
+            return res
+    try:
+        base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH)
+    except CorruptBatchError as e:
+        return _Result(ErrorCode.CORRUPT_MESSAGE, str(e))
+    except OSError as e:
+        log.error("Appending to %s-%d failed: %r", topic_name, index, e)
+        return _Result(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
+    if state is not None:
+        state.update(h, base)
+    res.base_offset, res.last_offset, res.log_append_time = base, last, lat
+    res.log_start_offset = plog.log_start_offset
+    res.plog = plog
+    dp.appended(topic_name, index)
+    return res
+
+
+def _response(version: int, req: Any, results: list[list[_Result]]) -> Any:
+    topics = []
+    for t, rs in zip(req.topic_data, results, strict=True):
+        parts = []
+        for p, r in zip(t.partition_data, rs, strict=True):
+            parts.append(PartitionOut(
+                index=p.index,
+                error_code=r.error,
+                base_offset=r.base_offset,
+                log_append_time_ms=r.log_append_time,
+                log_start_offset=r.log_start_offset,
+                record_errors=[RecordError(batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
+                error_message=r.message if r.error else None,
+            ))
+        topics.append(TopicOut(name=t.name, partition_responses=parts))
+    return ProduceResponse(version=version, responses=topics, throttle_time_ms=0)
+
+
+def _whole_request_error(version: int, req: Any, code: ErrorCode, message: str | None = None) -> Any:
+    return _response(version, req, [[_Result(code, message) for _ in t.partition_data] for t in req.topic_data])
+
+
+def _is_transactional(records: Any) -> bool:
+    # attributes (int16 at byte 21), bit 4; only the first batch counts, as in Kafka.
+    return bool(records) and len(records) >= 23 and records[_MAGIC_OFFSET] == 2 and bool(records[22] & 0x10)
+
+
+async def _await_durable(version: int, req: Any, results: list[list[_Result]], timeout_ms: int) -> Any:
+    waits: dict[int, tuple[Any, int]] = {}  # id(plog) -> (plog, highest offset to sync)
+    for rs in results:
+        for r in rs:
+            if r.error == ErrorCode.NONE and r.plog is not None:
+                prev = waits.get(id(r.plog))
+                if prev is None or prev[1] < r.last_offset:
+                    waits[id(r.plog)] = (r.plog, r.last_offset)
+    outcome: dict[int, ErrorCode] = {}
+
+    async def one(key: int, plog: Any, offset: int) -> None:
+        try:
+            await sync(plog, offset)
+        except Exception as e:  # noqa: BLE001 - reported per partition
+            log.error("fdatasync of %s failed: %r", plog.path, e)
+            outcome[key] = error_code_of(e)
+
+    tasks = [asyncio.ensure_future(one(k, plog, off)) for k, (plog, off) in waits.items()]
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=max(timeout_ms, 0) / 1000.0)
+        for task in pending:
+            task.cancel()
+        for k, (plog, off) in waits.items():
+            if k not in outcome and plog.durable_offset <= off:
+                outcome[k] = ErrorCode.REQUEST_TIMED_OUT
+    for rs in results:
+        for r in rs:
+            if r.error == ErrorCode.NONE and r.plog is not None:
+                code = outcome.get(id(r.plog))
+                if code is not None:
+                    r.error, r.message = code, f"{code.name} while waiting for the append to be durable"
+    return _response(version, req, results)
+
+
+@handles(ApiKey.PRODUCE)
+def handle_produce(ctx: RequestContext, req: Any, version: int) -> Any:
+    acks = req.acks
+    if any(_is_transactional(p.records) for t in req.topic_data for p in t.partition_data):
+        if req.transactional_id is None:
+            code, msg = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id"
+        else:
+            code, msg = ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction (kcoord has no transactions)"
+        log.info("Refusing transactional produce from client %s: %s", ctx.client_id, msg)
+        return _close_or(acks, ctx, _whole_request_error(version, req, code, msg), code)
+    if acks not in (-1, 0, 1):
+        return _whole_request_error(version, req, ErrorCode.INVALID_REQUIRED_ACKS)
+    results = [[_append_partition(ctx, t.name, p.index, p.records, version) for p in t.partition_data]
+               for t in req.topic_data]
+    if acks == 0:
+        errors = [r.error.name for rs in results for r in rs if r.error]
+        if errors:
+            from server.dispatch import CloseConnection  # dispatch imports the handlers
+
+            raise CloseConnection(f"error during produce request with acks=0: {', '.join(sorted(set(errors)))}")
+        return NO_RESPONSE
+    if acks == 1:
+        return _response(version, req, results)
+    return _await_durable(version, req, results, req.timeout_ms)
+
+
+def _close_or(acks: int, ctx: RequestContext, response: Any, code: ErrorCode) -> Any:
+    if acks == 0:
+        from server.dispatch import CloseConnection
+
+        raise CloseConnection(f"error during produce request with acks=0: {code.name}")
+    return response
