@@ -1,10 +1,10 @@
 """Committed offsets of one group, stored compactly.
 
 A million committed offsets must fit in a few hundred MB for the whole server, so an offset is
-not a Python object: each topic keeps parallel typed arrays (offset, commit timestamp, expire
-timestamp, leader epoch) plus a partition -> slot dict; metadata strings are shared ("" for
-nearly all commits). That is ~60-80 bytes per offset instead of ~300 for a dict of dataclasses.
-Removal swaps the last slot into the hole, so slots stay dense.
+not a Python object: each topic keeps parallel typed arrays indexed directly by partition
+number (offset, commit timestamp, expire timestamp, leader epoch: 28 bytes) plus a shared
+metadata string slot (8 bytes; "" for nearly every commit). Partitions are small dense ints in
+practice; the rare huge partition number goes to a small dict instead of growing the arrays.
 """
 from __future__ import annotations
 
@@ -14,75 +14,106 @@ from collections.abc import Iterator
 from protocol.coordinator_records import OffsetValue
 
 _NO_EXPIRE = -1  # OffsetValue.expire_timestamp None is stored as -1 (Kafka's DEFAULT_TIMESTAMP)
+_ABSENT = -(2**63)  # offset slot value meaning "no committed offset for this partition"
+_DENSE_LIMIT = 1 << 16  # partitions below this are array-indexed
 
 
 class _TopicOffsets:
-    __slots__ = ("slot", "partition", "offset", "commit_ts", "expire_ts", "epoch", "metadata")
+    __slots__ = ("offset", "commit_ts", "expire_ts", "epoch", "metadata", "sparse", "count")
 
     def __init__(self) -> None:
-        self.slot: dict[int, int] = {}
-        self.partition = array("i")
         self.offset = array("q")
         self.commit_ts = array("q")
         self.expire_ts = array("q")
         self.epoch = array("i")
         self.metadata: list[str] = []
+        self.sparse: dict[int, OffsetValue] = {}
+        self.count = 0
 
     def get(self, partition: int) -> OffsetValue | None:
-        i = self.slot.get(partition)
-        if i is None:
+        if not 0 <= partition < len(self.offset):
+            v = self.sparse.get(partition)
+            return None if v is None else OffsetValue(v.offset, v.metadata, v.commit_timestamp,
+                                                       v.leader_epoch, v.expire_timestamp)
+        o = self.offset[partition]
+        if o == _ABSENT:
             return None
-        exp = self.expire_ts[i]
+        exp = self.expire_ts[partition]
         return OffsetValue(
-            offset=self.offset[i],
-            metadata=self.metadata[i],
-            commit_timestamp=self.commit_ts[i],
-            leader_epoch=self.epoch[i],
+            offset=o,
+            metadata=self.metadata[partition],
+            commit_timestamp=self.commit_ts[partition],
+            leader_epoch=self.epoch[partition],
             expire_timestamp=None if exp == _NO_EXPIRE else exp,
         )
 
+    def contains(self, partition: int) -> bool:
+        if 0 <= partition < len(self.offset):
+            return self.offset[partition] != _ABSENT
+        return partition in self.sparse
+
     def put(self, partition: int, v: OffsetValue) -> None:
-        meta = v.metadata or ""
-        if not meta:
-            meta = ""  # share the one empty string
-        exp = _NO_EXPIRE if v.expire_timestamp is None else v.expire_timestamp
-        i = self.slot.get(partition)
-        if i is None:
-            self.slot[partition] = len(self.partition)
-            self.partition.append(partition)
-            self.offset.append(v.offset)
-            self.commit_ts.append(v.commit_timestamp)
-            self.expire_ts.append(exp)
-            self.epoch.append(v.leader_epoch)
-            self.metadata.append(meta)
-        else:
-            self.offset[i] = v.offset
-            self.commit_ts[i] = v.commit_timestamp
-            self.expire_ts[i] = exp
-            self.epoch[i] = v.leader_epoch
-            self.metadata[i] = meta
+        if not 0 <= partition < _DENSE_LIMIT:
+            if partition not in self.sparse:
+                self.count += 1
+            self.sparse[partition] = OffsetValue(v.offset, v.metadata or "", v.commit_timestamp,
+                                                 v.leader_epoch, v.expire_timestamp)
+            return
+        n = len(self.offset)
+        if partition >= n:
+            grow = partition + 1 - n
+            self.offset.extend(array("q", [_ABSENT]) * grow)
+            self.commit_ts.extend(array("q", [0]) * grow)
+            self.expire_ts.extend(array("q", [_NO_EXPIRE]) * grow)
+            self.epoch.extend(array("i", [-1]) * grow)
+            self.metadata.extend([""] * grow)
+        if self.offset[partition] == _ABSENT:
+            self.count += 1
+        self.offset[partition] = v.offset
+        self.commit_ts[partition] = v.commit_timestamp
+        self.expire_ts[partition] = _NO_EXPIRE if v.expire_timestamp is None else v.expire_timestamp
+        self.epoch[partition] = v.leader_epoch
+        self.metadata[partition] = v.metadata or ""  # share the one empty string
 
     def remove(self, partition: int) -> bool:
-        i = self.slot.pop(partition, None)
-        if i is None:
+        if not 0 <= partition < len(self.offset):
+            if self.sparse.pop(partition, None) is None:
+                return False
+            self.count -= 1
+            return True
+        if self.offset[partition] == _ABSENT:
             return False
-        last = len(self.partition) - 1
-        if i != last:
-            moved = self.partition[last]
-            self.partition[i] = moved
-            self.offset[i] = self.offset[last]
-            self.commit_ts[i] = self.commit_ts[last]
-            self.expire_ts[i] = self.expire_ts[last]
-            self.epoch[i] = self.epoch[last]
-            self.metadata[i] = self.metadata[last]
-            self.slot[moved] = i
-        for arr in (self.partition, self.offset, self.commit_ts, self.expire_ts, self.epoch):
-            arr.pop()
-        self.metadata.pop()
+        self.offset[partition] = _ABSENT
+        self.metadata[partition] = ""
+        self.count -= 1
         return True
 
+    def partitions(self) -> list[int]:
+        out = [p for p, o in enumerate(self.offset) if o != _ABSENT]
+        out.extend(self.sparse)
+        return out
+
+    def expired(self, now: int, retention_ms: int, base_ts: int | None, skip) -> Iterator[int]:
+        for p, o in enumerate(self.offset):
+            if o == _ABSENT or p in skip:
+                continue
+            exp = self.expire_ts[p]
+            if exp != _NO_EXPIRE:
+                if now >= exp:
+                    yield p
+            elif now - (self.commit_ts[p] if base_ts is None else base_ts) >= retention_ms:
+                yield p
+        for p, v in self.sparse.items():
+            if p in skip:
+                continue
+            if v.expire_timestamp is not None:
+                if now >= v.expire_timestamp:
+                    yield p
+            elif now - (v.commit_timestamp if base_ts is None else base_ts) >= retention_ms:
+                yield p
+
     def __len__(self) -> int:
-        return len(self.partition)
+        return self.count
 
 
 class OffsetStore:
@@ -120,21 +151,21 @@ class OffsetStore:
 
     def __contains__(self, tp: tuple[str, int]) -> bool:
         t = self._topics.get(tp[0])
-        return t is not None and tp[1] in t.slot
+        return t is not None and t.contains(tp[1])
 
     def topics(self) -> list[str]:
         return list(self._topics)
 
     def partitions(self, topic: str) -> list[int]:
         t = self._topics.get(topic)
-        return [] if t is None else list(t.partition)
+        return [] if t is None else t.partitions()
 
     def keys(self) -> list[tuple[str, int]]:
-        return [(topic, p) for topic, t in self._topics.items() for p in t.partition]
+        return [(topic, p) for topic, t in self._topics.items() for p in t.partitions()]
 
     def items(self) -> Iterator[tuple[str, int, OffsetValue]]:
         for topic, t in list(self._topics.items()):
-            for p in list(t.partition):
+            for p in t.partitions():
                 v = t.get(p)
                 if v is not None:
                     yield topic, p, v
@@ -149,18 +180,11 @@ class OffsetStore:
         base_ts is None, after its own commit timestamp.
         """
         out: list[tuple[str, int]] = []
+        pending_by_topic: dict[str, set[int]] = {}
+        for topic, p in pending:
+            pending_by_topic.setdefault(topic, set()).add(p)
         for topic, t in self._topics.items():
             if topic in skip_topics:
                 continue
-            for i, p in enumerate(t.partition):
-                if (topic, p) in pending:
-                    continue
-                exp = t.expire_ts[i]
-                if exp != _NO_EXPIRE:
-                    if now >= exp:
-                        out.append((topic, p))
-                else:
-                    base = t.commit_ts[i] if base_ts is None else base_ts
-                    if now - base >= retention_ms:
-                        out.append((topic, p))
+            out.extend((topic, p) for p in t.expired(now, retention_ms, base_ts, pending_by_topic.get(topic, ())))
         return out
