@@ -36,8 +36,10 @@ _DeleteTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 _DeletePartition = OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
 
 # DescribeGroups authorized_operations without an authorizer: READ(3), DELETE(6), DESCRIBE(8)
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# kafka-python encodes this bitfield from a set of bit numbers; None encodes Int32.MIN_VALUE
+# ("not requested").
+GROUP_AUTHORIZED_OPERATIONS: set[int] | None = {3, 6, 8}
+AUTHORIZED_OPERATIONS_OMITTED: set[int] | None = None
 
 
 def join_response(version: int, r: JoinResult) -> JoinGroupResponse:
@@ -98,7 +100,7 @@ def described_group(
     protocol_type: str,
     protocol: str,
     members: list[tuple[str, str | None, str, str, bytes, bytes]],
-    authorized_operations: int,
+    authorized_operations: set[int] | None,
 ) -> _Described:
     return _Described(
         error_code=int(error),
