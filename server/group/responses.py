@@ -120,7 +120,7 @@ def described_group(
             )
             for m, i, c, h, meta, a in members
         ],
-        authorized_operations=authorized_operations,
+        authorized_operations=None if authorized_operations is None else set(authorized_operations),
     )
 
 

@@ -229,11 +229,14 @@ class Harness:
 
 
 def done(x: Any) -> Any:
-    """The response of a result that must be complete now."""
+    """The response of a result that must be complete now; it must also encode, and decode
+    back to the same version."""
     if isinstance(x, Deferred):
         assert x.done, "response is still parked"
-        return x.result()
+        x = x.result()
     assert x is not None
+    encoded = bytes(x.encode())
+    type(x).decode(encoded, version=x.API_VERSION)
     return x
 
 
