@@ -135,6 +135,7 @@ def get_spark(master: str = "local[*]", app_name: str = "kcoord-compact"):
 
     return (SparkSession.builder.master(master).appName(app_name)
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "8")
             .config("spark.driver.memory", os.environ.get("KCOORD_COMPACT_DRIVER_MEMORY", "2g"))
             .getOrCreate())
@@ -188,12 +189,8 @@ def run_spark(spark, partitions: dict[int, str], targets: dict[int, str], option
 # ------------------------------------------------------------------------------ report
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.2f}"
-
-
 def format_table(results: list[dict]) -> str:
-    cols = ("partition", "segs in>out", "records in", "records out", "MB in", "MB out",
+    cols = ("partition", "segs in>out", "records in", "records out", "bytes in", "bytes out",
             "superseded", "tombs dropped", "tombs kept", "log start..end", "verify", "secs")
     rows = []
     tot = dict.fromkeys(("records_in", "records_out", "bytes_in", "bytes_out", "superseded_dropped",
@@ -202,12 +199,12 @@ def format_table(results: list[dict]) -> str:
         for k in tot:
             tot[k] += r.get(k, 0)
         rows.append((str(r["partition"]), f"{r['segments_in']}>{r['segments_out']}", str(r["records_in"]),
-                     str(r["records_out"]), _mb(r["bytes_in"]), _mb(r["bytes_out"]),
+                     str(r["records_out"]), str(r["bytes_in"]), str(r["bytes_out"]),
                      str(r["superseded_dropped"]), str(r["tombstones_dropped"]), str(r["tombstones_kept"]),
                      f"{r['log_start_offset']}..{r['log_end_offset']}",
                      "ERROR" if r["extra"].get("error") else r["verified"], f"{r['seconds']:.2f}"))
-    rows.append(("total", "", str(tot["records_in"]), str(tot["records_out"]), _mb(tot["bytes_in"]),
-                 _mb(tot["bytes_out"]), str(tot["superseded_dropped"]), str(tot["tombstones_dropped"]),
+    rows.append(("total", "", str(tot["records_in"]), str(tot["records_out"]), str(tot["bytes_in"]),
+                 str(tot["bytes_out"]), str(tot["superseded_dropped"]), str(tot["tombstones_dropped"]),
                  str(tot["tombstones_kept"]), "", "", ""))
     widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
     line = lambda vals: "  ".join(v.rjust(w) for v, w in zip(vals, widths, strict=True))  # noqa: E731
@@ -277,6 +274,7 @@ def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
         try:
             if own_spark:
                 spark = get_spark(args.master)
+                spark.sparkContext.setLogLevel("ERROR")
             spark.sparkContext.addPyFile(_code_zip(tmp))
             results = run_spark(spark, partitions, targets, options)
         finally:
