@@ -59,11 +59,11 @@ class GroupSync:
         fut = asyncio.get_running_loop().create_future()
         self.waiters.append((upto, fut))
         if not self.running:
+            self.running = True  # set now: a round task starts only on the next loop turn
             asyncio.ensure_future(self._round())
         await fut
 
     async def _round(self) -> None:
-        self.running = True
         while any(u > self.durable for u, _ in self.waiters):
             covers = self.written
             await asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self.fd)

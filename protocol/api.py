@@ -6,8 +6,10 @@ kafka-python guess the broker's version from these maxima.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 from kafka.protocol.admin import (
     CreateTopicsRequest,
@@ -55,6 +57,8 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
+from protocol.fastpath import decode_heartbeat
+
 
 class ApiKey(IntEnum):
     PRODUCE = 0
@@ -84,6 +88,13 @@ class ApiSpec:
     response: type[ApiMessage]
     min_version: int
     max_version: int
+    # (frame, body offset, version) -> request object; for hot APIs, else the generic class
+    fast_decode: Callable[[bytes, int, int], Any] | None = None
+
+    def decode(self, frame: bytes, pos: int, version: int) -> Any:
+        if self.fast_decode is not None:
+            return self.fast_decode(frame, pos, version)
+        return self.request.decode(memoryview(frame)[pos:], version=version)
 
     def is_flexible(self, version: int) -> bool:
         return bool(self.request.flexible_version_q(version))
@@ -100,8 +111,9 @@ class ApiSpec:
         return 1 if self.is_flexible(version) else 0
 
 
-def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, hi: int) -> ApiSpec:
-    return ApiSpec(key, req, resp, lo, hi)
+def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, hi: int,
+          fast: Callable[[bytes, int, int], Any] | None = None) -> ApiSpec:
+    return ApiSpec(key, req, resp, lo, hi, fast)
 
 
 # The versions kcoord serves (see DESIGN.md: what Java 3.9 and librdkafka 2.16 send).
@@ -116,7 +128,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, 0, 9),
         _spec(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
         _spec(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, 0, 9),
-        _spec(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, 0, 4),
+        _spec(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, 0, 4, decode_heartbeat),
         _spec(ApiKey.LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
         _spec(ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse, 0, 5),
         _spec(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),

@@ -59,7 +59,7 @@ class Dispatcher:
             )
         try:
             header = parse_request_header(frame, spec.request_header_version(version))
-            request = spec.request.decode(memoryview(frame)[header.size :], version=version)
+            request = spec.decode(frame, header.size, version)
         except Exception as e:  # noqa: BLE001 - any decode failure is the client's malformed body
             raise CloseConnection(f"malformed {spec.key.name} v{version} request: {e!r}") from None
 

@@ -1,0 +1,100 @@
+"""Hand-written decoders for the requests a busy coordinator sees most (Heartbeat), several
+times faster than the generic schema-driven classes. Each returns an object with the same
+attribute names as the kafka-python request class, so handlers cannot tell the difference;
+the generic decoder stays the reference and a test checks both agree on every version.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+class FastDecodeError(ValueError):
+    pass
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "compact")
+
+    def __init__(self, buf: bytes, pos: int, compact: bool) -> None:
+        self.buf = buf
+        self.pos = pos
+        self.compact = compact
+
+    def uvarint(self) -> int:
+        buf, pos = self.buf, self.pos
+        value = shift = 0
+        while True:
+            if pos >= len(buf):
+                raise FastDecodeError("truncated varint")
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+            if shift > 28:
+                raise FastDecodeError("varint too long")
+
+    def int32(self) -> int:
+        if self.pos + 4 > len(self.buf):
+            raise FastDecodeError("truncated int32")
+        (v,) = _I32.unpack_from(self.buf, self.pos)
+        self.pos += 4
+        return v
+
+    def string(self, nullable: bool = False) -> str | None:
+        if self.compact:
+            n = self.uvarint() - 1
+        else:
+            if self.pos + 2 > len(self.buf):
+                raise FastDecodeError("truncated string length")
+            (n,) = _I16.unpack_from(self.buf, self.pos)
+            self.pos += 2
+        if n < 0:
+            if not nullable:
+                raise FastDecodeError("null where a string is required")
+            return None
+        end = self.pos + n
+        if end > len(self.buf):
+            raise FastDecodeError("truncated string")
+        s = self.buf[self.pos : end].decode("utf-8")
+        self.pos = end
+        return s
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.pos += self.uvarint()
+        if self.pos > len(self.buf):
+            raise FastDecodeError("truncated tagged fields")
+
+
+class HeartbeatRequestData:
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id")
+
+    def __init__(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+
+    def __repr__(self) -> str:
+        return (f"HeartbeatRequestData(group_id={self.group_id!r}, generation_id={self.generation_id}, "
+                f"member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r})")
+
+
+def decode_heartbeat(buf: bytes, pos: int, version: int) -> Any:
+    """Heartbeat v0-v4 (v3+: group_instance_id; v4: flexible)."""
+    r = _Reader(buf, pos, version >= 4)
+    group_id = r.string()
+    generation_id = r.int32()
+    member_id = r.string()
+    instance = r.string(nullable=True) if version >= 3 else None
+    if version >= 4:
+        r.skip_tagged_fields()
+    return HeartbeatRequestData(group_id, generation_id, member_id, instance)  # type: ignore[arg-type]

@@ -1,0 +1,37 @@
+"""The hand-written Heartbeat decoder agrees with kafka-python's schema-driven one."""
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kafka.protocol.consumer import HeartbeatRequest
+
+from protocol.fastpath import FastDecodeError, decode_heartbeat
+
+names = st.text(max_size=40)
+
+
+@given(version=st.integers(0, 4), group=names, gen=st.integers(-(2**31), 2**31 - 1), member=names,
+       instance=st.none() | names)
+def test_heartbeat_matches_generic_decoder(version, group, gen, member, instance):
+    if version < 3:
+        instance = None
+    req = HeartbeatRequest(version=version, group_id=group, generation_id=gen, member_id=member,
+                           group_instance_id=instance)
+    body = b"HDR" + bytes(req.encode())
+    fast = decode_heartbeat(body, 3, version)
+    slow = HeartbeatRequest.decode(body[3:], version=version)
+    assert (fast.group_id, fast.generation_id, fast.member_id, fast.group_instance_id) == (
+        slow.group_id, slow.generation_id, slow.member_id, slow.group_instance_id)
+
+
+def test_heartbeat_v4_skips_unknown_tagged_fields():
+    req = HeartbeatRequest(version=4, group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+    body = bytes(req.encode())[:-1] + bytes([1, 7, 2]) + b"xy"
+    assert decode_heartbeat(body, 0, 4).member_id == "m"
+
+
+@pytest.mark.parametrize("cut", [1, 3, 6, 9])
+def test_truncated_heartbeat_raises(cut):
+    body = bytes(HeartbeatRequest(version=3, group_id="group", generation_id=1, member_id="member",
+                                  group_instance_id="i").encode())
+    with pytest.raises(FastDecodeError):
+        decode_heartbeat(body[:cut], 0, 3)
