@@ -147,3 +147,5 @@ class CoordinatorBase:
         before appending and never needs it; we keep the log and memory in step instead."""
         if group.state is GroupState.DEAD and self._groups.get(group.group_id) is group:
             group.state = GroupState.EMPTY
+            # retention keeps counting from when the group really became Empty
+            group.current_state_timestamp = group.previous_state_timestamp

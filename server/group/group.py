@@ -24,6 +24,7 @@ class GroupMetadata:
         "group_id",
         "state",
         "current_state_timestamp",
+        "previous_state_timestamp",
         "protocol_type",
         "protocol_name",
         "generation_id",
@@ -44,6 +45,7 @@ class GroupMetadata:
         self.group_id = group_id
         self.state = state
         self.current_state_timestamp: int | None = now_ms
+        self.previous_state_timestamp: int | None = None
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
         self.generation_id = 0
@@ -69,6 +71,7 @@ class GroupMetadata:
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         self.state = check_transition(self.group_id, self.state, target)
+        self.previous_state_timestamp = self.current_state_timestamp
         self.current_state_timestamp = now_ms
 
     def can_rebalance(self) -> bool:
@@ -162,12 +165,15 @@ class GroupMetadata:
 
     def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> MemberMetadata:
         """Give a static member a new member id, fencing whoever still waits on the old one."""
-        member = self.members.pop(old_id)
+        member = self.members[old_id]
         if member.awaiting_join is not None:
             self.maybe_invoke_join(member, JoinResult(old_id, ErrorCode.FENCED_INSTANCE_ID))
         self.maybe_invoke_sync(member, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         member.member_id = new_id
-        self.members[new_id] = member
+        # keep the member's position: member order is the default leader order and the order
+        # written to the log, so a reverted replacement must look exactly like before (O(n),
+        # but only on a static member's restart)
+        self.members = {(new_id if k == old_id else k): v for k, v in self.members.items()}
         if self.leader_id == old_id:
             self.leader_id = new_id
         if old_id in self.pending_sync_members:
