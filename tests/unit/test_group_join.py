@@ -569,3 +569,20 @@ def test_v0_join_uses_session_timeout_as_rebalance_timeout() -> None:
     h.advance(0)
     m = done(p).member_id
     assert h.coord.group(G).get(m).rebalance_timeout_ms == 7000
+
+
+def test_background_writes_queue_until_a_writer_is_set() -> None:
+    from server.clock import FakeClock
+    from server.group.config import GroupConfig
+    from server.group.coordinator import GroupCoordinator
+
+    h = h_()
+    ids, gen, leader = stable_group(h, G, 1, session=10000)
+    # a coordinator without a writer: the Empty-group record waits in drain_background()
+    coord = GroupCoordinator(GroupConfig(group_initial_rebalance_delay_ms=0), FakeClock())
+    for r in h.log:
+        coord.replay(r)
+    coord.clock.advance(10000)  # the loaded member's session expires -> Empty
+    queued = coord.drain_background()
+    assert len(queued) == 1 and queued[0].records[0].value.generation == gen + 1
+    assert coord.drain_background() == []
