@@ -337,3 +337,19 @@ def test_raw_duplicate_batch_gets_original_offset_even_after_restart(kcoord):
     raw.close()
     got = ck_consume(kcoord.bootstrap, topic, 7)
     assert [m.value() for m in got][3:] == [b"a", b"b", b"c", b"d"]
+
+
+@pytest.mark.java
+def test_java_idempotent_producer_and_consumer(shared):
+    """Java kafka-clients 3.9: InitProducerId v5 + Produce v11 (idempotent by default), Fetch v17
+    with topic ids and a session request (epoch 0, answered with session id 0), ListOffsets v9."""
+    from clientlib import kcoord_java
+
+    topic, group = unique("java"), unique("jg")
+    res = kcoord_java("produce", shared.bootstrap, topic, 300, timeout=90)
+    produced = res.one("produced")
+    assert (produced["acked"], produced["failed"], produced["last_offsets"]) == (300, 0, {"0": 299}), res.describe()
+    res = kcoord_java("consume", shared.bootstrap, topic, group, 300, 3000, timeout=90)
+    recs = res.kinds("record")
+    assert [r["offset"] for r in recs] == list(range(300)), res.describe()
+    assert recs[42]["value"] == "v42"

@@ -182,3 +182,39 @@ def test_init_producer_bumps_the_epoch_of_a_known_producer(tmp_path):
     m.epochs[new] = 32766  # Short.MAX - 1: no room to bump
     last, e = m.init_producer(new, 32766)
     assert last != new and e == 0
+
+
+# ------------------------------------------------------------------ InitProducerId handler
+
+
+async def test_init_producer_id_handler(tmp_path):
+    from kafka.protocol.producer import InitProducerIdRequest
+    from test_produce_helpers import call, make_broker
+
+    from protocol.api import ApiKey
+
+    def req(version, tid=None, pid=-1, epoch=-1):
+        return InitProducerIdRequest(version=version, transactional_id=tid, transaction_timeout_ms=60000,
+                                     producer_id=pid, producer_epoch=epoch)
+
+    b = await make_broker(tmp_path)
+    try:
+        r0 = await call(b, ApiKey.INIT_PRODUCER_ID, req(0), 0)
+        r1 = await call(b, ApiKey.INIT_PRODUCER_ID, req(2), 2)
+        assert (r0.error_code, r0.producer_epoch) == (0, 0) and r1.producer_id == r0.producer_id + 1
+        bumped = await call(b, ApiKey.INIT_PRODUCER_ID, req(4, pid=r1.producer_id, epoch=0), 4)
+        assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, r1.producer_id, 1)
+        bad = await call(b, ApiKey.INIT_PRODUCER_ID, req(5, pid=r1.producer_id, epoch=-1), 5)
+        assert bad.error_code == ErrorCode.INVALID_REQUEST
+        tx = await call(b, ApiKey.INIT_PRODUCER_ID, req(5, tid="my-tx"), 5)
+        assert (tx.error_code, tx.producer_id, tx.producer_epoch) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
+        empty = await call(b, ApiKey.INIT_PRODUCER_ID, req(1, tid=""), 1)
+        assert empty.error_code == ErrorCode.INVALID_REQUEST
+    finally:
+        await b.stop()
+    b = await make_broker(tmp_path)  # restart: the next id is past the persisted block
+    try:
+        r = await call(b, ApiKey.INIT_PRODUCER_ID, req(0), 0)
+        assert r.producer_id > r1.producer_id
+    finally:
+        await b.stop()
