@@ -151,6 +151,9 @@ class KafkaError(Exception):
 
 # Errors from appending to __consumer_offsets as the group coordinator reports them to a
 # client (Kafka: GroupMetadataManager's mapping of produce errors for commits and group writes).
+# A commit that is not durable within offsets.commit.timeout.ms maps to the retriable
+# COORDINATOR_NOT_AVAILABLE, as Kafka 4's coordinator does (the Scala one passed
+# REQUEST_TIMED_OUT through, which clients before 3.9 do not retry).
 _COORDINATOR_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,

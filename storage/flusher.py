@@ -1,24 +1,30 @@
-"""Group commit: many `await sync(log, offset)` callers share one fdatasync round.
+"""Group commit: many writers waiting for durability share one fdatasync round.
 
 Owns the scheduling of flush rounds per PartitionLog. At most one round runs at a time, in
 an executor thread; a round covers everything appended before it started (its ticket is
-taken on the loop thread). Callers whose offset the running round does not cover wait for
+taken on the loop thread). Waiters whose offset the running round does not cover wait for
 the next round, which starts as soon as the running one ends, so under load each round
 carries every append that arrived during the previous one.
 
-A failed fdatasync raises the OSError to every waiter of that round. After such a failure
-the kernel may have dropped the dirty pages, so the caller should treat the log as suspect
+The core is callback based (`when_durable`) so that the hot path of a commit costs no
+asyncio task; `sync()` is the awaitable form.
+
+A failed fdatasync is reported to every waiter of that round. After such a failure the
+kernel may have dropped the dirty pages, so the caller should treat the log as suspect
 (Kafka halts the broker); the next round retries the same segments.
 """
 from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Executor
 
-from storage.log import PartitionLog
+from storage.log import FlushTicket, PartitionLog
 
-__all__ = ["GroupCommit", "sync"]
+__all__ = ["GroupCommit", "group_commit", "sync"]
+
+Callback = Callable[[BaseException | None], None]
 
 
 class GroupCommit:
@@ -28,72 +34,68 @@ class GroupCommit:
         self.log = log
         self.executor = executor
         self.rounds = 0
-        self._running: asyncio.Future[None] | None = None
-        self._running_covers = -1  # durable_offset once the running round succeeds
-        self._next: asyncio.Future[None] | None = None
+        self._running = False
+        self._waiters: list[tuple[int, Callback]] = []
+
+    def when_durable(self, upto_offset: int, callback: Callback) -> None:
+        """Call `callback(None)` once upto_offset is on disk, or `callback(error)` if the
+        round that should have made it durable failed. Called at once if already durable."""
+        log = self.log
+        if log.durable_offset > upto_offset:
+            callback(None)
+            return
+        if upto_offset >= log.log_end_offset:
+            raise ValueError(f"offset {upto_offset} is not in the log (end {log.log_end_offset})")
+        self._waiters.append((upto_offset, callback))
+        if not self._running:
+            self._start_round()
 
     async def sync(self, upto_offset: int) -> None:
         """Return once log.durable_offset > upto_offset (that offset is on disk)."""
-        log = self.log
-        if upto_offset >= log.log_end_offset:
-            raise ValueError(f"offset {upto_offset} is not in the log (end {log.log_end_offset})")
-        while log.durable_offset <= upto_offset:
-            if self._running is None:
-                fut = self._start_round(None)
-            elif self._running_covers > upto_offset:
-                fut = self._running
+        if self.log.durable_offset > upto_offset:
+            return
+        fut = asyncio.get_running_loop().create_future()
+
+        def settle(exc: BaseException | None) -> None:
+            if fut.done():  # the caller was cancelled; the round goes on for the others
+                return
+            if exc is None:
+                fut.set_result(None)
             else:
-                if self._next is None:
-                    self._next = _new_future()
-                fut = self._next
-            # shield: a cancelled caller must not cancel a round others wait on.
-            await asyncio.shield(fut)
+                fut.set_exception(exc)
 
-    def _start_round(self, fut: asyncio.Future[None] | None) -> asyncio.Future[None]:
-        fut = fut if fut is not None else _new_future()
+        self.when_durable(upto_offset, settle)
+        await fut
+
+    def _start_round(self) -> None:
         ticket = self.log.begin_flush()
-        self._running = fut
-        self._running_covers = ticket.end_offset
+        self._running = True
         self.rounds += 1
-        asyncio.get_running_loop().create_task(self._run(ticket, fut))
-        return fut
+        fut = asyncio.get_running_loop().run_in_executor(self.executor, ticket.run)
+        fut.add_done_callback(lambda f: self._round_done(ticket, f))
 
-    async def _run(self, ticket, fut: asyncio.Future[None]) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.run_in_executor(self.executor, ticket.run)
-        except asyncio.CancelledError:
-            # Loop shutting down: the thread may still finish, but nobody can be told so.
-            self.log.end_flush(ticket, ok=False)
-            fut.cancel()
-            raise
-        except Exception as e:  # every waiter of this round must hear about it
-            self.log.end_flush(ticket, ok=False)
-            _settle(fut, e)
+    def _round_done(self, ticket: FlushTicket, fut: asyncio.Future[None]) -> None:
+        if fut.cancelled():  # the loop is shutting down; nobody can be told it is durable
+            exc: BaseException | None = OSError("flush cancelled: shutting down")
         else:
-            self.log.end_flush(ticket)
-            _settle(fut, None)
-        finally:
-            self._running = None
-            if self._next is not None:
-                nxt, self._next = self._next, None
-                self._start_round(nxt)
-
-
-def _new_future() -> asyncio.Future[None]:
-    fut = asyncio.get_running_loop().create_future()
-    # Retrieve the exception even if every waiter was cancelled, to avoid "never retrieved".
-    fut.add_done_callback(lambda f: f.cancelled() or f.exception())
-    return fut
-
-
-def _settle(fut: asyncio.Future[None], exc: BaseException | None) -> None:
-    if fut.done():
-        return
-    if exc is None:
-        fut.set_result(None)
-    else:
-        fut.set_exception(exc)
+            exc = fut.exception()
+        self.log.end_flush(ticket, ok=exc is None)
+        durable = self.log.durable_offset
+        done: list[tuple[Callback, BaseException | None]] = []
+        still: list[tuple[int, Callback]] = []
+        for upto, cb in self._waiters:
+            if exc is None and upto < durable:
+                done.append((cb, None))
+            elif exc is not None and upto < ticket.end_offset:
+                done.append((cb, exc))
+            else:
+                still.append((upto, cb))
+        self._waiters = still
+        self._running = False
+        if still:
+            self._start_round()
+        for cb, e in done:
+            cb(e)
 
 
 _commits: weakref.WeakKeyDictionary[PartitionLog, GroupCommit] = weakref.WeakKeyDictionary()
@@ -109,6 +111,4 @@ def group_commit(log: PartitionLog) -> GroupCommit:
 
 async def sync(log: PartitionLog, upto_offset: int) -> None:
     """Return once everything up to and including upto_offset is on disk (group commit)."""
-    if log.durable_offset > upto_offset:
-        return
     await group_commit(log).sync(upto_offset)
