@@ -34,6 +34,13 @@ class DataPlane:
         self.fetch_purgatory = Purgatory(broker.clock, "fetch")
         self.producer_ids = ProducerIdManager(broker.log_dir)
         self.producers = ProducerStates(self.producer_ids)
+        self.parked: set = set()  # DelayedFetch operations waiting in the purgatory
+
+    def complete_parked(self) -> int:
+        """Answer every parked long poll now (with what is there), e.g. before shutdown so
+        connections are not held for their max_wait_ms. Returns how many were answered."""
+        ops = list(self.parked)
+        return sum(1 for op in ops if op.force_complete())
 
     def appended(self, topic: str, partition: int) -> None:
         """A log grew (or its start moved): retry the long polls watching it."""

@@ -144,10 +144,11 @@ def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], r
 
 
 class DelayedFetch(DelayedOperation):
-    __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred")
+    __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred", "dp")
 
-    def __init__(self, version: int, req: Any, resolved: list[tuple[Any, list[_Part]]]) -> None:
+    def __init__(self, version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], dp: Any) -> None:
         super().__init__(req.max_wait_ms)
+        self.dp = dp
         self.version = version
         self.req = req
         self.resolved = resolved
@@ -189,6 +190,7 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
+        self.dp.parked.discard(self)
         rows, _, _ = _read(self.resolved, self.max_bytes)
         self.deferred.complete(_response(self.version, self.req, self.resolved, rows))
 
@@ -203,6 +205,8 @@ def handle_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
     keys = [(part.topic, part.index) for _, parts in resolved for part in parts if part.plog is not None]
     if req.max_wait_ms <= 0 or not keys or total >= req.min_bytes or failed:
         return _response(version, req, resolved, rows)
-    op = DelayedFetch(version, req, resolved)
-    data_plane(ctx.broker).fetch_purgatory.try_complete_else_watch(op, keys)
+    dp = data_plane(ctx.broker)
+    op = DelayedFetch(version, req, resolved, dp)
+    if not dp.fetch_purgatory.try_complete_else_watch(op, keys):
+        dp.parked.add(op)
     return op.deferred

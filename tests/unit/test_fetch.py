@@ -178,3 +178,12 @@ async def test_fetch_on_an_older_segment_answers_at_once_and_after_retention_is_
         assert p.error_code == 0 and p.log_start_offset == 2
     finally:
         await b.stop()
+
+
+async def test_parked_fetches_can_be_answered_at_once_for_shutdown(broker):
+    res = await call(broker, ApiKey.FETCH, fetch_req([("t", 0, 0)], max_wait_ms=30_000), 12)
+    dp = data_plane(broker)
+    assert not res.done and len(dp.parked) == 1
+    assert dp.complete_parked() == 1
+    assert res.done and not dp.parked and broker.clock.pending() == 0
+    assert parts_of(res.result())[0][1].error_code == 0
