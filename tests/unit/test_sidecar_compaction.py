@@ -230,7 +230,8 @@ def test_lock_refuses_when_held_elsewhere(tmp_path):
 
 
 def _holder_check(tmp_path):
-    code = (f"import sys\nsys.path.insert(0, {os.getcwd()!r})\nfrom sidecar.inplace import LogDirLock, DirectoryInUseError\n"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = (f"import sys\nsys.path.insert(0, {root!r})\nfrom sidecar.inplace import LogDirLock, DirectoryInUseError\n"
             f"try:\n    LogDirLock({str(tmp_path)!r}).acquire()\nexcept DirectoryInUseError:\n    sys.exit(3)\n")
     if subprocess.run([sys.executable, "-c", code]).returncode == 3:
         raise inplace.DirectoryInUseError("held")
