@@ -160,7 +160,7 @@ def run_spark(spark, partitions: dict[int, str], targets: dict[int, str], option
     from pyspark.sql import functions as F
 
     paths = []
-    for p, d in partitions.items():
+    for d in partitions.values():
         for name in sorted(os.listdir(d)):
             if re.fullmatch(r"\d{20}\.log", name):
                 paths.append("file://" + os.path.abspath(os.path.join(d, name)))
