@@ -17,10 +17,12 @@ from server.clock import Clock, TimerHandle
 class DelayedOperation:
     """Subclass and override try_complete / on_complete / on_expiration."""
 
-    __slots__ = ("delay_ms", "_completed", "_timer", "_keys", "_purgatory")
+    __slots__ = ("delay_ms", "deadline_ms", "_timer_at", "_completed", "_timer", "_keys", "_purgatory")
 
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = delay_ms
+        self.deadline_ms = 0  # set when watched; extend() may move it
+        self._timer_at = 0  # when the armed timer fires (may be before deadline_ms)
         self._completed = False
         self._timer: TimerHandle | None = None
         self._keys: tuple[Hashable, ...] = ()
@@ -80,8 +82,24 @@ class Purgatory:
         if op.try_complete():
             return True
         if not op.is_completed:
+            op.deadline_ms = op._timer_at = self.clock.now_ms() + op.delay_ms
             op._timer = self.clock.call_later(op.delay_ms, lambda: self._expire(op))
         return op.is_completed
+
+    def extend(self, op: DelayedOperation, delay_ms: int) -> None:
+        """Move a watched operation's expiry to `delay_ms` from now. A later deadline only
+        stores an integer (the armed timer re-arms itself for the rest when it fires); an
+        earlier one re-arms the timer. This makes "complete the old one and watch a new one"
+        (Kafka's per-heartbeat DelayedHeartbeat) nearly free for operations whose completion
+        has no effect of its own."""
+        if op._completed:
+            return
+        op.deadline_ms = deadline = self.clock.now_ms() + delay_ms
+        if deadline < op._timer_at:
+            if op._timer is not None:
+                op._timer.cancel()
+            op._timer_at = deadline
+            op._timer = self.clock.call_later(delay_ms, lambda: self._expire(op))
 
     def check_and_complete(self, key: Hashable) -> int:
         """Retry the operations watching `key`; returns how many completed."""
@@ -118,6 +136,13 @@ class Purgatory:
 
     def _expire(self, op: DelayedOperation) -> None:
         op._timer = None
+        if op.is_completed:
+            return
+        remaining = op.deadline_ms - self.clock.now_ms()
+        if remaining > 0:  # extended since the timer was armed
+            op._timer_at = op.deadline_ms
+            op._timer = self.clock.call_later(remaining, lambda: self._expire(op))
+            return
         if op.force_complete():
             op.on_expiration()
 

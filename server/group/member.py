@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from protocol.errors import ErrorCode
 
@@ -55,6 +56,7 @@ class MemberMetadata:
         "awaiting_sync",
         "is_new",
         "heartbeat_satisfied",
+        "_session",
     )
 
     def __init__(
@@ -84,6 +86,8 @@ class MemberMetadata:
         self.is_new = False
         # set by any sign of life; the pending DelayedHeartbeat completes when it is set
         self.heartbeat_satisfied = False
+        # the member's live session expiration (a DelayedHeartbeat), extended by heartbeats
+        self._session: Any = None  # runtime only (not state): snapshots skip "_" slots
 
     @property
     def is_static(self) -> bool:

@@ -433,13 +433,20 @@ class MembershipMixin(CoordinatorBase):
     def _complete_and_schedule_next_expiration(
         self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int
     ) -> None:
+        session = member._session
+        if (session is not None and not session.is_completed and session.group is group
+                and session.member_id == member.member_id and not session.is_pending):
+            # The hot path (every heartbeat and commit): a live session just moves its
+            # deadline, equivalent to completing it and watching a fresh one.
+            self._heartbeats.extend(session, timeout_ms)
+            return
         key = member_key(group.group_id, member.member_id)
         member.heartbeat_satisfied = True
         self._heartbeats.check_and_complete(key)
         member.heartbeat_satisfied = False
-        self._heartbeats.try_complete_else_watch(
-            DelayedHeartbeat(self, group, member.member_id, False, timeout_ms), (key,)
-        )
+        op = DelayedHeartbeat(self, group, member.member_id, False, timeout_ms)
+        if not self._heartbeats.try_complete_else_watch(op, (key,)):
+            member._session = op
 
     def _add_pending_member_expiration(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
         self._heartbeats.try_complete_else_watch(

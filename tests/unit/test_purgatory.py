@@ -95,3 +95,43 @@ def test_completion_during_registration_is_noticed() -> None:
     op = Flip(100, [False])
     assert p.try_complete_else_watch(op, ["k"])
     assert op.events == ["complete"] and p.watched("k") == 0 and clock.pending() == 0
+
+
+def test_extend_later_defers_expiry_without_new_timers() -> None:
+    clock = FakeClock()
+    p = Purgatory(clock)
+    op = Op(100, [False])
+    p.try_complete_else_watch(op, ["k"])
+    for _ in range(5):
+        clock.advance(60)
+        p.extend(op, 100)  # like a heartbeat every 60 ms with a 100 ms session
+    assert op.events == [] and clock.pending() == 1
+    clock.advance(99)
+    assert op.events == []
+    clock.advance(1)
+    assert op.events == ["complete", "expire"] and p.watched("k") == 0
+
+
+def test_extend_earlier_rearms_the_timer() -> None:
+    clock = FakeClock()
+    p = Purgatory(clock)
+    op = Op(300_000, [False])  # e.g. a new member's 5-minute join timeout
+    p.try_complete_else_watch(op, ["k"])
+    p.extend(op, 10_000)  # then its 10 s session
+    clock.advance(9_999)
+    assert op.events == []
+    clock.advance(1)
+    assert op.events == ["complete", "expire"]
+
+
+def test_extend_after_completion_is_ignored() -> None:
+    clock = FakeClock()
+    p = Purgatory(clock)
+    ready = [False]
+    op = Op(100, ready)
+    p.try_complete_else_watch(op, ["k"])
+    ready[0] = True
+    p.check_and_complete("k")
+    p.extend(op, 50)
+    clock.advance(1000)
+    assert op.events == ["complete"]
