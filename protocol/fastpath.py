@@ -6,7 +6,10 @@ the generic decoder stays the reference and a test checks both agree on every ve
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 from typing import Any
+
+from kafka.protocol.consumer import HeartbeatResponse
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -98,3 +101,9 @@ def decode_heartbeat(buf: bytes, pos: int, version: int) -> Any:
     if version >= 4:
         r.skip_tagged_fields()
     return HeartbeatRequestData(group_id, generation_id, member_id, instance)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=64)
+def heartbeat_response_body(version: int, error_code: int) -> bytes:
+    """A Heartbeat response depends only on (version, error): encode each once."""
+    return bytes(HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error_code).encode())

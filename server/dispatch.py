@@ -30,7 +30,8 @@ class CloseConnection(Exception):
 
 
 def frame_response(spec: ApiSpec, version: int, correlation_id: int, response: Any) -> bytes:
-    body = response.encode(version=version)
+    """`response` is a response object, or its body already encoded (bytes)."""
+    body = response if isinstance(response, bytes) else response.encode(version=version)
     header = encode_response_header(correlation_id, spec.response_header_version(version))
     size = len(header) + len(body)
     return b"".join((size.to_bytes(4, "big"), header, body))

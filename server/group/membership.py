@@ -629,9 +629,11 @@ class MembershipMixin(CoordinatorBase):
     # ====================================================================== Heartbeat
 
     def heartbeat(self, req: Any, version: int) -> CoordinatorResult:
-        return CoordinatorResult(response=heartbeat_response(version, self._heartbeat_error(req, version)))
+        return CoordinatorResult(response=heartbeat_response(version, self.heartbeat_error(req, version)))
 
-    def _heartbeat_error(self, req: Any, version: int) -> ErrorCode:
+    def heartbeat_error(self, req: Any, version: int) -> ErrorCode:
+        """Heartbeat's whole outcome is its error code (the server's fast path encodes the
+        response from it alone)."""
         group_id = req.group_id
         err = self._validate(group_id, "heartbeat")
         if err is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:

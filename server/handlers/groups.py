@@ -14,6 +14,7 @@ from kafka.protocol.consumer import OffsetCommitResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
+from protocol.fastpath import heartbeat_response_body
 from server.context import RequestContext
 from server.deferred import Deferred
 from server.handlers.registry import handles
@@ -34,6 +35,12 @@ def _plain(api_key: ApiKey, method: str) -> None:
 
     handle.__name__ = f"handle_{method}"
     handles(api_key)(handle)
+
+
+@handles(ApiKey.HEARTBEAT)
+def handle_heartbeat(ctx: RequestContext, req: Any, version: int) -> Any:
+    # The hottest API of a coordinator: decoded by protocol/fastpath, answered from a cache.
+    return heartbeat_response_body(version, ctx.broker.coordinator.heartbeat_error(req, version))
 
 
 @handles(ApiKey.OFFSET_COMMIT)
@@ -69,7 +76,6 @@ def handle_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
 
 for _key, _method in (
     (ApiKey.SYNC_GROUP, "sync_group"),
-    (ApiKey.HEARTBEAT, "heartbeat"),
     (ApiKey.LEAVE_GROUP, "leave_group"),
     (ApiKey.OFFSET_FETCH, "offset_fetch"),
     (ApiKey.OFFSET_DELETE, "offset_delete"),

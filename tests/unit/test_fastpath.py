@@ -35,3 +35,15 @@ def test_truncated_heartbeat_raises(cut):
                                   group_instance_id="i").encode())
     with pytest.raises(FastDecodeError):
         decode_heartbeat(body[:cut], 0, 3)
+
+
+@pytest.mark.parametrize("version", range(5))
+@pytest.mark.parametrize("error", [0, 22, 25, 27])
+def test_cached_heartbeat_response_matches_generic_encoder(version, error):
+    from kafka.protocol.consumer import HeartbeatResponse
+
+    from protocol.fastpath import heartbeat_response_body
+
+    body = heartbeat_response_body(version, error)
+    assert body == bytes(HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error).encode())
+    assert HeartbeatResponse.decode(body, version=version).error_code == error
