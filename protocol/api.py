@@ -90,6 +90,14 @@ class ApiSpec:
     max_version: int
     # (frame, body offset, version) -> request object; for hot APIs, else the generic class
     fast_decode: Callable[[bytes, int, int], Any] | None = None
+    # header versions by API version, computed once (they are looked up on every request)
+    request_headers: tuple[int, ...] = ()
+    response_headers: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        versions = range(self.max_version + 1)
+        object.__setattr__(self, "request_headers", tuple(self._request_header(v) for v in versions))
+        object.__setattr__(self, "response_headers", tuple(self._response_header(v) for v in versions))
 
     def decode(self, frame: bytes, pos: int, version: int) -> Any:
         if self.fast_decode is not None:
@@ -100,10 +108,16 @@ class ApiSpec:
         return bool(self.request.flexible_version_q(version))
 
     def request_header_version(self, version: int) -> int:
+        return self.request_headers[version]
+
+    def response_header_version(self, version: int) -> int:
+        return self.response_headers[version]
+
+    def _request_header(self, version: int) -> int:
         # v2 (tagged fields) for flexible versions; v1 otherwise.
         return 2 if self.is_flexible(version) else 1
 
-    def response_header_version(self, version: int) -> int:
+    def _response_header(self, version: int) -> int:
         # ApiVersions always answers with header v0 so that a client that does not know our
         # flexible versions can still read the answer (KIP-511).
         if self.key == ApiKey.API_VERSIONS:

@@ -26,6 +26,11 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> list[bytes]:
         buf = self._buf
+        if not buf and len(data) >= 4:
+            # Common case: the chunk is exactly one whole request; no copy into the buffer.
+            size = int.from_bytes(data[:4], "big", signed=True)
+            if size + 4 == len(data) and 0 <= size <= self._max:
+                return [data[4:]]
         buf += data
         frames: list[bytes] = []
         pos = 0
