@@ -14,7 +14,9 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +45,7 @@ class ClientResult:
     stdout: str
     stderr: str
     timed_out: bool = False
+    stdout_bytes: bytes = b""
 
     def describe(self) -> str:
         return (
@@ -107,7 +110,7 @@ def run(
             pass
         out, err = proc.communicate()
     result = ClientResult(argv, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"),
-                          timed_out)
+                          timed_out, out)
     if check and (timed_out or proc.returncode != 0):
         raise ClientError(f"client run failed\n{result.describe()}")
     return result
@@ -217,3 +220,420 @@ def kcat_metadata(bootstrap: str, topic: str | None = None, timeout: float = 30.
         return json.loads(res.stdout)
     except json.JSONDecodeError:
         raise ClientError(f"kcat -L -J printed no JSON\n{res.describe()}") from None
+
+
+# ---- long-running group members (background processes) ----
+#
+# A member runs in its own process so that a test can close it cleanly (the line "close" on its
+# stdin, or end of stdin: the client's own close, which sends LeaveGroup) or SIGKILL it (no
+# LeaveGroup). Each prints one JSON object per line:
+#   {"kind": "assigned", "partitions": [0, 3], "generation": 5}   (eager protocol: full assignment)
+#   {"kind": "revoked" | "lost", "partitions": [...]}
+#   {"kind": "records", "records": [[partition, offset, key], ...]}   one poll batch
+#   {"kind": "committed", "offsets": {"0": 17}}   after a synchronous commit succeeded
+#   {"kind": "commit_error", ...}, {"kind": "error", ...}, {"kind": "closed"}
+# Every member commits synchronously after each poll batch and, for the partitions being
+# revoked, in its revoke callback, so no processed record is redelivered by a rebalance.
+
+MEMBER_DEADLINE = 240.0
+
+
+class Background:
+    """A client process whose JSON stdout lines are collected while it runs (always bounded:
+    the process group is SIGKILLed after `deadline` seconds if nobody ended it before)."""
+
+    def __init__(self, args: Sequence[str | os.PathLike[str]], name: str, cwd: Path | None = None,
+                 deadline: float = MEMBER_DEADLINE):
+        self.name = name
+        self.args = [str(a) for a in args]
+        self._cond = threading.Condition()
+        self._events: list[dict[str, Any]] = []
+        self._stdout: list[str] = []
+        self._stderr: list[str] = []
+        try:
+            self.proc = subprocess.Popen(self.args, cwd=cwd or ROOT, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         start_new_session=True, text=True, bufsize=1)
+        except FileNotFoundError as e:
+            raise ClientError(f"cannot run {self.args[0]}: {e}; {INSTALL_HINT}") from None
+        self._threads = [threading.Thread(target=self._read_stdout, daemon=True),
+                         threading.Thread(target=self._read_stderr, daemon=True)]
+        for t in self._threads:
+            t.start()
+        self._killer = threading.Timer(deadline, self._signal_group, (signal.SIGKILL,))
+        self._killer.daemon = True
+        self._killer.start()
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            event = None
+            if line.startswith("{"):
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    event = None
+            with self._cond:
+                self._stdout.append(line)
+                if isinstance(event, dict):
+                    self._events.append(event)
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._cond:
+                self._stderr.append(line.rstrip("\n"))
+                del self._stderr[:-300]
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    # -- what it printed --
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        with self._cond:
+            return [e for e in self._events if kind is None or e.get("kind") == kind]
+
+    def assignment(self) -> set[int] | None:
+        """The partitions it owns now per its callbacks (None before its first assignment)."""
+        owned: set[int] | None = None
+        for e in self.events():
+            if e["kind"] == "assigned":
+                owned = set(e["partitions"])
+            elif e["kind"] in ("revoked", "lost") and owned is not None:
+                owned -= set(e["partitions"])
+        return owned
+
+    def consumed(self) -> list[tuple[int, int, str | None]]:
+        """Every record it processed, as (partition, offset, key), in order."""
+        return [(r[0], r[1], r[2]) for e in self.events("records") for r in e["records"]]
+
+    def describe(self) -> str:
+        with self._cond:
+            out, err = "\n".join(self._stdout[-60:]), "\n".join(self._stderr[-60:])
+        return (f"--- {self.name}: $ {' '.join(self.args)[:300]} (exit {self.proc.poll()}) ---\n"
+                f"--- stdout (tail) ---\n{out[-6000:]}\n--- stderr (tail) ---\n{err[-6000:]}")
+
+    def wait_for(self, predicate, timeout: float, what: str):
+        """Wait until predicate(self) is truthy and return its value; ClientError on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                self._cond.release()
+                try:
+                    value = predicate(self)
+                finally:
+                    self._cond.acquire()
+                if value:
+                    return value
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 0.2))
+        raise ClientError(f"{self.name}: timed out after {timeout} s waiting for {what}\n{self.describe()}")
+
+    # -- ending it --
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self, timeout: float = 30.0) -> int:
+        """Ask for a clean close (the client's close: LeaveGroup for a dynamic member)."""
+        if self.alive():
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write("close\n")
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise ClientError(f"{self.name}: did not close within {timeout} s\n{self.describe()}") from None
+        self._finish()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the process group: the member vanishes without a LeaveGroup."""
+        self._signal_group(signal.SIGKILL)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        self._finish()
+
+    def _finish(self) -> None:
+        self._killer.cancel()
+        for t in self._threads:
+            t.join(5)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+
+
+def python_member(lib: str, bootstrap: str, topic: str, group: str, *, instance_id: str | None = None,
+                  session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 1000,
+                  name: str | None = None, deadline: float = MEMBER_DEADLINE) -> Background:
+    """A consumer-group member in its own Python process; lib: confluent | kafka-python | aiokafka.
+
+    All three use the roundrobin assignor (eager), so they can share one group."""
+    if lib not in ("confluent", "kafka-python", "aiokafka"):
+        raise ValueError(lib)
+    cfg = {"lib": lib, "bootstrap": bootstrap, "topic": topic, "group": group, "instance_id": instance_id,
+           "session_timeout_ms": session_timeout_ms, "heartbeat_interval_ms": heartbeat_interval_ms,
+           "client_id": name or lib}
+    return Background([sys.executable, Path(__file__).resolve(), "member", json.dumps(cfg)],
+                      name or lib, deadline=deadline)
+
+
+def java_member(bootstrap: str, topic: str, group: str, *, instance_id: str | None = None,
+                session_timeout_ms: int = 10000, name: str = "java",
+                deadline: float = MEMBER_DEADLINE) -> Background:
+    """KcoordClient's `member` mode: a Java kafka-clients consumer (roundrobin) until told to close."""
+    compile_java()
+    if shutil.which("java") is None:
+        raise ClientError(f"java not found; {INSTALL_HINT}")
+    return Background(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m",
+                       "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                       "-Dorg.slf4j.simpleLogger.logFile=System.err", "-cp", java_classpath(),
+                       "KcoordClient", "member", bootstrap, topic, group, instance_id or "",
+                       str(session_timeout_ms), name], name, deadline=deadline)
+
+
+# The member processes themselves (`python tests/clientlib.py member CONFIG_JSON`).
+
+_emit_lock = threading.Lock()
+
+
+def _emit(kind: str, **fields: Any) -> None:
+    with _emit_lock:
+        sys.stdout.write(json.dumps({"kind": kind, **fields}) + "\n")
+        sys.stdout.flush()
+
+
+def _watch_stdin(stop: threading.Event) -> None:
+    """'close' on stdin, or its end (the test went away), asks the member to close cleanly."""
+    def watch() -> None:
+        for line in sys.stdin:
+            if line.strip() == "close":
+                break
+        stop.set()
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _key(k: bytes | None) -> str | None:
+    return None if k is None else k.decode(errors="replace")
+
+
+def _member_confluent(cfg: dict[str, Any], stop: threading.Event) -> None:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    topic = cfg["topic"]
+    conf = {"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "client.id": cfg["client_id"],
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "roundrobin",
+            "session.timeout.ms": cfg["session_timeout_ms"],
+            "heartbeat.interval.ms": cfg["heartbeat_interval_ms"],
+            "socket.timeout.ms": 10000, "reconnect.backoff.max.ms": 1000}
+    if cfg["instance_id"]:
+        conf["group.instance.id"] = cfg["instance_id"]
+    pending: dict[int, int] = {}
+
+    def generation(c: Consumer) -> int | None:
+        # librdkafka's serialized group metadata: b"CGMDv2:" + int32 generation (host order) + ...
+        md = c.consumer_group_metadata()
+        if isinstance(md, bytes) and md.startswith(b"CGMDv2:"):
+            return int.from_bytes(md[7:11], sys.byteorder, signed=True)
+        return None
+
+    def commit(c: Consumer, parts: set[int] | None = None) -> None:
+        offsets = {p: o for p, o in pending.items() if parts is None or p in parts}
+        if not offsets:
+            return
+        try:
+            res = c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+        except KafkaException as e:
+            _emit("commit_error", error=str(e.args[0]), offsets=offsets)
+            return
+        errors = {tp.partition: str(tp.error) for tp in res or [] if tp.error is not None}
+        if errors:
+            _emit("commit_error", error=errors, offsets=offsets)
+            return
+        for p, o in offsets.items():
+            if pending.get(p) == o:
+                del pending[p]
+        _emit("committed", offsets={str(p): o for p, o in offsets.items()})
+
+    def on_assign(c: Consumer, parts: list) -> None:
+        _emit("assigned", partitions=sorted(tp.partition for tp in parts), generation=generation(c))
+
+    def on_revoke(c: Consumer, parts: list) -> None:
+        commit(c, {tp.partition for tp in parts})
+        _emit("revoked", partitions=sorted(tp.partition for tp in parts))
+
+    def on_lost(c: Consumer, parts: list) -> None:
+        for tp in parts:
+            pending.pop(tp.partition, None)
+        _emit("lost", partitions=sorted(tp.partition for tp in parts))
+
+    c = Consumer(conf)
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    while not stop.is_set():
+        batch = []
+        for m in c.consume(500, 0.2):
+            if m.error() is not None:
+                _emit("error", error=str(m.error()))
+                continue
+            batch.append([m.partition(), m.offset(), _key(m.key())])
+            pending[m.partition()] = m.offset() + 1
+        if batch:
+            _emit("records", records=batch)
+            commit(c)
+    c.close()
+
+
+def _member_kafka_python(cfg: dict[str, Any], stop: threading.Event) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.errors import KafkaError
+    from kafka.structs import OffsetAndMetadata
+
+    topic = cfg["topic"]
+    c = KafkaConsumer(bootstrap_servers=cfg["bootstrap"], group_id=cfg["group"], client_id=cfg["client_id"],
+                      group_instance_id=cfg["instance_id"] or None, enable_auto_commit=False,
+                      auto_offset_reset="earliest", partition_assignment_strategy=[RoundRobinPartitionAssignor],
+                      session_timeout_ms=cfg["session_timeout_ms"],
+                      heartbeat_interval_ms=cfg["heartbeat_interval_ms"], request_timeout_ms=15000,
+                      reconnect_backoff_max_ms=1000)
+    pending: dict[int, int] = {}
+
+    def commit(parts: set[int] | None = None) -> None:
+        offsets = {p: o for p, o in pending.items() if parts is None or p in parts}
+        if not offsets:
+            return
+        try:
+            c.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+        except KafkaError as e:
+            _emit("commit_error", error=repr(e), offsets=offsets)
+            return
+        for p, o in offsets.items():
+            if pending.get(p) == o:
+                del pending[p]
+        _emit("committed", offsets={str(p): o for p, o in offsets.items()})
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            commit({tp.partition for tp in revoked})
+            _emit("revoked", partitions=sorted(tp.partition for tp in revoked))
+
+        def on_partitions_assigned(self, assigned):
+            gen = c._coordinator._generation  # noqa: SLF001 - only for the test's report
+            _emit("assigned", partitions=sorted(tp.partition for tp in assigned),
+                  generation=getattr(gen, "generation_id", None))
+
+        def on_partitions_lost(self, lost):
+            for tp in lost:
+                pending.pop(tp.partition, None)
+            _emit("lost", partitions=sorted(tp.partition for tp in lost))
+
+    c.subscribe([topic], listener=Listener())
+    while not stop.is_set():
+        batch = []
+        for tp, msgs in c.poll(200, max_records=500).items():
+            for m in msgs:
+                batch.append([tp.partition, m.offset, _key(m.key)])
+                pending[tp.partition] = m.offset + 1
+        if batch:
+            _emit("records", records=batch)
+            commit()
+    c.close(autocommit=False)
+
+
+def _member_aiokafka(cfg: dict[str, Any], stop: threading.Event) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+    from aiokafka.errors import KafkaError
+
+    topic = cfg["topic"]
+
+    async def main() -> None:
+        c = AIOKafkaConsumer(bootstrap_servers=cfg["bootstrap"], group_id=cfg["group"],
+                             client_id=cfg["client_id"], group_instance_id=cfg["instance_id"] or None,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             session_timeout_ms=cfg["session_timeout_ms"],
+                             heartbeat_interval_ms=cfg["heartbeat_interval_ms"], request_timeout_ms=15000)
+        pending: dict[int, int] = {}
+
+        async def commit(parts: set[int] | None = None) -> None:
+            offsets = {p: o for p, o in pending.items() if parts is None or p in parts}
+            if not offsets:
+                return
+            try:
+                await c.commit({TopicPartition(topic, p): o for p, o in offsets.items()})
+            except KafkaError as e:
+                _emit("commit_error", error=repr(e), offsets=offsets)
+                return
+            for p, o in offsets.items():
+                if pending.get(p) == o:
+                    del pending[p]
+            _emit("committed", offsets={str(p): o for p, o in offsets.items()})
+
+        class Listener(ConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked):
+                await commit({tp.partition for tp in revoked})
+                _emit("revoked", partitions=sorted(tp.partition for tp in revoked))
+
+            async def on_partitions_assigned(self, assigned):
+                _emit("assigned", partitions=sorted(tp.partition for tp in assigned),
+                      generation=c._coordinator.generation)  # noqa: SLF001
+
+        c.subscribe([topic], listener=Listener())
+        await c.start()
+        try:
+            while not stop.is_set():
+                batch = []
+                for tp, msgs in (await c.getmany(timeout_ms=200, max_records=500)).items():
+                    for m in msgs:
+                        batch.append([tp.partition, m.offset, _key(m.key)])
+                        pending[tp.partition] = m.offset + 1
+                if batch:
+                    _emit("records", records=batch)
+                    await commit()
+        finally:
+            await c.stop()
+
+    asyncio.run(main())
+
+
+def _member_main(cfg: dict[str, Any]) -> int:
+    stop = threading.Event()
+    _watch_stdin(stop)
+    _emit("started", lib=cfg["lib"], pid=os.getpid())
+    run_member = {"confluent": _member_confluent, "kafka-python": _member_kafka_python,
+                  "aiokafka": _member_aiokafka}[cfg["lib"]]
+    try:
+        run_member(cfg, stop)
+    except Exception as e:  # noqa: BLE001 - reported to the test, which fails on it
+        _emit("error", error=repr(e))
+        return 1
+    _emit("closed")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "member":
+        sys.exit(_member_main(json.loads(sys.argv[2])))
+    sys.stderr.write("usage: clientlib.py member CONFIG_JSON\n")
+    sys.exit(2)

@@ -1,5 +1,8 @@
+import java.io.BufferedReader;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.ByteBuffer;
@@ -14,6 +17,7 @@ import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -31,12 +35,15 @@ import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.RoundRobinAssignor;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.message.FindCoordinatorRequestData;
 import org.apache.kafka.common.message.FindCoordinatorResponseData;
 import org.apache.kafka.common.protocol.ApiKeys;
@@ -54,8 +61,15 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  *   admin           BOOTSTRAP TOPIC PARTITIONS GROUP
  *   findcoordinator BOOTSTRAP GROUP
- *   produce         BOOTSTRAP TOPIC N
+ *   produce         BOOTSTRAP TOPIC N [KEY_PREFIX]   (keys KEY_PREFIX+i, default "k"; values "v"+i)
  *   consume         BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]
+ *   member          BOOTSTRAP TOPIC GROUP [INSTANCE_ID|"" [SESSION_MS [CLIENT_ID]]]
+ *
+ * `member` is a roundrobin (eager) group member that runs until the line "close" (or the end)
+ * arrives on stdin, then closes cleanly (LeaveGroup for a dynamic member). It prints
+ * assigned/revoked/lost (integer partitions, with the generation), one "records" line per poll
+ * batch, and "committed" after each synchronous commit (after every batch, and for the
+ * partitions being revoked in onPartitionsRevoked, so a rebalance redelivers nothing).
  *
  * Every client call is bounded (request.timeout.ms, default.api.timeout.ms, get(timeout)) so
  * the program ends on its own even when the server misbehaves; the caller adds a process
@@ -82,12 +96,18 @@ public final class KcoordClient {
                 break;
             case "produce":
                 need(args, 4);
-                rc = produce(args[1], args[2], Integer.parseInt(args[3]));
+                rc = produce(args[1], args[2], Integer.parseInt(args[3]), args.length > 4 ? args[4] : "k");
                 break;
             case "consume":
                 need(args, 6);
                 rc = consume(args[1], args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5]),
                         args.length > 6 ? args[6] : null);
+                break;
+            case "member":
+                need(args, 4);
+                rc = member(args[1], args[2], args[3], args.length > 4 ? args[4] : null,
+                        args.length > 5 ? Integer.parseInt(args[5]) : 10_000,
+                        args.length > 6 ? args[6] : "kcoord-java-member");
                 break;
             default:
                 usage();
@@ -106,8 +126,9 @@ public final class KcoordClient {
     private static void usage() {
         System.err.println("usage: KcoordClient admin BOOTSTRAP TOPIC PARTITIONS GROUP\n"
                 + "       KcoordClient findcoordinator BOOTSTRAP GROUP\n"
-                + "       KcoordClient produce BOOTSTRAP TOPIC N\n"
-                + "       KcoordClient consume BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]");
+                + "       KcoordClient produce BOOTSTRAP TOPIC N [KEY_PREFIX]\n"
+                + "       KcoordClient consume BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]\n"
+                + "       KcoordClient member BOOTSTRAP TOPIC GROUP [INSTANCE_ID [SESSION_MS [CLIENT_ID]]]");
         System.exit(2);
     }
 
@@ -348,7 +369,7 @@ public final class KcoordClient {
 
     // ---- produce ----
 
-    static int produce(String bootstrap, String topic, int n) throws Exception {
+    static int produce(String bootstrap, String topic, int n, String keyPrefix) throws Exception {
         Properties p = common(bootstrap, "kcoord-java-producer");
         // Defaults otherwise: enable.idempotence=true, acks=all.
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
@@ -361,7 +382,7 @@ public final class KcoordClient {
         Map<String, Integer> errors = Collections.synchronizedMap(new TreeMap<>());
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             for (int i = 0; i < n; i++) {
-                producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i), (md, e) -> {
+                producer.send(new ProducerRecord<>(topic, keyPrefix + i, "v" + i), (md, e) -> {
                     if (e != null) {
                         failed.incrementAndGet();
                         errors.merge(e.getClass().getSimpleName(), 1, Integer::sum);
@@ -458,6 +479,136 @@ public final class KcoordClient {
         }
         emit("done", "count", count, "commit_failures", commitFailures);
         return commitFailures == 0 ? 0 : 1;
+    }
+
+    // ---- member: a long-running group member driven through stdin ----
+
+    static int member(String bootstrap, String topic, String group, String instanceId, int sessionMs,
+                      String clientId) {
+        Properties p = common(bootstrap, clientId);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        if (instanceId != null && !instanceId.isEmpty()) {
+            p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
+        }
+        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, RoundRobinAssignor.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(sessionMs));
+        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        AtomicBoolean stop = new AtomicBoolean();
+        Map<TopicPartition, Long> pending = new TreeMap<>(
+                (a, b) -> a.topic().equals(b.topic()) ? Integer.compare(a.partition(), b.partition())
+                        : a.topic().compareTo(b.topic()));
+        emit("started", "lib", "java", "instance_id", instanceId);
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
+            Thread watcher = new Thread(() -> {
+                try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                    String line;
+                    while ((line = in.readLine()) != null && !line.trim().equals("close")) {
+                        // ignore anything else
+                    }
+                } catch (Exception e) {
+                    // end of stdin
+                }
+                stop.set(true);
+                consumer.wakeup();
+            });
+            watcher.setDaemon(true);
+            watcher.start();
+            consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                @Override
+                public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+                    commitPending(consumer, pending, parts);
+                    emit("revoked", "partitions", numbers(parts));
+                }
+
+                @Override
+                public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                    emit("assigned", "partitions", numbers(parts),
+                            "generation", consumer.groupMetadata().generationId());
+                }
+
+                @Override
+                public void onPartitionsLost(Collection<TopicPartition> parts) {
+                    for (TopicPartition tp : parts) {
+                        pending.remove(tp);
+                    }
+                    emit("lost", "partitions", numbers(parts));
+                }
+            });
+            while (!stop.get()) {
+                ConsumerRecords<String, String> records;
+                try {
+                    records = consumer.poll(Duration.ofMillis(200));
+                } catch (WakeupException e) {
+                    break;
+                }
+                if (records.isEmpty()) {
+                    continue;
+                }
+                List<Object> batch = new ArrayList<>();
+                for (ConsumerRecord<String, String> r : records) {
+                    batch.add(List.of(r.partition(), r.offset(), r.key() == null ? "" : r.key()));
+                    pending.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
+                }
+                emit("records", "records", batch);
+                commitPending(consumer, pending, null);
+            }
+            consumer.close(Duration.ofSeconds(10));
+        } catch (Exception e) {
+            emit("error", "step", "member", "error", errorName(e), "message", errorMessage(e));
+            return 1;
+        }
+        emit("closed");
+        return 0;
+    }
+
+    static void commitPending(KafkaConsumer<String, String> consumer, Map<TopicPartition, Long> pending,
+                              Collection<TopicPartition> only) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new LinkedHashMap<>();
+        Map<String, Long> shown = new TreeMap<>();
+        for (Map.Entry<TopicPartition, Long> e : pending.entrySet()) {
+            if (only == null || only.contains(e.getKey())) {
+                offsets.put(e.getKey(), new OffsetAndMetadata(e.getValue()));
+                shown.put(String.valueOf(e.getKey().partition()), e.getValue());
+            }
+        }
+        if (offsets.isEmpty()) {
+            return;
+        }
+        for (int attempt = 0; ; attempt++) {
+            try {
+                consumer.commitSync(offsets, Duration.ofMillis(CALL_TIMEOUT_MS));
+                break;
+            } catch (WakeupException e) {
+                // the stdin watcher's wakeup() (asking us to close) interrupted the commit:
+                // the flag is consumed now, so commit again before closing
+                if (attempt > 0) {
+                    throw e;
+                }
+            } catch (Exception e) {
+                emit("commit_error", "error", errorName(e), "message", errorMessage(e), "offsets", shown);
+                return;
+            }
+        }
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+            Long current = pending.get(e.getKey());
+            if (current != null && current == e.getValue().offset()) {
+                pending.remove(e.getKey());
+            }
+        }
+        emit("committed", "offsets", shown);
+    }
+
+    static List<Integer> numbers(Collection<TopicPartition> parts) {
+        List<Integer> out = new ArrayList<>();
+        for (TopicPartition tp : parts) {
+            out.add(tp.partition());
+        }
+        Collections.sort(out);
+        return out;
     }
 
     static List<String> names(Collection<TopicPartition> parts) {
