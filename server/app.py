@@ -11,7 +11,7 @@ import time
 
 import uvloop
 
-from server.broker import Broker
+from server.broker import Broker, LogDirLocked
 from server.config import Config
 from server.connection import KafkaConnection
 from server.dispatch import Dispatcher
@@ -84,7 +84,11 @@ class Server:
 
 async def _serve(config: Config) -> int:
     server = Server(config)
-    await server.start()
+    try:
+        await server.start()
+    except (LogDirLocked, OSError) as e:
+        log.error("Could not start: %s", e)
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

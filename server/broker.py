@@ -3,7 +3,9 @@ the group coordinator. Owns start-up (recovery, loading) and orderly shutdown.""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from server.clock import SystemClock
@@ -20,6 +22,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcoord.broker")
 
 
+class LogDirLocked(RuntimeError):
+    """Another server already uses the log directory."""
+
+
 class Broker:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -32,9 +38,11 @@ class Broker:
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime
         self._background: list[asyncio.Task[None]] = []
+        self._lock_fd: int | None = None
 
     async def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_log_dir()
         self.cluster_id = load_or_create_meta(self.log_dir, self.config.node_id, self.config["cluster.id"])
         self.topics.load()
         if self.topics.get(OFFSETS_TOPIC) is None:
@@ -83,6 +91,19 @@ class Broker:
         for p in range(topic.partitions):
             self.logs.create(topic.name, p, segment_bytes=int(seg) if seg else None, topic_id=topic.topic_id)
 
+    def _lock_log_dir(self) -> None:
+        """Kafka's `.lock`: one server per log directory (the compactor checks it too)."""
+        fd = os.open(self.log_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirLocked(
+                f"Failed to acquire lock on file .lock in {self.log_dir}. A Kafka instance in "
+                "another process or thread is using this directory."
+            ) from None
+        self._lock_fd = fd
+
     @property
     def offsets_partitions(self) -> int:
         """Kafka uses the existing __consumer_offsets partition count over the setting."""
@@ -104,6 +125,9 @@ class Broker:
         await self.runtime.stop()
         if self.logs is not None:
             self.logs.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
         log.info("Broker stopped")
 
 
