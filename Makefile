@@ -3,18 +3,28 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TSTAMP := $(VENV)/.installed-test
 
-.PHONY: setup clients run test unit integration bench lint clean
+.PHONY: setup test-setup clients run test unit integration bench lint clean
 
+# The server alone: what `make run` needs.
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-clients: setup
+# Test tools, the Python Kafka clients and PySpark (the compaction sidecar).
+test-setup: $(TSTAMP)
+
+$(TSTAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,spark]'
+	touch $@
+
+# Real clients from outside PyPI: kcat and a JDK (apt), kafkajs (npm), the Java client jar.
+clients: test-setup
 	bash scripts/setup-clients.sh
 
 run: setup
@@ -23,16 +33,16 @@ run: setup
 test: setup clients
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
-unit: setup
+unit: test-setup
 	$(BIN)/python -m pytest -q tests/unit tests/property
 
 integration: setup clients
 	$(BIN)/python -m pytest -q tests/integration tests/compat
 
-bench: setup
+bench: test-setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
-lint: setup
+lint: test-setup
 	$(BIN)/ruff check protocol server storage sidecar tests bench
 
 clean:
