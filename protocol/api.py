@@ -57,7 +57,7 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from protocol.fastpath import decode_heartbeat
+from protocol.fastpath import decode_heartbeat, encode_offset_commit_response
 
 
 class ApiKey(IntEnum):
@@ -90,6 +90,8 @@ class ApiSpec:
     max_version: int
     # (frame, body offset, version) -> request object; for hot APIs, else the generic class
     fast_decode: Callable[[bytes, int, int], Any] | None = None
+    # (response object, version) -> body bytes; for hot APIs, else the generic encoder
+    fast_encode: Callable[[Any, int], bytes] | None = None
     # header versions by API version, computed once (they are looked up on every request)
     request_headers: tuple[int, ...] = ()
     response_headers: tuple[int, ...] = ()
@@ -103,6 +105,11 @@ class ApiSpec:
         if self.fast_decode is not None:
             return self.fast_decode(frame, pos, version)
         return self.request.decode(memoryview(frame)[pos:], version=version)
+
+    def encode(self, response: Any, version: int) -> bytes:
+        if self.fast_encode is not None:
+            return self.fast_encode(response, version)
+        return response.encode(version=version)
 
     def is_flexible(self, version: int) -> bool:
         return bool(self.request.flexible_version_q(version))
@@ -126,8 +133,9 @@ class ApiSpec:
 
 
 def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, hi: int,
-          fast: Callable[[bytes, int, int], Any] | None = None) -> ApiSpec:
-    return ApiSpec(key, req, resp, lo, hi, fast)
+          fast: Callable[[bytes, int, int], Any] | None = None,
+          fast_encode: Callable[[Any, int], bytes] | None = None) -> ApiSpec:
+    return ApiSpec(key, req, resp, lo, hi, fast, fast_encode)
 
 
 # The versions kcoord serves (see DESIGN.md: what Java 3.9 and librdkafka 2.16 send).
@@ -138,7 +146,8 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.FETCH, FetchRequest, FetchResponse, 4, 17),
         _spec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, 0, 9),
         _spec(ApiKey.METADATA, MetadataRequest, MetadataResponse, 0, 12),
-        _spec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 0, 9),
+        _spec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 0, 9,
+              fast_encode=encode_offset_commit_response),
         _spec(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, 0, 9),
         _spec(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
         _spec(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, 0, 9),

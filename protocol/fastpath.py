@@ -107,3 +107,40 @@ def decode_heartbeat(buf: bytes, pos: int, version: int) -> Any:
 def heartbeat_response_body(version: int, error_code: int) -> bytes:
     """A Heartbeat response depends only on (version, error): encode each once."""
     return bytes(HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error_code).encode())
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_PARTITION_ERR = struct.Struct(">ih")
+
+
+def encode_offset_commit_response(resp: Any, version: int) -> bytes:
+    """OffsetCommitResponse v0-v9 from the response object (v3+: throttle; v8+: flexible)."""
+    flexible = version >= 8
+    parts: list[bytes] = []
+    if version >= 3:
+        parts.append(_I32.pack(resp.throttle_time_ms or 0))
+    topics = resp.topics
+    parts.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    for t in topics:
+        name = t.name.encode()
+        parts.append(_uvarint(len(name) + 1) if flexible else _I16.pack(len(name)))
+        parts.append(name)
+        ps = t.partitions
+        parts.append(_uvarint(len(ps) + 1) if flexible else _I32.pack(len(ps)))
+        for p in ps:
+            parts.append(_PARTITION_ERR.pack(p.partition_index, p.error_code))
+            if flexible:
+                parts.append(b"\x00")
+        if flexible:
+            parts.append(b"\x00")
+    if flexible:
+        parts.append(b"\x00")
+    return b"".join(parts)

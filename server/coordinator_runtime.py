@@ -15,19 +15,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
-from protocol.coordinator_codec import CodecError, decode_record, encode_key, encode_value
+from protocol.coordinator_codec import CodecError, decode_record
 from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode, KafkaError, coordinator_append_error, error_code_of
+from protocol.errors import ErrorCode, KafkaError
 from server.clock import Clock
+from server.coordinator_writes import CoordinatorWriter
 from server.deferred import Deferred
 from server.group.coordinator import GroupCoordinator
 from server.group.result import CoordinatorResult
-from storage.flusher import group_commit
-from storage.log import PartitionLog
 from storage.log_manager import OFFSETS_TOPIC, LogManager
 
 log = logging.getLogger("kcoord.coordinator")
@@ -52,16 +49,16 @@ class CoordinatorRuntime:
         self.clock = clock
         self.num_partitions = num_partitions
         self.commit_timeout_s = commit_timeout_ms / 1000.0
-        self.max_message_bytes = max_message_bytes
-        self._pending_writes = 0
+        self.writer = CoordinatorWriter(logs, num_partitions, coordinator.replay, clock,
+                                        commit_timeout_ms / 1000.0, max_message_bytes)
         self._retention_task: asyncio.Task[None] | None = None
         # Writes no request asked for (a group emptied by a session timeout) come through here.
         coordinator.set_background_writer(self.write_background)
 
     # ---------------------------------------------------------------- live writes
     #
-    # Callback based on purpose: a commit costs no asyncio task, only a timer for
-    # offsets.commit.timeout.ms and a place in the partition's next fdatasync round.
+    # Callback based on purpose: a commit costs no asyncio task (server/coordinator_writes.py
+    # coalesces the records of a loop turn into one batch per partition).
 
     def submit(self, result: CoordinatorResult) -> Any:
         """The response for `result`: now if it has no records, else a Deferred completed
@@ -79,97 +76,22 @@ class CoordinatorRuntime:
             else:
                 out.complete(response)
 
-        self._write(result.records, answer)
+        self.writer.write(result.records, answer)
         return out
 
     def write_background(self, result: CoordinatorResult) -> None:
         """Append a result nobody waits on. The coordinator calls this from inside its own
         calls, so the write starts on the next loop turn, never re-entering it."""
         done = result.on_appended or (lambda _code: None)
-        asyncio.get_running_loop().call_soon(self._write, result.records, done)
+        asyncio.get_running_loop().call_soon(self.writer.write, result.records, done)
 
     async def append(self, records: list[CoordinatorRecord]) -> None:
         """Append, wait until durable and replayed; raises KafkaError on failure."""
         fut: asyncio.Future[ErrorCode | None] = asyncio.get_running_loop().create_future()
-        self._write(records, lambda code: fut.done() or fut.set_result(code))
+        self.writer.write(records, lambda code: fut.done() or fut.set_result(code))
         code = await fut
         if code is not None:
             raise KafkaError(code)
-
-    def _write(self, records: list[CoordinatorRecord], done: Callable[[ErrorCode | None], None]) -> None:
-        """Append `records` now; `done` runs exactly once: with None after they are durable
-        and replayed, or with the code the client should see."""
-        try:
-            writes = self._append_now(records)
-        except Exception as e:  # noqa: BLE001 - every failure becomes the client's error code
-            if not isinstance(e, KafkaError):
-                log.error("Appending %d records to %s failed: %r", len(records), OFFSETS_TOPIC, e)
-            done(coordinator_append_error(error_code_of(e)))
-            return
-        self._pending_writes += 1
-        left = len(writes)
-        finished = False
-
-        def finish(code: ErrorCode | None) -> None:
-            nonlocal finished
-            if finished:
-                return
-            finished = True
-            self._pending_writes -= 1
-            timer.cancel()
-            done(code)
-
-        def timed_out() -> None:
-            log.warning("%d records to %s not durable within offsets.commit.timeout.ms",
-                        len(records), OFFSETS_TOPIC)
-            finish(coordinator_append_error(ErrorCode.REQUEST_TIMED_OUT))
-
-        timer = asyncio.get_running_loop().call_later(self.commit_timeout_s, timed_out)
-        for plog, last, recs in writes:
-
-            def on_durable(exc: BaseException | None, recs: list[CoordinatorRecord] = recs) -> None:
-                nonlocal left
-                if exc is not None:
-                    log.error("fdatasync of %s failed: %r", OFFSETS_TOPIC, exc)
-                    finish(coordinator_append_error(error_code_of(exc)))
-                    return
-                # Replayed even if the client already heard of a timeout: the log has them,
-                # and memory must agree with what a restart would load.
-                for r in recs:
-                    self.coordinator.replay(r)
-                left -= 1
-                if left == 0:
-                    finish(None)
-
-            group_commit(plog).when_durable(last, on_durable)
-
-    def _append_now(self, records: list[CoordinatorRecord]) -> list[tuple[PartitionLog, int, list[CoordinatorRecord]]]:
-        """Write the records to their partitions' logs (not yet durable). Records may span
-        partitions (retention); each partition gets one batch."""
-        by_partition: dict[int, list[CoordinatorRecord]] = defaultdict(list)
-        for r in records:
-            by_partition[self.coordinator.partition_of(r.key.group)].append(r)
-        planned = []
-        for partition, recs in by_partition.items():
-            plog = self._log(partition)
-            kvs = [(encode_key(r.key), None if r.value is None else encode_value(r.value)) for r in recs]
-            size = sum(len(k) + (len(v) if v else 0) + 24 for k, v in kvs) + 61
-            if size > self.max_message_bytes:
-                raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                                 f"{size} bytes of coordinator records exceed max.message.bytes")
-            planned.append((plog, kvs, recs))
-        now = self.clock.now_ms()
-        writes = []
-        for plog, kvs, recs in planned:
-            _, last = plog.append_records(kvs, now)
-            writes.append((plog, last, recs))
-        return writes
-
-    def _log(self, partition: int) -> PartitionLog:
-        plog = self.logs.get(OFFSETS_TOPIC, partition)
-        if plog is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{OFFSETS_TOPIC}-{partition} has no log")
-        return plog
 
     # ---------------------------------------------------------------- start-up loading
 
@@ -236,5 +158,5 @@ class CoordinatorRuntime:
         if self._retention_task is not None:
             self._retention_task.cancel()
         deadline = time.monotonic() + self.commit_timeout_s
-        while self._pending_writes and time.monotonic() < deadline:
+        while self.writer.pending and time.monotonic() < deadline:
             await asyncio.sleep(0.005)

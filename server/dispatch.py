@@ -31,7 +31,7 @@ class CloseConnection(Exception):
 
 def frame_response(spec: ApiSpec, version: int, correlation_id: int, response: Any) -> bytes:
     """`response` is a response object, or its body already encoded (bytes)."""
-    body = response if isinstance(response, bytes) else response.encode(version=version)
+    body = response if isinstance(response, bytes) else spec.encode(response, version)
     header = encode_response_header(correlation_id, spec.response_header_version(version))
     size = len(header) + len(body)
     return b"".join((size.to_bytes(4, "big"), header, body))

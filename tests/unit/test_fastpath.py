@@ -47,3 +47,18 @@ def test_cached_heartbeat_response_matches_generic_encoder(version, error):
     body = heartbeat_response_body(version, error)
     assert body == bytes(HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error).encode())
     assert HeartbeatResponse.decode(body, version=version).error_code == error
+
+
+@given(version=st.integers(0, 9),
+       topics=st.lists(st.tuples(names, st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 127)),
+                                                 max_size=5)), max_size=4))
+def test_offset_commit_response_matches_generic_encoder(version, topics):
+    from kafka.protocol.consumer import OffsetCommitResponse
+
+    from protocol.fastpath import encode_offset_commit_response
+
+    T = OffsetCommitResponse.OffsetCommitResponseTopic
+    P = T.OffsetCommitResponsePartition
+    resp = OffsetCommitResponse(version=version, throttle_time_ms=0, topics=[
+        T(name=n, partitions=[P(partition_index=i, error_code=e) for i, e in ps]) for n, ps in topics])
+    assert encode_offset_commit_response(resp, version) == bytes(resp.encode(version=version))

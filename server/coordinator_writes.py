@@ -1,0 +1,184 @@
+"""Durable, coalesced appends of coordinator records to __consumer_offsets.
+
+Every write is staged, and at the end of the event-loop turn each partition's staged records
+go to its log as ONE batch (one write(2), one CRC) that then waits for the partition's next
+fdatasync round (group commit). A hundred commits arriving together thus cost one batch and
+share one sync. When the batch is durable, each writer's records are replayed in append
+order and its `done(None)` runs; a failure answers `done(code)` and replays nothing.
+offsets.commit.timeout.ms bounds the wait per batch.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from functools import lru_cache
+
+from protocol.coordinator_codec import encode_key, encode_value
+from protocol.coordinator_records import CoordinatorRecord
+from protocol.errors import ErrorCode, KafkaError, coordinator_append_error, error_code_of
+from protocol.partitioner import partition_for
+from server.clock import Clock
+from storage.flusher import group_commit
+from storage.log import PartitionLog
+from storage.log_manager import OFFSETS_TOPIC, LogManager
+
+log = logging.getLogger("kcoord.coordinator")
+
+Done = Callable[[ErrorCode | None], None]
+_BATCH_OVERHEAD = 61  # RecordBatch v2 header
+_RECORD_OVERHEAD = 24  # generous varint framing per record
+_FLUSH_EARLY_BYTES = 512 * 1024  # a staged batch this large goes out without waiting
+
+
+class _Writer:
+    """One caller's write, possibly spread over several partitions' batches."""
+
+    __slots__ = ("done", "left", "finished")
+
+    def __init__(self, done: Done, parts: int) -> None:
+        self.done = done
+        self.left = parts
+        self.finished = False
+
+    def finish(self, code: ErrorCode | None) -> None:
+        if not self.finished:
+            self.finished = True
+            self.done(code)
+
+
+class _Batch:
+    __slots__ = ("plog", "kvs", "size", "entries")
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self.plog = plog
+        self.kvs: list[tuple[bytes, bytes | None]] = []
+        self.size = _BATCH_OVERHEAD
+        self.entries: list[tuple[_Writer, list[CoordinatorRecord]]] = []
+
+
+class CoordinatorWriter:
+    def __init__(
+        self,
+        logs: LogManager,
+        num_partitions: int,
+        replay: Callable[[CoordinatorRecord], None],
+        clock: Clock,
+        commit_timeout_s: float,
+        max_message_bytes: int,
+    ) -> None:
+        self.logs = logs
+        self.replay = replay
+        self.clock = clock
+        self.commit_timeout_s = commit_timeout_s
+        self.max_message_bytes = max_message_bytes
+        self.pending = 0  # writers not yet answered
+        self._staged: dict[int, _Batch] = {}
+        self._flush_scheduled = False
+        self._partition_of = lru_cache(maxsize=65536)(lambda g: partition_for(g, num_partitions))
+
+    def write(self, records: list[CoordinatorRecord], done: Done) -> None:
+        """Stage `records`; `done` runs exactly once, with None once they are durable and
+        replayed, or with the code the client should see."""
+        try:
+            parts = self._encode(records)
+        except KafkaError as e:
+            done(coordinator_append_error(e.code))
+            return
+        writer = _Writer(self._counting(done), len(parts))
+        self.pending += 1
+        for partition, kvs, size, recs in parts:
+            batch = self._staged.get(partition)
+            if batch is not None and batch.size + size > self.max_message_bytes:
+                self._flush_partition(partition)
+                batch = None
+            if batch is None:
+                try:
+                    plog = self._log(partition)
+                except KafkaError as e:
+                    writer.finish(coordinator_append_error(e.code))
+                    return
+                batch = self._staged[partition] = _Batch(plog)
+            batch.kvs.extend(kvs)
+            batch.size += size
+            batch.entries.append((writer, recs))
+            if batch.size >= _FLUSH_EARLY_BYTES:
+                self._flush_partition(partition)
+        if self._staged and not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def _counting(self, done: Done) -> Done:
+        def counted(code: ErrorCode | None) -> None:
+            self.pending -= 1
+            done(code)
+
+        return counted
+
+    def _encode(self, records: list[CoordinatorRecord]) -> list[tuple[int, list, int, list[CoordinatorRecord]]]:
+        by_partition: dict[int, tuple[list, list[CoordinatorRecord]]] = {}
+        for r in records:
+            p = self._partition_of(r.key.group)
+            entry = by_partition.get(p)
+            if entry is None:
+                entry = by_partition[p] = ([], [])
+            entry[0].append((encode_key(r.key), None if r.value is None else encode_value(r.value)))
+            entry[1].append(r)
+        out = []
+        for p, (kvs, recs) in by_partition.items():
+            size = sum(len(k) + (len(v) if v is not None else 0) + _RECORD_OVERHEAD for k, v in kvs)
+            if size + _BATCH_OVERHEAD > self.max_message_bytes:
+                raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                 f"{size} bytes of coordinator records exceed max.message.bytes")
+            out.append((p, kvs, size, recs))
+        return out
+
+    def _log(self, partition: int) -> PartitionLog:
+        plog = self.logs.get(OFFSETS_TOPIC, partition)
+        if plog is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{OFFSETS_TOPIC}-{partition} has no log")
+        return plog
+
+    def flush(self) -> None:
+        """Append every staged batch (end of the loop turn)."""
+        self._flush_scheduled = False
+        for partition in list(self._staged):
+            self._flush_partition(partition)
+
+    def _flush_partition(self, partition: int) -> None:
+        batch = self._staged.pop(partition)
+        try:
+            _, last = batch.plog.append_records(batch.kvs, self.clock.now_ms())
+        except Exception as e:  # noqa: BLE001 - every failure becomes the clients' error code
+            log.error("Appending %d records to %s-%d failed: %r", len(batch.kvs), OFFSETS_TOPIC, partition, e)
+            self._fail(batch, coordinator_append_error(error_code_of(e)))
+            return
+
+        def timed_out() -> None:
+            log.warning("%d records to %s-%d not durable within offsets.commit.timeout.ms",
+                        len(batch.kvs), OFFSETS_TOPIC, partition)
+            self._fail(batch, coordinator_append_error(ErrorCode.REQUEST_TIMED_OUT))
+
+        timer = asyncio.get_running_loop().call_later(self.commit_timeout_s, timed_out)
+
+        def on_durable(exc: BaseException | None) -> None:
+            timer.cancel()
+            if exc is not None:
+                log.error("fdatasync of %s-%d failed: %r", OFFSETS_TOPIC, partition, exc)
+                self._fail(batch, coordinator_append_error(error_code_of(exc)))
+                return
+            for writer, recs in batch.entries:
+                # Replayed even if its writer already heard of a timeout: the log has them,
+                # and memory must agree with what a restart would load.
+                for r in recs:
+                    self.replay(r)
+                writer.left -= 1
+                if writer.left == 0:
+                    writer.finish(None)
+
+        group_commit(batch.plog).when_durable(last, on_durable)
+
+    @staticmethod
+    def _fail(batch: _Batch, code: ErrorCode) -> None:
+        for writer, _recs in batch.entries:
+            writer.finish(code)
