@@ -1,0 +1,107 @@
+"""Coalesced durable appends of coordinator records (real logs in tmp_path, real fsync)."""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+
+from protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
+from protocol.errors import ErrorCode
+from protocol.partitioner import partition_for
+from server.clock import SystemClock
+from server.coordinator_writes import CoordinatorWriter
+from storage.batch import split_batches
+from storage.flusher import GroupCommit, _commits
+from storage.log_manager import OFFSETS_TOPIC, LogManager
+
+N = 4
+
+
+def _record(group: str, offset: int) -> CoordinatorRecord:
+    return CoordinatorRecord(OffsetKey(group, "t", 0), OffsetValue(offset=offset, commit_timestamp=1))
+
+
+def _setup(tmp_path, timeout_s: float = 5.0):
+    logs = LogManager(str(tmp_path))
+    for p in range(N):
+        logs.create(OFFSETS_TOPIC, p)
+    replayed: list[CoordinatorRecord] = []
+    return logs, replayed, CoordinatorWriter(logs, N, replayed.append, SystemClock(), timeout_s, 1048588)
+
+
+def _group_in(partition: int, skip: int = 0) -> str:
+    found = [g for g in (f"g{i}" for i in range(1000)) if partition_for(g, N) == partition]
+    return found[skip]
+
+
+async def test_writes_of_one_loop_turn_share_one_batch(tmp_path):
+    logs, replayed, writer = _setup(tmp_path)
+    g = _group_in(1)
+    done: list[ErrorCode | None] = []
+    for i in range(100):
+        writer.write([_record(g, i)], done.append)
+    assert done == [] and writer.pending == 100
+    while len(done) < 100:
+        await asyncio.sleep(0.001)
+    assert done == [None] * 100 and writer.pending == 0
+    assert [r.value.offset for r in replayed] == list(range(100))  # replayed in append order
+    plog = logs.get(OFFSETS_TOPIC, 1)
+    assert plog.log_end_offset == 100 and plog.durable_offset >= 100
+    assert len(split_batches(plog.read(0, 10_000_000))) == 1  # one batch, one write
+    logs.close()
+
+
+async def test_a_write_spanning_partitions_completes_when_all_are_durable(tmp_path):
+    logs, replayed, writer = _setup(tmp_path)
+    recs = [_record(_group_in(0), 1), _record(_group_in(3), 2), _record(_group_in(0, 1), 3)]
+    fut = asyncio.get_running_loop().create_future()
+    writer.write(recs, fut.set_result)
+    assert await asyncio.wait_for(fut, 10) is None
+    assert sorted(r.value.offset for r in replayed) == [1, 2, 3]
+    assert logs.get(OFFSETS_TOPIC, 0).log_end_offset == 2 and logs.get(OFFSETS_TOPIC, 3).log_end_offset == 1
+    logs.close()
+
+
+async def test_missing_partition_log_maps_to_coordinator_not_available(tmp_path):
+    logs = LogManager(str(tmp_path))
+    writer = CoordinatorWriter(logs, N, lambda r: None, SystemClock(), 5.0, 1048588)
+    done: list = []
+    writer.write([_record("g", 1)], done.append)
+    assert done == [ErrorCode.COORDINATOR_NOT_AVAILABLE] and writer.pending == 0
+
+
+async def test_too_large_maps_to_invalid_commit_offset_size(tmp_path):
+    logs, replayed, _ = _setup(tmp_path)
+    writer = CoordinatorWriter(logs, N, replayed.append, SystemClock(), 5.0, 1000)
+    done: list = []
+    big = CoordinatorRecord(OffsetKey("g", "t", 0), OffsetValue(offset=1, metadata="x" * 2000))
+    writer.write([big], done.append)
+    assert done == [ErrorCode.INVALID_COMMIT_OFFSET_SIZE] and replayed == []
+    logs.close()
+
+
+async def test_not_durable_in_time_is_answered_then_replayed_when_it_lands(tmp_path):
+    logs, replayed, writer = _setup(tmp_path, timeout_s=0.05)
+    g = _group_in(2)
+    plog = logs.get(OFFSETS_TOPIC, 2)
+    gate = threading.Event()
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+
+    class SlowDisk(concurrent.futures.Executor):
+        def submit(self, fn, *a, **kw):
+            return pool.submit(lambda: (gate.wait(5), fn(*a, **kw))[1])
+
+    _commits[plog] = GroupCommit(plog, executor=SlowDisk())
+    done: list = []
+    writer.write([_record(g, 7)], done.append)
+    while not done:
+        await asyncio.sleep(0.01)
+    assert done == [ErrorCode.COORDINATOR_NOT_AVAILABLE] and replayed == []
+    gate.set()  # the sync finally completes: memory catches up with the log
+    for _ in range(500):
+        if replayed:
+            break
+        await asyncio.sleep(0.01)
+    assert [r.value.offset for r in replayed] == [7] and done == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+    logs.close()
+    pool.shutdown()
