@@ -411,6 +411,36 @@ def java_member(bootstrap: str, topic: str, group: str, *, instance_id: str | No
                        str(session_timeout_ms), name], name, deadline=deadline)
 
 
+def balanced(members: Sequence[Background], partitions: int) -> list[set[int]] | None:
+    """Every member's current assignment if they are disjoint, cover range(partitions) and none is
+    empty (when there are enough partitions to go round); None otherwise."""
+    owned = [m.assignment() for m in members]
+    if any(o is None for o in owned):
+        return None
+    sets = [o for o in owned if o is not None]
+    if sum(len(o) for o in sets) != partitions or set().union(*sets) != set(range(partitions)):
+        return None
+    if len(members) <= partitions and not all(sets):
+        return None
+    return sets
+
+
+def wait_balanced(members: Sequence[Background], partitions: int, timeout: float, what: str) -> list[set[int]]:
+    """Wait until `balanced`; a member that exits meanwhile, or the timeout, fails with every
+    member's output."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = balanced(members, partitions)
+        if got is not None:
+            return got
+        dead = [m for m in members if not m.alive()]
+        if dead or time.monotonic() > deadline:
+            why = f"{dead[0].name} exited" if dead else f"timed out after {timeout} s"
+            raise ClientError(f"{what}: {why}; assignments {[m.assignment() for m in members]}\n"
+                              + "\n".join(m.describe() for m in members))
+        time.sleep(0.1)
+
+
 # The member processes themselves (`python tests/clientlib.py member CONFIG_JSON`).
 
 _emit_lock = threading.Lock()
