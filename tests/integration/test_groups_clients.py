@@ -60,11 +60,20 @@ def group_log(kcoord) -> str:
     return "\n".join(ln for ln in kcoord.log_text().splitlines() if "kcoord.group" in ln)[-8000:]
 
 
-def balanced(kcoord, ms: list[Background], timeout: float, what: str) -> list[set[int]]:
+def balanced(kcoord, ms: list[Background], timeout: float, what: str, group: str) -> list[set[int]]:
+    """wait_balanced; on failure the message adds the server's group log and DescribeGroups."""
     try:
         return wait_balanced(ms, PARTITIONS, timeout, what)
     except ClientError as e:
-        raise ClientError(f"{e}\n--- kcoord group log ---\n{group_log(kcoord)}") from None
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=kcoord.bootstrap, request_timeout_ms=10000)
+            try:
+                desc = repr(admin.describe_groups([group])[group])
+            finally:
+                admin.close()
+        except Exception as d:  # noqa: BLE001 - only for the report
+            desc = f"(DescribeGroups failed: {d!r})"
+        raise ClientError(f"{e}\n--- DescribeGroups ---\n{desc}\n--- kcoord group log ---\n{group_log(kcoord)}") from None
 
 
 def describe(admin: KafkaAdminClient, group: str) -> dict:
@@ -93,7 +102,7 @@ def test_three_libraries_share_a_group_and_take_over(kcoord, kp_admin, members):
     kp = start(members, kcoord, "kafka-python", topic, group, "kp")
     aio = start(members, kcoord, "aiokafka", topic, group, "aio")
     ck = start(members, kcoord, "confluent", topic, group, "ck")
-    owned = balanced(kcoord, [kp, aio, ck], 60, "three members")
+    owned = balanced(kcoord, [kp, aio, ck], 60, "three members", group)
     assert [len(o) for o in owned] == [2, 2, 2], owned  # roundrobin: 6 partitions over 3 members
     desc = describe(kp_admin, group)
     assert desc["group_state"] == "Stable", desc
@@ -105,7 +114,7 @@ def test_three_libraries_share_a_group_and_take_over(kcoord, kp_admin, members):
     # (without the LeaveGroup the coordinator could not notice before SESSION_MS).
     t0 = time.monotonic()
     assert ck.close() == 0, ck.describe()
-    owned = balanced(kcoord, [kp, aio], 30, "take-over after confluent's close")
+    owned = balanced(kcoord, [kp, aio], 30, "take-over after confluent's close", group)
     took = time.monotonic() - t0
     assert took < (SESSION_MS - HEARTBEAT_MS) / 1000, f"take-over after a LeaveGroup took {took:.1f} s"
     assert [len(o) for o in owned] == [3, 3]
@@ -113,12 +122,12 @@ def test_three_libraries_share_a_group_and_take_over(kcoord, kp_admin, members):
 
     # A new member (librdkafka again) joins: three members again.
     ck2 = start(members, kcoord, "confluent", topic, group, "ck2")
-    balanced(kcoord, [kp, aio, ck2], 60, "three members again")
+    balanced(kcoord, [kp, aio, ck2], 60, "three members again", group)
 
     # SIGKILL: no LeaveGroup; the coordinator removes the member when its session expires.
     t0 = time.monotonic()
     aio.kill()
-    owned = balanced(kcoord, [kp, ck2], SESSION_MS / 1000 + 45, "take-over after aiokafka's SIGKILL")
+    owned = balanced(kcoord, [kp, ck2], SESSION_MS / 1000 + 45, "take-over after aiokafka's SIGKILL", group)
     took = time.monotonic() - t0
     # its last heartbeat was at most one interval before the kill
     assert took >= (SESSION_MS - 2 * HEARTBEAT_MS) / 1000, f"member expired after only {took:.1f} s"
@@ -136,7 +145,7 @@ def test_static_member_restart_keeps_its_partitions_without_rebalance(kcoord, kp
     kp = start(members, kcoord, "kafka-python", topic, group, "kp")
     aio = start(members, kcoord, "aiokafka", topic, group, "aio")
     ck = start(members, kcoord, "confluent", topic, group, "ck", instance_id="ck-static-1")
-    owned = balanced(kcoord, [kp, aio, ck], 60, "three members")
+    owned = balanced(kcoord, [kp, aio, ck], 60, "three members", group)
     static_parts = owned[2]
     desc = describe(kp_admin, group)
     assert desc["group_state"] == "Stable"
@@ -173,7 +182,7 @@ def test_describe_list_delete_groups_with_admin_clients(kcoord, kp_admin, member
 
     a = start(members, kcoord, "confluent", topic, group, "ck")
     b = start(members, kcoord, "kafka-python", topic, group, "kp")
-    balanced(kcoord, [a, b], 60, "two members")
+    balanced(kcoord, [a, b], 60, "two members", group)
 
     # ListGroups / DescribeGroups through both admin clients.
     listed = {g["group_id"]: g for g in kp_admin.list_groups()}
