@@ -97,3 +97,50 @@ def test_java_consumers_share_a_group_and_take_over(kcoord, members):
         assert admin.describe_groups([group])[group]["group_state"] == "Empty"
     finally:
         admin.close()
+
+
+def test_java_static_leader_restart_keeps_its_partitions_without_rebalance(kcoord, members):
+    """The static member is the group's leader (it joins first): restarted within its session
+    timeout it gets its partitions back (JoinGroup v9: Kafka answers a rejoining static leader of
+    a Stable group with skipAssignment, KIP-814), and nobody else sees a rebalance."""
+    topic, group = f"java-static-{uuid.uuid4().hex[:8]}", f"java-static-group-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=kcoord.bootstrap, request_timeout_ms=15000)
+    try:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+
+        def start(name: str, instance_id: str | None = None) -> Background:
+            m = java_member(kcoord.bootstrap, topic, group, instance_id=instance_id,
+                            session_timeout_ms=SESSION_MS, name=name)
+            members.append(m)
+            return m
+
+        leader = start("js", "java-static-1")
+        leader.wait_for(lambda m: m.assignment() == set(range(PARTITIONS)), 90, "the leader's assignment")
+        j1, j2 = start("j1"), start("j2")
+        owned = balanced(kcoord, [leader, j1, j2], 90, "three Java members")
+        generation = leader.events("assigned")[-1]["generation"]
+        others_before = {m.name: [e for e in m.events() if e["kind"] != "records"] for m in (j1, j2)}
+        before = {m["client_id"]: m for m in admin.describe_groups([group])[group]["members"]}
+        assert before["js"]["group_instance_id"] == "java-static-1"
+
+        leader.kill()
+        again = start("js", "java-static-1")
+        again.wait_for(lambda m: m.assignment() is not None, SESSION_MS / 1000 - 1, "the static leader's assignment")
+        assert again.assignment() == owned[0]
+        assert again.events("assigned")[-1]["generation"] == generation
+
+        time.sleep(3 * HEARTBEAT_MS / 1000)  # a rebalance would reach j1/j2 with their next heartbeats
+        desc = admin.describe_groups([group])[group]
+        assert desc["group_state"] == "Stable", desc
+        after = {m["client_id"]: m for m in desc["members"]}
+        assert sorted(after) == ["j1", "j2", "js"], desc
+        assert after["js"]["group_instance_id"] == "java-static-1"
+        assert after["js"]["member_id"] != before["js"]["member_id"]  # the new process, same identity
+        assert after["js"]["member_assignment"] == before["js"]["member_assignment"]
+        for m in (j1, j2):
+            assert [e for e in m.events() if e["kind"] != "records"] == others_before[m.name], m.describe()
+        assert [j1.assignment(), j2.assignment()] == owned[1:]
+        for m in (again, j1, j2):
+            assert not m.events("error"), m.describe()
+    finally:
+        admin.close()
