@@ -29,6 +29,16 @@ from storage.log_manager import OFFSETS_TOPIC, LogManager
 
 log = logging.getLogger("kcoord.coordinator")
 
+def keep_latest(latest: dict[bytes, bytes | None], key: bytes, value: bytes | None) -> None:
+    """Kafka's loadGroupsAndOffsets: per key only the last value counts (a tombstone too).
+    Re-inserting moves the key to the end, so iterating `latest` replays the survivors in
+    the order of their last appearance, which keeps a group record and its offsets in log
+    order; only superseded values are skipped, and they are never decoded."""
+    if key in latest:
+        del latest[key]
+    latest[key] = value
+
+
 # Loading yields to the event loop this often so that other partitions' groups, and every
 # other API, keep being served while a large partition loads.
 _LOAD_YIELD_EVERY = 20_000
@@ -109,28 +119,33 @@ class CoordinatorRuntime:
     async def _load_partition(self, partition: int) -> int:
         started = time.monotonic()
         plog = self.logs.get(OFFSETS_TOPIC, partition)
-        n = skipped = 0
+        n = skipped = replayed = 0
         if plog is not None:
+            latest: dict[bytes, bytes | None] = {}
             for _offset, key, value in plog.iter_records():
+                n += 1
                 if key is None:
                     skipped += 1
                     continue
+                keep_latest(latest, key, value)
+                if n % _LOAD_YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            for key, value in latest.items():
                 try:
                     record = decode_record(key, value)
                 except CodecError as e:
-                    log.warning("Skipping undecodable record at %s-%d offset %d: %s",
-                                OFFSETS_TOPIC, partition, _offset, e)
+                    log.warning("Skipping undecodable record in %s-%d: %s", OFFSETS_TOPIC, partition, e)
                     skipped += 1
                     continue
                 if record is not None:
                     self.coordinator.replay(record)
-                n += 1
-                if n % _LOAD_YIELD_EVERY == 0:
+                replayed += 1
+                if replayed % _LOAD_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
         self.coordinator.end_loading(partition)
         if n:
-            log.info("Replayed %d records of %s-%d in %d ms (%d skipped)", n, OFFSETS_TOPIC,
-                     partition, (time.monotonic() - started) * 1000, skipped)
+            log.info("Loaded %s-%d in %d ms: %d records, %d latest per key replayed, %d skipped",
+                     OFFSETS_TOPIC, partition, (time.monotonic() - started) * 1000, n, replayed, skipped)
         return n
 
     # ---------------------------------------------------------------- retention
