@@ -57,7 +57,7 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from protocol.fastpath import decode_heartbeat, encode_offset_commit_response
+from protocol.fastpath import decode_heartbeat, decode_offset_commit, encode_offset_commit_response
 
 
 class ApiKey(IntEnum):
@@ -147,7 +147,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, 0, 9),
         _spec(ApiKey.METADATA, MetadataRequest, MetadataResponse, 0, 12),
         _spec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 0, 9,
-              fast_encode=encode_offset_commit_response),
+              decode_offset_commit, encode_offset_commit_response),
         _spec(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, 0, 9),
         _spec(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
         _spec(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, 0, 9),

@@ -13,6 +13,7 @@ from kafka.protocol.consumer import HeartbeatResponse
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 
 class FastDecodeError(ValueError):
@@ -49,6 +50,19 @@ class _Reader:
         (v,) = _I32.unpack_from(self.buf, self.pos)
         self.pos += 4
         return v
+
+    def int64(self) -> int:
+        if self.pos + 8 > len(self.buf):
+            raise FastDecodeError("truncated int64")
+        (v,) = _I64.unpack_from(self.buf, self.pos)
+        self.pos += 8
+        return v
+
+    def array_length(self) -> int:
+        """Element count; -1 for a null array."""
+        if self.compact:
+            return self.uvarint() - 1
+        return self.int32()
 
     def string(self, nullable: bool = False) -> str | None:
         if self.compact:
@@ -89,6 +103,76 @@ class HeartbeatRequestData:
     def __repr__(self) -> str:
         return (f"HeartbeatRequestData(group_id={self.group_id!r}, generation_id={self.generation_id}, "
                 f"member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r})")
+
+
+class OffsetCommitPartitionData:
+    __slots__ = ("partition_index", "committed_offset", "committed_leader_epoch", "commit_timestamp",
+                 "committed_metadata")
+
+    def __init__(self, partition_index: int, committed_offset: int, committed_leader_epoch: int,
+                 commit_timestamp: int, committed_metadata: str | None) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.commit_timestamp = commit_timestamp
+        self.committed_metadata = committed_metadata
+
+
+class OffsetCommitTopicData:
+    __slots__ = ("name", "partitions")
+
+    def __init__(self, name: str, partitions: list[OffsetCommitPartitionData]) -> None:
+        self.name = name
+        self.partitions = partitions
+
+
+class OffsetCommitRequestData:
+    __slots__ = ("group_id", "generation_id_or_member_epoch", "member_id", "group_instance_id",
+                 "retention_time_ms", "topics")
+
+    def __init__(self, group_id: str, generation: int, member_id: str, instance: str | None,
+                 retention_time_ms: int, topics: list[OffsetCommitTopicData]) -> None:
+        self.group_id = group_id
+        self.generation_id_or_member_epoch = generation
+        self.member_id = member_id
+        self.group_instance_id = instance
+        self.retention_time_ms = retention_time_ms
+        self.topics = topics
+
+
+def decode_offset_commit(buf: bytes, pos: int, version: int) -> Any:
+    """OffsetCommit v0-v9 (v1+: generation/member; v1 only: commit timestamp; v2-v4:
+    retention; v6+: leader epoch; v7+: instance id; v8+: flexible)."""
+    flexible = version >= 8
+    r = _Reader(buf, pos, flexible)
+    group_id = r.string()
+    generation, member_id, instance, retention = -1, "", None, -1
+    if version >= 1:
+        generation = r.int32()
+        member_id = r.string()
+    if version >= 7:
+        instance = r.string(nullable=True)
+    if 2 <= version <= 4:
+        retention = r.int64()
+    topics = []
+    for _ in range(max(r.array_length(), 0)):
+        name = r.string()
+        partitions = []
+        for _ in range(max(r.array_length(), 0)):
+            index = r.int32()
+            offset = r.int64()
+            epoch = r.int32() if version >= 6 else -1
+            ts = r.int64() if version == 1 else -1
+            metadata = r.string(nullable=True)
+            if flexible:
+                r.skip_tagged_fields()
+            partitions.append(OffsetCommitPartitionData(index, offset, epoch, ts, metadata))
+        if flexible:
+            r.skip_tagged_fields()
+        topics.append(OffsetCommitTopicData(name, partitions))  # type: ignore[arg-type]
+    if flexible:
+        r.skip_tagged_fields()
+    return OffsetCommitRequestData(group_id, generation, member_id, instance, retention, topics)  # type: ignore[arg-type]
 
 
 def decode_heartbeat(buf: bytes, pos: int, version: int) -> Any:
