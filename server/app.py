@@ -51,6 +51,8 @@ class Server:
         self.bound: list[tuple[str, int]] = []
 
     async def start(self) -> None:
+        for name in sorted(self.config.unknown):
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         await self.broker.start()
         loop = asyncio.get_running_loop()
         max_bytes = self.config["socket.request.max.bytes"]

@@ -72,6 +72,7 @@ class Broker:
             self.offsets_partitions,
             cfg["offsets.commit.timeout.ms"],
             cfg["message.max.bytes"],
+            cfg["offsets.load.buffer.size"],
         )
         log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, cfg.node_id,
                  len(self.topics.topics), self.log_dir)

@@ -28,8 +28,9 @@ def _str(v: Any) -> str:
     return str(v).strip()
 
 
-# name -> (parser, default). Only settings kcoord honours are listed; unknown names are
-# refused so a typo does not silently run with a default.
+# name -> (parser, default): the settings kcoord honours. Like Kafka, other names (a stock
+# server.properties has many) are kept aside and reported at start-up, not refused; a bad
+# value for a known name is refused.
 SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "listeners": (_str, "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": (_str, ""),
@@ -60,7 +61,6 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.max.session.timeout.ms": (int, 1800000),
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.max.size": (int, 2147483647),
-    "delete.retention.ms": (int, 86400000),
     "cluster.id": (_str, ""),
     "log.level": (_str, "INFO"),
 }
@@ -120,12 +120,14 @@ class Config:
 
     def __init__(self, values: dict[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {k: d for k, (_, d) in SETTINGS.items()}
+        self.unknown: dict[str, Any] = {}
         for k, v in (values or {}).items():
             self.set(k, v)
 
     def set(self, name: str, value: Any) -> None:
         if name not in SETTINGS:
-            raise ValueError(f"unknown setting {name!r}")
+            self.unknown[name] = value
+            return
         parser, _ = SETTINGS[name]
         try:
             self._values[name] = parser(value)

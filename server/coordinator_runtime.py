@@ -53,12 +53,14 @@ class CoordinatorRuntime:
         num_partitions: int,
         commit_timeout_ms: int,
         max_message_bytes: int,
+        load_buffer_size: int = 5242880,
     ) -> None:
         self.coordinator = coordinator
         self.logs = logs
         self.clock = clock
         self.num_partitions = num_partitions
         self.commit_timeout_s = commit_timeout_ms / 1000.0
+        self.load_buffer_size = load_buffer_size
         self.writer = CoordinatorWriter(logs, num_partitions, coordinator.replay, clock,
                                         commit_timeout_ms / 1000.0, max_message_bytes)
         self._retention_task: asyncio.Task[None] | None = None
@@ -122,7 +124,7 @@ class CoordinatorRuntime:
         n = skipped = replayed = 0
         if plog is not None:
             latest: dict[bytes, bytes | None] = {}
-            for _offset, key, value in plog.iter_records():
+            for _offset, key, value in plog.iter_records(buffer_size=self.load_buffer_size):
                 n += 1
                 if key is None:
                     skipped += 1

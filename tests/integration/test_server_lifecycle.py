@@ -58,10 +58,16 @@ def test_toml_file(tmp_path):
     assert r["controller_id"] == 9
 
 
-def test_unknown_setting_is_refused(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "server", "serve", "--override", "no.such.setting=1"],
+def test_unknown_setting_is_reported_like_kafka(kcoord_factory):
+    srv = kcoord_factory({"num.network.threads": "3", "no.such.setting": "1"})
+    assert srv.alive()
+    assert "The configuration 'no.such.setting' was supplied but isn't a known config." in srv.log_text()
+
+
+def test_bad_value_for_a_known_setting_is_refused():
+    r = subprocess.run([sys.executable, "-m", "server", "serve", "--override", "num.partitions=many"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "unknown setting 'no.such.setting'" in r.stderr
+    assert r.returncode == 2 and "bad value for num.partitions" in r.stderr
 
 
 def _run_and_describe(argv: list[str], port: int) -> dict:
