@@ -73,6 +73,8 @@ class Server:
     async def stop(self) -> None:
         for srv in self._servers:
             srv.close()
+        # Long polls answer now with what they have instead of holding their connections.
+        self.broker.data_plane.complete_parked()
         deadline = time.monotonic() + _DRAIN_SECONDS
         while any(c.busy for c in self.broker.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from server.clock import SystemClock
 from server.config import Config
 from server.coordinator_runtime import CoordinatorRuntime
+from server.data_plane import DataPlane
 from server.group.config import GroupConfig
 from server.group.coordinator import GroupCoordinator
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
@@ -37,6 +38,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime
+        self.data_plane: DataPlane
         self._background: list[asyncio.Task[None]] = []
         self._lock_fd: int | None = None
 
@@ -64,6 +66,7 @@ class Broker:
         )
         for topic in self.topics.topics.values():
             self._create_logs(topic)
+        self.data_plane = DataPlane(self)
         self.coordinator = GroupCoordinator(group_config(cfg), self.clock, self.offsets_partitions)
         self.runtime = CoordinatorRuntime(
             self.coordinator,
@@ -73,6 +76,8 @@ class Broker:
             cfg["offsets.commit.timeout.ms"],
             cfg["message.max.bytes"],
             cfg["offsets.load.buffer.size"],
+            # commit records are fetchable: wake long polls on __consumer_offsets (kcat, lag tools)
+            on_append=lambda p: self.data_plane.appended(OFFSETS_TOPIC, p),
         )
         log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, cfg.node_id,
                  len(self.topics.topics), self.log_dir)

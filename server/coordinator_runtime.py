@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from protocol.coordinator_codec import CodecError, decode_record
@@ -54,6 +55,7 @@ class CoordinatorRuntime:
         commit_timeout_ms: int,
         max_message_bytes: int,
         load_buffer_size: int = 5242880,
+        on_append: Callable[[int], None] | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.logs = logs
@@ -62,7 +64,7 @@ class CoordinatorRuntime:
         self.commit_timeout_s = commit_timeout_ms / 1000.0
         self.load_buffer_size = load_buffer_size
         self.writer = CoordinatorWriter(logs, num_partitions, coordinator.replay, clock,
-                                        commit_timeout_ms / 1000.0, max_message_bytes)
+                                        commit_timeout_ms / 1000.0, max_message_bytes, on_append)
         self._retention_task: asyncio.Task[None] | None = None
         # Writes no request asked for (a group emptied by a session timeout) come through here.
         coordinator.set_background_writer(self.write_background)

@@ -66,12 +66,14 @@ class CoordinatorWriter:
         clock: Clock,
         commit_timeout_s: float,
         max_message_bytes: int,
+        on_append: Callable[[int], None] | None = None,
     ) -> None:
         self.logs = logs
         self.replay = replay
         self.clock = clock
         self.commit_timeout_s = commit_timeout_s
         self.max_message_bytes = max_message_bytes
+        self.on_append = on_append  # told the partition after each append (fetch long polls)
         self.pending = 0  # writers not yet answered
         self._staged: dict[int, _Batch] = {}
         self._flush_scheduled = False
@@ -153,6 +155,8 @@ class CoordinatorWriter:
             log.error("Appending %d records to %s-%d failed: %r", len(batch.kvs), OFFSETS_TOPIC, partition, e)
             self._fail(batch, coordinator_append_error(error_code_of(e)))
             return
+        if self.on_append is not None:
+            self.on_append(partition)
 
         def timed_out() -> None:
             log.warning("%d records to %s-%d not durable within offsets.commit.timeout.ms",

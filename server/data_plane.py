@@ -27,7 +27,7 @@ NO_EPOCH = -1
 
 
 class DataPlane:
-    """Per-broker state of the data plane, created on first use (see data_plane())."""
+    """Per-broker state of the data plane (Broker.data_plane, made at start-up)."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -48,11 +48,7 @@ class DataPlane:
 
 
 def data_plane(broker: Broker) -> DataPlane:
-    dp = getattr(broker, "data_plane", None)
-    if dp is None:
-        dp = DataPlane(broker)
-        broker.data_plane = dp  # type: ignore[attr-defined]
-    return dp
+    return broker.data_plane
 
 
 # ---------------------------------------------------------------------------- configs
