@@ -326,12 +326,13 @@ def test_undecodable_body_closes_connection(srv, case):
         assert_closed(s)
         watch.exactly_one()
     assert_healthy(srv)
-    admin = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=5000,
-                             bootstrap_timeout_ms=5000)
-    try:
-        assert "zz-truncated" not in admin.list_topics(), "a malformed request created a topic"
-    finally:
-        admin.close()
+    if case == "metadata-v1-string-past-end":
+        admin = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=5000,
+                                 bootstrap_timeout_ms=5000)
+        try:
+            assert "zz-truncated" not in admin.list_topics(), "a malformed request created a topic"
+        finally:
+            admin.close()
 
 
 def test_bad_request_after_good_ones_still_answers_the_good_ones(srv):
