@@ -42,7 +42,8 @@ class FrameDecoder:
             end = pos + 4 + size
             if end > n:
                 break
-            frames.append(bytes(buf[pos + 4 : end]))
+            with memoryview(buf) as view:  # one copy, not two
+                frames.append(bytes(view[pos + 4 : end]))
             pos = end
         if pos:
             del buf[:pos]
