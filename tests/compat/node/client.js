@@ -11,6 +11,8 @@
 // deadline (KCOORD_NODE_DEADLINE_MS, default 90 s) after which the process exits with code 3.
 'use strict'
 
+// kafkajs 2 warns on every producer that its default partitioner changed in 2.0.0.
+process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
 const { Kafka, logLevel } = require('kafkajs')
 
 const CALL_TIMEOUT_MS = 20000
@@ -182,7 +184,7 @@ async function consume(bootstrap, topic, group, maxMessages, idleMs) {
     }
     emit('assigned', {
       partitions: parts.sort(),
-      generation: e.payload.generationId,
+      member_id: e.payload.memberId,
       leader: e.payload.isLeader,
     })
   })
