@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import cache
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -102,9 +103,15 @@ class ApiSpec:
         object.__setattr__(self, "response_headers", tuple(self._response_header(v) for v in versions))
 
     def decode(self, frame: bytes, pos: int, version: int) -> Any:
+        """The request body at frame[pos:]. Raises ValueError for a body that does not decode,
+        including one whose fields claim more bytes than the frame holds (kafka-python's
+        compiled decoders read past the end silently; Kafka refuses such a request)."""
         if self.fast_decode is not None:
             return self.fast_decode(frame, pos, version)
-        return self.request.decode(memoryview(frame)[pos:], version=version)
+        request, end = _generic_decoder(self.request, version)(memoryview(frame), pos)
+        if end > len(frame):
+            raise ValueError(f"request body needs {end - pos} bytes, the frame has {len(frame) - pos}")
+        return request
 
     def encode(self, response: Any, version: int) -> bytes:
         if self.fast_encode is not None:
@@ -130,6 +137,12 @@ class ApiSpec:
         if self.key == ApiKey.API_VERSIONS:
             return 0
         return 1 if self.is_flexible(version) else 0
+
+
+@cache
+def _generic_decoder(cls: type[ApiMessage], version: int) -> Callable[[memoryview, int], tuple[Any, int]]:
+    flexible = bool(cls.flexible_version_q(version))
+    return cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
 
 
 def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, hi: int,
