@@ -11,6 +11,8 @@ from typing import Any
 
 from kafka.protocol.consumer import HeartbeatResponse
 
+from protocol.headers import read_uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -29,20 +31,8 @@ class _Reader:
         self.compact = compact
 
     def uvarint(self) -> int:
-        buf, pos = self.buf, self.pos
-        value = shift = 0
-        while True:
-            if pos >= len(buf):
-                raise FastDecodeError("truncated varint")
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-            if shift > 28:
-                raise FastDecodeError("varint too long")
+        value, self.pos = read_uvarint(self.buf, self.pos)
+        return value
 
     def int32(self) -> int:
         if self.pos + 4 > len(self.buf):
