@@ -7,9 +7,8 @@ import io
 import re
 import time
 
+import pyspark  # noqa: F401, E402  (make test installs it: failing here means setup is incomplete)
 import pytest
-
-pytest.importorskip("pyspark")
 
 from sidecar.compact import get_spark, parse_args, run  # noqa: E402
 from sidecar.testdata import write_partition  # noqa: E402
@@ -32,6 +31,8 @@ def loaded(text: str) -> tuple[dict[int, int], dict[int, str]]:
         r"Replayed (\d+) records of __consumer_offsets-(\d+)", text)}
     records.update({int(m.group(1)): int(m.group(2)) for m in re.finditer(
         r"__consumer_offsets-(\d+) in \d+ milliseconds \((\d+) records", text)})
+    records.update({int(m.group(1)): int(m.group(2)) for m in re.finditer(
+        r"Loaded __consumer_offsets-(\d+) in \d+ ms: (\d+) records", text)})
     summary = {int(m.group(1)): m.group(2) for m in re.finditer(
         r"from __consumer_offsets-(\d+): (\d+ groups, \d+ offsets)", text)}
     return records, summary

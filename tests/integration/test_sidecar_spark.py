@@ -7,9 +7,8 @@ import os
 import subprocess
 import sys
 
+import pyspark  # noqa: F401, E402  (make test installs it: failing here means setup is incomplete)
 import pytest
-
-pytest.importorskip("pyspark")
 
 from sidecar.compact import get_spark, parse_args, run  # noqa: E402
 from sidecar.compaction import iter_records, iter_segment_batches, read_partition_segments  # noqa: E402

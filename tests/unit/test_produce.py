@@ -3,7 +3,6 @@ idempotent producers (duplicates, gaps, epochs, across a restart)."""
 from __future__ import annotations
 
 import pytest
-from aiokafka.codec import has_zstd
 from test_produce_helpers import NOW, batch, call, decode_records, make_broker, produce, produce_req
 
 from protocol.api import ApiKey
@@ -119,7 +118,6 @@ async def test_transactional_batches_are_refused(broker):
     assert log_of(broker).log_end_offset == 0
 
 
-@pytest.mark.skipif(not has_zstd(), reason="aiokafka needs cramjam for zstd (pip install cramjam)")
 async def test_zstd_needs_v7(broker):
     data = batch([b"a"], compression=4)
     assert (await produce(broker, "t", 0, data, version=6)).error_code == E.UNSUPPORTED_COMPRESSION_TYPE

@@ -120,8 +120,6 @@ def test_output_reloads_and_replays_identically(generated, tmp_path):
     finally:
         plog.close()
     for mode in ("last-value", "coordinator"):
-        if mode == "coordinator":
-            pytest.importorskip("server.group.coordinator")
         _, a = replay_state(input_records(segs), 5, 50, mode)
         _, b = replay_state(output_records(target), 5, 50, mode)
         assert a == b and a
