@@ -30,6 +30,7 @@ from storage.log_manager import OFFSETS_TOPIC, LogManager
 
 log = logging.getLogger("kcoord.coordinator")
 
+
 def keep_latest(latest: dict[bytes, bytes | None], key: bytes, value: bytes | None) -> None:
     """Kafka's loadGroupsAndOffsets: per key only the last value counts (a tombstone too).
     Re-inserting moves the key to the end, so iterating `latest` replays the survivors in
