@@ -31,7 +31,13 @@ class _Reader:
         self.compact = compact
 
     def uvarint(self) -> int:
-        value, self.pos = read_uvarint(self.buf, self.pos)
+        pos = self.pos
+        if pos < len(self.buf):
+            b = self.buf[pos]
+            if b < 0x80:  # nearly every length and tag count fits in one byte
+                self.pos = pos + 1
+                return b
+        value, self.pos = read_uvarint(self.buf, pos)
         return value
 
     def int32(self) -> int:

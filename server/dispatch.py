@@ -11,6 +11,8 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kafka.protocol.api_message import ApiMessage
+
 from protocol.api import API_TABLE, ApiKey, ApiSpec
 from protocol.errors import ErrorCode
 from protocol.headers import HeaderError, encode_response_header, parse_request_header, peek_api
@@ -69,6 +71,9 @@ class Dispatcher:
         return self._finish(spec, version, correlation_id, result)
 
     def _finish(self, spec: ApiSpec, version: int, correlation_id: int, result: Any) -> Any:
+        # The common answers first: an encoded body or a response object.
+        if type(result) is bytes or isinstance(result, ApiMessage):
+            return frame_response(spec, version, correlation_id, result)
         if result is NO_RESPONSE:
             return None
         if isinstance(result, Deferred):
