@@ -196,3 +196,21 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+def compare(name: str, unit: str, kcoord_port: int, ceiling_port: int, ceiling_name: str,
+            frames: list[bytes], seconds: float, rounds: int = 3, target_pct: float = 50.0) -> None:
+    """Measure kcoord and its ceiling alternately (`rounds` times each, so machine noise hits
+    both alike), then print the medians, every sample, and whether the target is met."""
+    k_samples, c_samples = [], []
+    for _ in range(rounds):
+        k_samples.append(closed_loop(kcoord_port, frames, seconds))
+        c_samples.append(closed_loop(ceiling_port, frames, seconds))
+    k, c = sorted(k_samples)[rounds // 2], sorted(c_samples)[rounds // 2]
+    print(f"{name}: {len(frames)} connections, one request outstanding each, "
+          f"{rounds} alternating runs of {seconds:g} s, medians")
+    print(table(["server", f"{unit}/s", "% of ceiling", "samples"], [
+        [ceiling_name, c, 100.0, " ".join(f"{x:,.0f}" for x in c_samples)],
+        ["kcoord", k, 100.0 * k / c, " ".join(f"{x:,.0f}" for x in k_samples)],
+    ]))
+    print(f"target: kcoord >= {target_pct:g}% of the ceiling -> {'met' if k >= target_pct / 100 * c else 'NOT met'}")

@@ -9,9 +9,10 @@ lands in the same partition and shares its fdatasyncs.
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 
-from _util import SyncClient, closed_loop, encode_request, start_bare, start_kcoord, stop, table
+from _util import SyncClient, compare, encode_request, start_bare, start_kcoord, stop
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import OffsetCommitRequest
 
@@ -33,11 +34,14 @@ def commit_frame(partition: int, offset: int) -> bytes:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--connections", type=int, default=100)
-    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     frames = [commit_frame(i, 1000 + i) for i in range(args.connections)]
 
     proc, port, _ = start_kcoord()
+    workdir = tempfile.mkdtemp(prefix="bare-commit-")
+    bare, bare_port = start_bare("append", workdir)
     try:
         c = SyncClient(port)
         CT = CreateTopicsRequest.CreatableTopic
@@ -46,22 +50,12 @@ def main() -> None:
                                        timeout_ms=5000, validate_only=False), 5)
         assert r.topics[0].error_code == 0, r
         c.close()
-        kcoord_rate = closed_loop(port, frames, args.seconds)
+        compare("OffsetCommit v8, durable, one __consumer_offsets partition", "commits", port, bare_port,
+                "bare uvloop append+fdatasync (ceiling)", frames, args.seconds, args.rounds)
     finally:
         stop(proc)
-    with tempfile.TemporaryDirectory() as d:
-        bare, bare_port = start_bare("append", d)
-        try:
-            bare_rate = closed_loop(bare_port, frames, args.seconds)
-        finally:
-            stop(bare)
-    print(f"OffsetCommit v8, durable, one partition, {args.connections} connections, {args.seconds:.0f} s")
-    print(table(["server", "commits/s", "% of ceiling"], [
-        ["bare uvloop append+fdatasync (ceiling)", bare_rate, 100.0],
-        ["kcoord", kcoord_rate, 100.0 * kcoord_rate / bare_rate],
-    ]))
-    print(f"target: kcoord >= 50% of the ceiling -> {'met' if kcoord_rate >= 0.5 * bare_rate else 'NOT met'}")
-
+        stop(bare)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 if __name__ == "__main__":
     main()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from _util import SyncClient, closed_loop, encode_request, start_bare, start_kcoord, stop, table
+from _util import SyncClient, compare, encode_request, start_bare, start_kcoord, stop
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, SyncGroupRequest
 
 from protocol.errors import ErrorCode
@@ -42,10 +42,12 @@ def join(port: int, group: str) -> tuple[str, int]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--connections", type=int, default=100)
-    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
 
     proc, port, _ = start_kcoord()
+    bare, bare_port = start_bare("echo")
     try:
         frames = []
         for i in range(args.connections):
@@ -53,21 +55,11 @@ def main() -> None:
             member, gen = join(port, group)
             req = HeartbeatRequest(group_id=group, generation_id=gen, member_id=member, group_instance_id=None)
             frames.append(encode_request(req, 4, correlation_id=i))
-        kcoord_rate = closed_loop(port, frames, args.seconds)
+        compare("Heartbeat v4", "heartbeats", port, bare_port, "bare uvloop (ceiling)", frames,
+                args.seconds, args.rounds)
     finally:
         stop(proc)
-    bare, bare_port = start_bare("echo")
-    try:
-        bare_rate = closed_loop(bare_port, frames, args.seconds)
-    finally:
         stop(bare)
-    print(f"Heartbeat v4, {args.connections} connections, one request outstanding each, {args.seconds:.0f} s")
-    print(table(["server", "heartbeats/s", "% of ceiling"], [
-        ["bare uvloop (ceiling)", bare_rate, 100.0],
-        ["kcoord", kcoord_rate, 100.0 * kcoord_rate / bare_rate],
-    ]))
-    print(f"target: kcoord >= 50% of the ceiling -> {'met' if kcoord_rate >= 0.5 * bare_rate else 'NOT met'}")
-
 
 if __name__ == "__main__":
     main()

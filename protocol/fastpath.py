@@ -173,6 +173,10 @@ def decode_offset_commit(buf: bytes, pos: int, version: int) -> Any:
 
 def decode_heartbeat(buf: bytes, pos: int, version: int) -> Any:
     """Heartbeat v0-v4 (v3+: group_instance_id; v4: flexible)."""
+    if version == 4:
+        fast = _heartbeat_v4_short(buf, pos)
+        if fast is not None:
+            return fast
     r = _Reader(buf, pos, version >= 4)
     group_id = r.string()
     generation_id = r.int32()
@@ -181,6 +185,37 @@ def decode_heartbeat(buf: bytes, pos: int, version: int) -> Any:
     if version >= 4:
         r.skip_tagged_fields()
     return HeartbeatRequestData(group_id, generation_id, member_id, instance)  # type: ignore[arg-type]
+
+
+def _heartbeat_v4_short(buf: bytes, pos: int) -> Any:
+    """Heartbeat v4 when every length fits in one varint byte and no tagged field is set:
+    what clients send. None for anything else (the general reader then handles it)."""
+    try:
+        n = buf[pos] - 1
+        if not 0 <= n < 127:
+            return None
+        pos += 1
+        group_id = buf[pos : pos + n].decode()
+        pos += n
+        (generation_id,) = _I32.unpack_from(buf, pos)
+        pos += 4
+        n = buf[pos] - 1
+        if not 0 <= n < 127:
+            return None
+        pos += 1
+        member_id = buf[pos : pos + n].decode()
+        pos += n
+        n = buf[pos] - 1
+        if not -1 <= n < 127:
+            return None
+        pos += 1
+        instance = None if n < 0 else buf[pos : pos + n].decode()
+        pos += max(n, 0)
+        if pos != len(buf) - 1 or buf[pos] != 0:  # exactly the empty tagged-field section
+            return None
+    except (IndexError, struct.error, UnicodeDecodeError):
+        return None
+    return HeartbeatRequestData(group_id, generation_id, member_id, instance)
 
 
 @lru_cache(maxsize=64)
