@@ -60,22 +60,28 @@ def peek_api(frame: bytes) -> tuple[int, int, int]:
     return _HDR.unpack_from(frame, 0)
 
 
+def read_client_id(frame: bytes, header_version: int) -> tuple[str | None, int]:
+    """(client_id, where the body starts) of a request whose first 8 bytes were peeked."""
+    if header_version < 1:
+        return None, 8
+    if len(frame) < 10:
+        raise HeaderError("truncated client_id")
+    n = (frame[8] << 8) | frame[9]
+    pos = 10
+    client_id: str | None = None
+    if n < 0x8000:  # int16 length; negative (0xFFFF) is a null client_id
+        if pos + n > len(frame):
+            raise HeaderError("truncated client_id")
+        client_id = frame[pos : pos + n].decode("utf-8", "replace")
+        pos += n
+    if header_version >= 2:
+        pos = skip_tagged_fields(frame, pos) if frame[pos : pos + 1] != b"\x00" else pos + 1
+    return client_id, pos
+
+
 def parse_request_header(frame: bytes, header_version: int) -> RequestHeader:
     api_key, api_version, correlation_id = peek_api(frame)
-    pos = 8
-    client_id: str | None = None
-    if header_version >= 1:
-        if len(frame) < 10:
-            raise HeaderError("truncated client_id")
-        (n,) = struct.unpack_from(">h", frame, 8)
-        pos = 10
-        if n >= 0:
-            if pos + n > len(frame):
-                raise HeaderError("truncated client_id")
-            client_id = frame[pos : pos + n].decode("utf-8", "replace")
-            pos += n
-    if header_version >= 2:
-        pos = skip_tagged_fields(frame, pos)
+    client_id, pos = read_client_id(frame, header_version)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 

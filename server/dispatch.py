@@ -15,7 +15,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from protocol.api import API_TABLE, ApiKey, ApiSpec
 from protocol.errors import ErrorCode
-from protocol.headers import HeaderError, encode_response_header, parse_request_header, peek_api
+from protocol.headers import HeaderError, encode_response_header, peek_api, read_client_id
 from server.context import RequestContext
 from server.deferred import Deferred
 from server.handlers import HANDLERS, NO_RESPONSE
@@ -61,12 +61,12 @@ class Dispatcher:
                 f"(supported {spec.min_version}-{spec.max_version})"
             )
         try:
-            header = parse_request_header(frame, spec.request_header_version(version))
-            request = spec.decode(frame, header.size, version)
+            client_id, body = read_client_id(frame, spec.request_headers[version])
+            request = spec.decode(frame, body, version)
         except Exception as e:  # noqa: BLE001 - any decode failure is the client's malformed body
             raise CloseConnection(f"malformed {spec.key.name} v{version} request: {e!r}") from None
 
-        ctx = RequestContext(self.broker, version, correlation_id, header.client_id, client_host)
+        ctx = RequestContext(self.broker, version, correlation_id, client_id, client_host)
         result = HANDLERS[api_key](ctx, request, version)
         return self._finish(spec, version, correlation_id, result)
 
