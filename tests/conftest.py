@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,6 +107,22 @@ def kcoord_factory(tmp_path: Path) -> Iterator:
 @pytest.fixture
 def kcoord(kcoord_factory) -> KcoordProcess:
     return kcoord_factory()
+
+
+def unique(prefix: str) -> str:
+    """A name no other test (or earlier run on the same server) uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def members() -> Iterator[list]:
+    """Background client processes a test starts (tests/clientlib.py); whatever is still
+    running at the end is SIGKILLed."""
+    started: list = []
+    yield started
+    for m in started:
+        if m.alive():
+            m.kill()
 
 
 def pytest_collection_modifyitems(config, items):  # noqa: ARG001

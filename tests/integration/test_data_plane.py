@@ -12,13 +12,12 @@ import asyncio
 import socket
 import struct
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import KcoordProcess
+from conftest import KcoordProcess, unique
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -38,10 +37,6 @@ def shared(tmp_path_factory) -> Iterator[KcoordProcess]:
     srv = KcoordProcess(tmp_path_factory.mktemp("dataplane") / "data").start()
     yield srv
     srv.stop()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def ck_produce(bootstrap: str, topic: str, n: int = N, **conf) -> list[tuple[int, int]]:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import struct
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 from clientlib import Background, ClientError, kafkajs, kcat, kcoord_java, python_member, wait_balanced
 from confluent_kafka import Consumer, Producer, TopicPartition
+from conftest import unique
 from kafka.admin import KafkaAdminClient, NewTopic
 
 pytestmark = pytest.mark.integration
@@ -28,19 +27,6 @@ PARTITIONS = 6
 N_CONFLUENT = 5000
 N_JAVA = 5000
 N_MORE = 100
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def members() -> Iterator[list[Background]]:
-    started: list[Background] = []
-    yield started
-    for m in started:
-        if m.alive():
-            m.kill()
 
 
 def ck_produce(bootstrap: str, topic: str, keys: list[str]) -> list[tuple[int, int, str]]:

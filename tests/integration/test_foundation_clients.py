@@ -23,7 +23,7 @@ from clientlib import ClientError, kafkajs, kcat_metadata, kcoord_java
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as CkNewTopic
-from conftest import KcoordProcess
+from conftest import KcoordProcess, unique
 from kafka.admin import KafkaAdminClient
 
 pytestmark = pytest.mark.integration
@@ -57,10 +57,6 @@ def kp_admin(srv: KcoordProcess) -> KafkaAdminClient:
 
 def ck_admin(srv: KcoordProcess) -> AdminClient:
     return AdminClient({"bootstrap.servers": srv.bootstrap, "socket.timeout.ms": 10000})
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def by_name(topics: list[dict]) -> dict[str, dict]:

@@ -10,13 +10,13 @@ confluent-kafka's AdminClient.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from clientlib import Background, ClientError, python_member, wait_balanced
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from conftest import unique
 from kafka.admin import KafkaAdminClient, NewTopic
 
 pytestmark = pytest.mark.integration
@@ -25,20 +25,6 @@ PARTITIONS = 6
 SESSION_MS = 10_000
 HEARTBEAT_MS = 1_000
 LIBS = ("kafka-python", "aiokafka", "confluent")
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def members() -> Iterator[list[Background]]:
-    """Every member a test starts; whatever is still running at the end is SIGKILLed."""
-    started: list[Background] = []
-    yield started
-    for m in started:
-        if m.alive():
-            m.kill()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from clientlib import Background, ClientError, java_member, kcoord_java, wait_balanced
@@ -21,15 +20,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.java]
 PARTITIONS = 6
 SESSION_MS = 10_000
 HEARTBEAT_MS = 1_000  # KcoordClient member's heartbeat.interval.ms
-
-
-@pytest.fixture
-def members() -> Iterator[list[Background]]:
-    started: list[Background] = []
-    yield started
-    for m in started:
-        if m.alive():
-            m.kill()
 
 
 def balanced(kcoord, ms: list[Background], timeout: float, what: str) -> list[set[int]]:
