@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
 
-.PHONY: setup test-setup clients run test unit integration bench lint clean
+.PHONY: setup test-setup clients run test unit integration bench lint up down clean
 
 # The server alone: what `make run` needs.
 setup: $(STAMP)
@@ -39,8 +39,16 @@ unit: test-setup
 integration: setup clients
 	$(BIN)/python -m pytest -q tests/integration tests/compat
 
+# Every benchmark, each beside its ceiling measured in the same run; writes bench/REPORT.md.
 bench: test-setup
-	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	$(BIN)/python bench/report.py
+
+# The same server in Docker (where a Docker engine exists), data in the volume kcoord-data.
+up:
+	docker compose up -d --build kcoord
+
+down:
+	docker compose down
 
 lint: test-setup
 	$(BIN)/ruff check protocol server storage sidecar tests bench

@@ -1,0 +1,58 @@
+"""docker-compose.yml, the Dockerfile, the Makefile and the README agree (no Docker engine
+runs here, so the files are checked, not run)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _override(command: list[str], name: str) -> str:
+    values = [command[i + 1].split("=", 1)[1] for i, arg in enumerate(command[:-1])
+              if arg == "--override" and command[i + 1].startswith(name + "=")]
+    assert len(values) == 1, (name, command)
+    return values[0]
+
+
+def test_server_service_volume_port_and_health():
+    c = compose()
+    kcoord = c["services"]["kcoord"]
+    volume, target = kcoord["volumes"][0].split(":")
+    assert volume in c["volumes"]
+    assert _override(kcoord["command"], "log.dirs") == target  # the data lives on the volume
+    listener_port = _override(kcoord["command"], "listeners").rsplit(":", 1)[1]
+    assert f"{listener_port}:{listener_port}" in kcoord["ports"]
+    assert listener_port == "9092"  # what README and `make run` promise
+    assert _override(kcoord["command"], "advertised.listeners").endswith(":9092")
+    health = kcoord["healthcheck"]["test"]
+    assert health[0] == "CMD" and "9092" in " ".join(health)
+
+
+def test_compactor_shares_the_volume_and_is_a_tool():
+    c = compose()
+    kcoord, compactor = c["services"]["kcoord"], c["services"]["compactor"]
+    assert compactor["volumes"][0] == kcoord["volumes"][0]
+    assert "tools" in compactor["profiles"]
+    assert compactor["command"][0] == kcoord["volumes"][0].split(":")[1]
+
+
+def test_build_targets_exist_in_the_dockerfile():
+    stages = set(re.findall(r"^FROM \S+ AS (\S+)", (ROOT / "Dockerfile").read_text(), re.M))
+    for name, service in compose()["services"].items():
+        assert service["build"]["target"] in stages, name
+
+
+def test_make_up_and_down_and_readme():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^up:\n\tdocker compose up", makefile, re.M)
+    assert re.search(r"^down:\n\tdocker compose down", makefile, re.M)
+    readme = (ROOT / "README.md").read_text()
+    assert readme.splitlines()[3].startswith("make run") and readme.splitlines()[4].startswith("make test")
+    assert "make up" in readme and "make run" in readme
