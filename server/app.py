@@ -56,9 +56,10 @@ class Server:
         await self.broker.start()
         loop = asyncio.get_running_loop()
         max_bytes = self.config["socket.request.max.bytes"]
+        max_queued = self.config["queued.max.requests"]
         for listener in self.config.listeners:
             srv = await loop.create_server(
-                lambda: KafkaConnection(self.broker, self.dispatcher, max_bytes),
+                lambda: KafkaConnection(self.broker, self.dispatcher, max_bytes, max_queued),
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,

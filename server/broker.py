@@ -34,6 +34,7 @@ class Broker:
         self.topics = TopicRegistry(self.log_dir)
         self.cluster_id = ""
         self.connections: set[KafkaConnection] = set()
+        self._per_ip: dict[str, int] = {}
         self.clock = SystemClock()
         self.logs: LogManager | None = None
         self.coordinator: GroupCoordinator
@@ -96,6 +97,27 @@ class Broker:
         seg = topic.config("segment.bytes")
         for p in range(topic.partitions):
             self.logs.create(topic.name, p, segment_bytes=int(seg) if seg else None, topic_id=topic.topic_id)
+
+    def admit(self, conn: KafkaConnection) -> str | None:
+        """Count a new connection, or say why it is refused (max.connections,
+        max.connections.per.ip, as Kafka's SocketServer does)."""
+        if len(self.connections) >= self.config["max.connections"]:
+            return f"the broker has the configured maximum of {self.config['max.connections']} connections"
+        n = self._per_ip.get(conn.host, 0)
+        if n >= self.config["max.connections.per.ip"]:
+            return f"{conn.host} has the configured maximum of {self.config['max.connections.per.ip']} connections"
+        self._per_ip[conn.host] = n + 1
+        self.connections.add(conn)
+        return None
+
+    def release(self, conn: KafkaConnection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            n = self._per_ip.get(conn.host, 1) - 1
+            if n > 0:
+                self._per_ip[conn.host] = n
+            else:
+                self._per_ip.pop(conn.host, None)
 
     def _lock_log_dir(self) -> None:
         """Kafka's `.lock`: one server per log directory (the compactor checks it too)."""

@@ -43,6 +43,9 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "auto.create.topics.enable": (_bool, True),
     "message.max.bytes": (int, 1048588),
     "socket.request.max.bytes": (int, 104857600),
+    "max.connections": (int, 2147483647),
+    "max.connections.per.ip": (int, 2147483647),
+    "queued.max.requests": (int, 500),
     "log.segment.bytes": (int, 1073741824),
     "log.retention.ms": (int, -2),  # -2: not set, derive from log.retention.minutes / hours
     "log.retention.minutes": (int, -2),

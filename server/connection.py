@@ -4,6 +4,10 @@ Like Kafka's SocketServer, a connection has at most one request being processed;
 that arrive meanwhile (pipelining) wait in a queue, so a parked JoinGroup holds the
 connection's later requests. Synchronous handlers are answered inline, and the responses to
 a burst of pipelined requests leave in one write.
+
+Memory stays bounded per connection: reading stops while queued.max.requests requests wait,
+and while the client does not read its responses (the transport's write buffer is above its
+high-water mark); max.connections and max.connections.per.ip refuse connections beyond them.
 """
 from __future__ import annotations
 
@@ -21,20 +25,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.network")
 
-_MAX_QUEUED = 1000  # stop reading when this many requests wait behind a parked one
-
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker, dispatcher: Dispatcher, max_request_bytes: int) -> None:
+    def __init__(self, broker: Broker, dispatcher: Dispatcher, max_request_bytes: int,
+                 max_queued: int = 500) -> None:
         self._broker = broker
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_request_bytes)
+        self._max_queued = max_queued
         self._queue: deque[bytes] = deque()
         self._waiting: Deferred[bytes | None] | None = None
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self._host = ""
         self._reading_paused = False
+        self._writing_paused = False
+        self._accepted = False
         self._closed = False
 
     # asyncio.Protocol
@@ -45,12 +51,29 @@ class KafkaConnection(asyncio.Protocol):
         if peer:
             self._host = str(peer[0])
             self._peer = f"{peer[0]}:{peer[1]}"
-        self._broker.connections.add(self)
+        refused = self._broker.admit(self)
+        if refused:
+            log.warning("Rejected connection from %s: %s", self._peer, refused)
+            self._closed = True
+            transport.close()
+            return
+        self._accepted = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._queue.clear()
-        self._broker.connections.discard(self)
+        if self._accepted:
+            self._broker.release(self)
+
+    def pause_writing(self) -> None:
+        # The client is not reading its responses: stop taking requests until it does.
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+        self._pump()
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -74,10 +97,13 @@ class KafkaConnection(asyncio.Protocol):
     def busy(self) -> bool:
         return self._waiting is not None or bool(self._queue)
 
+    @property
+    def host(self) -> str:
+        return self._host
+
     def _pump(self) -> None:
         out: list[bytes] = []
-        transport = self._transport
-        while self._queue and self._waiting is None and not self._closed:
+        while self._queue and self._waiting is None and not self._closed and not self._writing_paused:
             frame = self._queue.popleft()
             try:
                 result = self._dispatcher.handle(frame, self._host)
@@ -102,13 +128,19 @@ class KafkaConnection(asyncio.Protocol):
                 break
             out.append(result)
         self._flush(out)
-        if transport is not None:
-            if len(self._queue) > _MAX_QUEUED and not self._reading_paused:
-                self._reading_paused = True
-                transport.pause_reading()
-            elif self._reading_paused and len(self._queue) < _MAX_QUEUED // 2:
-                self._reading_paused = False
-                transport.resume_reading()
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or self._closed:
+            return
+        stop = self._writing_paused or len(self._queue) >= self._max_queued
+        if stop and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not stop and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
 
     def _emit(self, value: object, out: list[bytes]) -> bool:
         if isinstance(value, CloseConnection):
