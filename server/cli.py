@@ -1,6 +1,8 @@
 """`kcoord` command line, shaped like kafka-server-start:
 
     kcoord serve [server.properties|server.toml] [--override name=value ...]
+    kcoord compact [server.properties|server.toml] [--override name=value ...] [--master URL]
+                   [--output DIR] [--no-verify]
     kcoord dump PATH... [--json]
     kcoord groups|offsets [--log-dir DIR]
 """
@@ -23,6 +25,30 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(config)
 
 
+def _compact(args: argparse.Namespace) -> int:
+    """One compaction pass of __consumer_offsets (the PySpark sidecar) over the log directory
+    the same configuration gives the server; in place unless --output is given."""
+    try:
+        config = Config.load(args.config, args.override or [])
+    except (OSError, ValueError) as e:
+        print(f"kcoord: {e}", file=sys.stderr)
+        return 2
+    from sidecar.compact import main as compact_main
+
+    host, port = config.advertised
+    argv = [
+        str(config.log_dir),
+        *(["--output", args.output] if args.output else ["--in-place"]),
+        "--master", args.master,
+        "--segment-bytes", str(config["offsets.topic.segment.bytes"]),
+        "--delete-retention-ms", str(config["log.cleaner.delete.retention.ms"]),
+        "--server-address", f"{host}:{port}",  # in place refuses while the server listens
+    ]
+    if not args.no_verify:
+        argv.append("--verify")
+    return compact_main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "dump":
@@ -39,12 +65,20 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("serve", help="run the server")
     p.add_argument("config", nargs="?", help="server.properties or .toml file")
     p.add_argument("--override", action="append", metavar="NAME=VALUE", help="override a setting")
+    c = sub.add_parser("compact", help="compact __consumer_offsets with the PySpark sidecar (one pass)")
+    c.add_argument("config", nargs="?", help="server.properties or .toml file")
+    c.add_argument("--override", action="append", metavar="NAME=VALUE", help="override a setting")
+    c.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    c.add_argument("--output", help="write the compacted partitions here instead of in place")
+    c.add_argument("--no-verify", action="store_true", help="skip replaying input and output")
     sub.add_parser("dump", help="decode __consumer_offsets segments: dump PATH... [--json]")
     sub.add_parser("groups", help="groups rebuilt from the log: groups [--log-dir DIR]")
     sub.add_parser("offsets", help="offsets rebuilt from the log: offsets [--log-dir DIR]")
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "compact":
+        return _compact(args)
     parser.print_help()
     return 2
 

@@ -64,6 +64,7 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.max.session.timeout.ms": (int, 1800000),
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.max.size": (int, 2147483647),
+    "log.cleaner.delete.retention.ms": (int, 86400000),  # used by `kcoord compact`
     "cluster.id": (_str, ""),
     "log.level": (_str, "INFO"),
 }

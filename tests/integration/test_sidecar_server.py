@@ -68,3 +68,35 @@ def test_in_place_with_the_real_server(spark, kcoord_factory, tmp_path):
         assert after[0][p] < before[0][p]  # fewer records replayed ...
     assert before[1] == after[1]  # ... into the same groups and offsets (when the server says)
     assert "recovery dropped" not in srv.log_text()
+
+
+def test_kcoord_compact_uses_the_server_configuration(tmp_path):
+    """`kcoord compact [server.properties] --override ...` compacts the log directory the same
+    configuration gives `kcoord serve`, in place, and refuses while that server listens."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, KcoordProcess
+
+    data = tmp_path / "data"
+    for p in range(PARTS):
+        write_partition(str(data), p, num_partitions=PARTS, seed=p)
+    srv = KcoordProcess(data, overrides={"offsets.topic.num.partitions": str(PARTS)})
+    props = tmp_path / "server.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in srv.overrides.items()))
+    argv = [sys.executable, "-m", "server", "compact", str(props), "--master", "local[1]"]
+    srv.start()
+    wait_loaded(srv)
+    refused = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    srv.stop()
+    before = loaded(srv.log_text())
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "swapped 3 partition(s)" in done.stdout
+    srv.output.write_text("")
+    srv.start()
+    wait_loaded(srv)
+    srv.stop()
+    after = loaded(srv.log_text())
+    assert all(after[0][p] < before[0][p] for p in range(PARTS))
