@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from protocol.api import API_TABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,6 +110,30 @@ def kcoord_factory(tmp_path: Path) -> Iterator:
 @pytest.fixture
 def kcoord(kcoord_factory) -> KcoordProcess:
     return kcoord_factory()
+
+
+def call(bootstrap: str, request, version: int):
+    """One request on a fresh connection, the way any client frames it (header v1/v2)."""
+    spec = API_TABLE[request.API_KEY]
+    header = struct.pack(">hhih", request.API_KEY, version, 7, 4) + b"test"
+    if spec.request_header_version(version) >= 2:
+        header += b"\x00"
+    payload = header + bytes(request.encode(version=version))
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", _read(s, 4))[0]
+        body = _read(s, size)[4 + spec.response_header_version(version):]
+    return spec.response.decode(body, version=version)
+
+
+def _read(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        assert chunk, "connection closed"
+        buf += chunk
+    return buf
 
 
 def unique(prefix: str) -> str:

@@ -5,41 +5,13 @@ a tombstone to __consumer_offsets and logs Kafka's line; the group, left without
 from __future__ import annotations
 
 import re
-import socket
-import struct
 import subprocess
 import sys
 import time
 
-from conftest import ROOT
+from conftest import ROOT, call
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
-
-from protocol.api import API_TABLE
-
-
-def call(bootstrap: str, request, version: int):
-    """One request on a fresh connection, the way any client frames it (header v1/v2)."""
-    spec = API_TABLE[request.API_KEY]
-    header = struct.pack(">hhih", request.API_KEY, version, 7, 4) + b"test"
-    if spec.request_header_version(version) >= 2:
-        header += b"\x00"
-    payload = header + bytes(request.encode(version=version))
-    host, port = bootstrap.split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", _read(s, 4))[0]
-        body = _read(s, size)[4 + spec.response_header_version(version):]
-    return spec.response.decode(body, version=version)
-
-
-def _read(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        assert chunk, "connection closed"
-        buf += chunk
-    return buf
 
 
 def committed(bootstrap: str, group: str) -> list[tuple[str, int, int]]:
