@@ -577,7 +577,8 @@ def test_offset_commit_retention_that_overflows_the_expire_timestamp(env: Env) -
                                topics=[OF_T(name=TOPIC, partition_indexes=[0])])
     fframe = header(ApiKey.OFFSET_FETCH, 7, 6) + bytes(fetch.encode(version=7))
     resp = env.loop.run_until_complete(_call(env, fframe))
-    body, _ = _generic_decoder(OffsetFetchResponse, 7)(memoryview(resp), 8)
+    check_response(fframe, resp)
+    body, _ = _generic_decoder(OffsetFetchResponse, 7)(memoryview(resp), 9)  # header v1: corr + tags
     codes = [(body.error_code, p.error_code) for t in body.topics for p in t.partitions]
     if codes != [(0, 0)]:
         problems.append(f"after it, OffsetFetch v7 require_stable answers (group, partition) error codes "
