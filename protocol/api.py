@@ -97,6 +97,11 @@ class ApiSpec:
     request_headers: tuple[int, ...] = ()
     response_headers: tuple[int, ...] = ()
 
+    @property
+    def name(self) -> str:
+        """Kafka's name of the API (ApiKeys), e.g. OffsetCommit."""
+        return self.request.__name__.removesuffix("Request")
+
     def __post_init__(self) -> None:
         versions = range(self.max_version + 1)
         object.__setattr__(self, "request_headers", tuple(self._request_header(v) for v in versions))

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import signal
 import time
+from urllib.parse import urlsplit
 
 import uvloop
 
@@ -15,6 +16,7 @@ from server.broker import Broker, LogDirLocked
 from server.config import Config
 from server.connection import KafkaConnection
 from server.dispatch import Dispatcher
+from server.metrics import start_metrics_server
 
 log = logging.getLogger("kcoord.server")
 
@@ -49,6 +51,7 @@ class Server:
         self.dispatcher = Dispatcher(self.broker)
         self._servers: list[asyncio.base_events.Server] = []
         self.bound: list[tuple[str, int]] = []
+        self.metrics_bound: tuple[str, int] | None = None
 
     async def start(self) -> None:
         for name in sorted(self.config.unknown):
@@ -68,6 +71,14 @@ class Server:
             self._servers.append(srv)
             for sock in srv.sockets:
                 self.bound.append(sock.getsockname()[:2])
+        metrics_at = self.config["kcoord.metrics.listener"]
+        if metrics_at:
+            parts = urlsplit(metrics_at if "//" in metrics_at else "http://" + metrics_at)
+            srv = await start_metrics_server(parts.hostname or "127.0.0.1", parts.port or 9404,
+                                             lambda: self.broker.metrics.render(self.broker))
+            self._servers.append(srv)
+            self.metrics_bound = srv.sockets[0].getsockname()[:2]
+            log.info("Prometheus metrics on http://%s:%d/metrics", *self.metrics_bound)
         self.broker.start_background()
         log.info("kcoord listening on %s", ", ".join(f"{h}:{p}" for h, p in self.bound))
 

@@ -14,6 +14,7 @@ from server.coordinator_runtime import CoordinatorRuntime
 from server.data_plane import DataPlane
 from server.group.config import GroupConfig
 from server.group.coordinator import GroupCoordinator
+from server.metrics import Metrics
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
 from storage.log_manager import LogManager
 
@@ -34,6 +35,7 @@ class Broker:
         self.topics = TopicRegistry(self.log_dir)
         self.cluster_id = ""
         self.connections: set[KafkaConnection] = set()
+        self.metrics = Metrics()
         self._per_ip: dict[str, int] = {}
         self.clock = SystemClock()
         self.logs: LogManager | None = None
@@ -79,6 +81,7 @@ class Broker:
             cfg["offsets.load.buffer.size"],
             # commit records are fetchable: wake long polls on __consumer_offsets (kcat, lag tools)
             on_append=lambda p: self.data_plane.appended(OFFSETS_TOPIC, p),
+            metrics=self.metrics,
         )
         log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, cfg.node_id,
                  len(self.topics.topics), self.log_dir)

@@ -67,6 +67,8 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.cleaner.delete.retention.ms": (int, 86400000),  # used by `kcoord compact`
     "cluster.id": (_str, ""),
     "log.level": (_str, "INFO"),
+    # kcoord's own: where Prometheus scrapes /metrics, e.g. http://127.0.0.1:9404 (off when empty)
+    "kcoord.metrics.listener": (_str, ""),
 }
 
 

@@ -26,6 +26,7 @@ from server.coordinator_writes import CoordinatorWriter
 from server.deferred import Deferred
 from server.group.coordinator import GroupCoordinator
 from server.group.result import CoordinatorResult
+from server.metrics import Metrics
 from storage.log_manager import OFFSETS_TOPIC, LogManager
 
 log = logging.getLogger("kcoord.coordinator")
@@ -57,6 +58,7 @@ class CoordinatorRuntime:
         max_message_bytes: int,
         load_buffer_size: int = 5242880,
         on_append: Callable[[int], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.logs = logs
@@ -64,6 +66,7 @@ class CoordinatorRuntime:
         self.num_partitions = num_partitions
         self.commit_timeout_s = commit_timeout_ms / 1000.0
         self.load_buffer_size = load_buffer_size
+        self.metrics = metrics or Metrics()
         self.writer = CoordinatorWriter(logs, num_partitions, coordinator.replay, clock,
                                         commit_timeout_ms / 1000.0, max_message_bytes, on_append)
         self._retention_task: asyncio.Task[None] | None = None
@@ -82,9 +85,12 @@ class CoordinatorRuntime:
             return result.response
         assert result.on_appended is not None, "a result with records needs on_appended"
         on_appended = result.on_appended
+        records = result.records
         out: Deferred[Any] = Deferred()
 
         def answer(code: ErrorCode | None) -> None:
+            if code is None:
+                self.metrics.records_applied(records)
             response = on_appended(code)
             if isinstance(response, Deferred):
                 response.add_callback(out.complete)
@@ -97,7 +103,14 @@ class CoordinatorRuntime:
     def write_background(self, result: CoordinatorResult) -> None:
         """Append a result nobody waits on. The coordinator calls this from inside its own
         calls, so the write starts on the next loop turn, never re-entering it."""
-        done = result.on_appended or (lambda _code: None)
+        on_appended = result.on_appended
+
+        def done(code: ErrorCode | None) -> None:
+            if code is None:
+                self.metrics.records_applied(result.records)
+            if on_appended is not None:
+                on_appended(code)
+
         asyncio.get_running_loop().call_soon(self.writer.write, result.records, done)
 
     async def append(self, records: list[CoordinatorRecord]) -> None:
@@ -148,6 +161,7 @@ class CoordinatorRuntime:
                 if replayed % _LOAD_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
         self.coordinator.end_loading(partition)
+        self.metrics.partition_load_seconds[partition] = time.monotonic() - started
         if n:
             log.info("Loaded %s-%d in %d ms: %d records, %d latest per key replayed, %d skipped",
                      OFFSETS_TOPIC, partition, (time.monotonic() - started) * 1000, n, replayed, skipped)
@@ -170,6 +184,8 @@ class CoordinatorRuntime:
                 await self.append(result.records)
             except Exception as e:  # noqa: BLE001 - retried at the next interval
                 log.error("Writing expired-offset tombstones failed: %r", e)
+            else:
+                self.metrics.records_applied(result.records, expired=True)
 
     # ---------------------------------------------------------------- shutdown
 

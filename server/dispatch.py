@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.api_message import ApiMessage
@@ -45,6 +46,7 @@ class Dispatcher:
 
     def handle(self, frame: bytes, client_host: str) -> bytes | None | Deferred[bytes | None]:
         """Answer one request: framed bytes, None (no response), or a Deferred of either."""
+        started = time.perf_counter()
         try:
             api_key, version, correlation_id = peek_api(frame)
         except HeaderError as e:
@@ -67,8 +69,13 @@ class Dispatcher:
             raise CloseConnection(f"malformed {spec.key.name} v{version} request: {e!r}") from None
 
         ctx = RequestContext(self.broker, version, correlation_id, client_id, client_host)
-        result = HANDLERS[api_key](ctx, request, version)
-        return self._finish(spec, version, correlation_id, result)
+        out = self._finish(spec, version, correlation_id, HANDLERS[api_key](ctx, request, version))
+        observe = self.broker.metrics.observe_request
+        if isinstance(out, Deferred):
+            out.add_callback(lambda _r: observe(spec.name, time.perf_counter() - started))
+        else:
+            observe(spec.name, time.perf_counter() - started)
+        return out
 
     def _finish(self, spec: ApiSpec, version: int, correlation_id: int, result: Any) -> Any:
         # The common answers first: an encoded body or a response object.

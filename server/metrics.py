@@ -1,0 +1,168 @@
+"""Prometheus metrics: the group-coordinator figures Kafka users know, request latency per
+API, and consumer lag per group and partition computed by the broker — kept for Empty groups
+too, since their committed offsets stay (a consumer that is down still has lag).
+
+Everything is read on the event loop at scrape time (the HTTP endpoint runs on the loop, not
+in a thread), so nothing is shared across threads. Request latency is kept in plain counters
+on the hot path (a few hundred nanoseconds a request) and exposed as a histogram.
+"""
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from protocol.coordinator_records import CoordinatorRecord, GroupValue, OffsetKey
+from server.group.state import GroupState
+
+if TYPE_CHECKING:
+    from server.broker import Broker
+
+log = logging.getLogger("kcoord.metrics")
+
+LATENCY_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
+
+
+class _Latency:
+    __slots__ = ("counts", "total", "n")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.total = 0.0
+        self.n = 0
+
+
+class Metrics:
+    """Counters the server updates; the rest is computed from broker state when scraped."""
+
+    def __init__(self) -> None:
+        self.offset_commits = 0
+        self.offset_expirations = 0
+        self.offset_deletions = 0
+        self.rebalances_completed = 0
+        self.partition_load_seconds: dict[int, float] = {}
+        self._latency: dict[str, _Latency] = {}
+
+    def observe_request(self, api: str, seconds: float) -> None:
+        lat = self._latency.get(api)
+        if lat is None:
+            lat = self._latency[api] = _Latency()
+        lat.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        lat.total += seconds
+        lat.n += 1
+
+    def records_applied(self, records: list[CoordinatorRecord], expired: bool = False) -> None:
+        """Count what a durable write changed (the live replay path)."""
+        for r in records:
+            if isinstance(r.key, OffsetKey):
+                if r.value is not None:
+                    self.offset_commits += 1
+                elif expired:
+                    self.offset_expirations += 1
+                else:
+                    self.offset_deletions += 1
+            elif isinstance(r.value, GroupValue) and r.value.members:
+                self.rebalances_completed += 1
+
+    def render(self, broker: Broker) -> bytes:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Collector(self, broker))
+        return generate_latest(registry)
+
+
+class _Collector(Collector):
+    def __init__(self, metrics: Metrics, broker: Broker) -> None:
+        self.m = metrics
+        self.broker = broker
+
+    def collect(self):  # type: ignore[override]
+        m, broker = self.m, self.broker
+        groups = GaugeMetricFamily("kcoord_groups", "Consumer groups by state (Kafka: NumGroups<State>)",
+                                   labels=["state"])
+        by_state = dict.fromkeys(GroupState, 0)
+        n_offsets = 0
+        lag = GaugeMetricFamily("kcoord_consumer_lag",
+                                "Log end offset minus committed offset, per group and partition",
+                                labels=["group", "topic", "partition"])
+        group_lag = GaugeMetricFamily("kcoord_consumer_group_lag", "Total lag of a group", labels=["group"])
+        for g in broker.coordinator.groups():
+            by_state[g.state] += 1
+            total = 0
+            for topic, partition, value in g.offsets.items():
+                n_offsets += 1
+                plog = broker.logs.get(topic, partition) if broker.logs is not None else None
+                if plog is None:
+                    continue
+                behind = max(plog.log_end_offset - value.offset, 0)
+                total += behind
+                lag.add_metric([g.group_id, topic, str(partition)], behind)
+            if len(g.offsets):
+                group_lag.add_metric([g.group_id], total)
+        for state, n in by_state.items():
+            groups.add_metric([state.value], n)
+        yield groups
+        yield GaugeMetricFamily("kcoord_offsets", "Committed offsets held (Kafka: NumOffsets)", value=n_offsets)
+        yield lag
+        yield group_lag
+        yield CounterMetricFamily("kcoord_offset_commits", "Offsets committed (durable)", value=m.offset_commits)
+        yield CounterMetricFamily("kcoord_offset_expirations", "Offsets removed by retention",
+                                  value=m.offset_expirations)
+        yield CounterMetricFamily("kcoord_offset_deletions", "Offsets removed by OffsetDelete/DeleteGroups",
+                                  value=m.offset_deletions)
+        yield CounterMetricFamily("kcoord_group_rebalances_completed", "Rebalances that completed (group "
+                                  "metadata written with members)", value=m.rebalances_completed)
+        load = GaugeMetricFamily("kcoord_coordinator_partition_load_seconds",
+                                 "Time to load each __consumer_offsets partition at start-up",
+                                 labels=["partition"])
+        for p, s in sorted(m.partition_load_seconds.items()):
+            load.add_metric([str(p)], s)
+        yield load
+        latency = HistogramMetricFamily("kcoord_request_latency_seconds",
+                                        "Time from a request's arrival to its response, per API",
+                                        labels=["api"])
+        for api, lat in sorted(m._latency.items()):
+            cumulative, buckets = 0, []
+            for bound, count in zip((*LATENCY_BUCKETS, float("inf")), lat.counts, strict=True):
+                cumulative += count
+                buckets.append((str(bound) if bound != float("inf") else "+Inf", cumulative))
+            latency.add_metric([api], buckets, lat.total)
+        yield latency
+        yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(broker.connections))
+
+
+class _MetricsHttp(asyncio.Protocol):
+    """GET /metrics, one response per connection; everything else 404."""
+
+    def __init__(self, render) -> None:  # noqa: ANN001
+        self.render = render
+        self.buf = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if b"\r\n\r\n" not in self.buf and len(self.buf) < 8192:
+            return
+        line = self.buf.split(b"\r\n", 1)[0].split()
+        if len(line) >= 2 and line[0] == b"GET" and line[1].split(b"?")[0] in (b"/metrics", b"/"):
+            started = time.perf_counter()
+            body = self.render()
+            status, ctype = b"200 OK", b"text/plain; version=0.0.4; charset=utf-8"
+            log.debug("metrics rendered in %.1f ms", (time.perf_counter() - started) * 1000)
+        else:
+            body, status, ctype = b"not found\n", b"404 Not Found", b"text/plain"
+        self.transport.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype + b"\r\nContent-Length: "
+                             + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+        self.transport.close()
+
+
+async def start_metrics_server(host: str, port: int, render) -> asyncio.base_events.Server:  # noqa: ANN001
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(lambda: _MetricsHttp(render), host=host, port=port, reuse_address=True)
