@@ -116,6 +116,7 @@ class ApiSpec:
         request, end = _generic_decoder(self.request, version)(memoryview(frame), pos)
         if end > len(frame):
             raise ValueError(f"request body needs {end - pos} bytes, the frame has {len(frame) - pos}")
+        _check_non_null(request, _non_null_plan(self.request, version))
         return request
 
     def encode(self, response: Any, version: int) -> bytes:
@@ -148,6 +149,46 @@ class ApiSpec:
 def _generic_decoder(cls: type[ApiMessage], version: int) -> Callable[[memoryview, int], tuple[Any, int]]:
     flexible = bool(cls.flexible_version_q(version))
     return cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
+
+
+# (attribute, nullable in this version, plan of its fields or None, is an array)
+_Plan = tuple[tuple[str, bool, "_Plan | None", bool], ...]
+
+
+@cache
+def _non_null_plan(cls: type[ApiMessage], version: int) -> _Plan:
+    """What a decoded request of this version must not hold as null. kafka-python's decoders
+    accept a null (length -1) for any string or array; Kafka refuses a null where the schema
+    does not allow one ("non-nullable field was serialized as null")."""
+    return _build_plan(cls._struct, version)
+
+
+def _build_plan(struct: Any, version: int) -> _Plan:
+    plan = []
+    for attr, field in struct.fields.items():
+        if not field.for_version_q(version) or getattr(field, "_tag", None) is not None:
+            continue
+        if field._type_str in ("uuid", "bool") or field._type_str.startswith(("int", "uint", "float")):
+            continue  # never null on the wire (a zero uuid decodes as None)
+        nested = field.is_struct_array() or field.is_struct()
+        sub = _build_plan(field, version) if nested else None
+        nullable = bool(field.nullable_for_version_q(version)) if hasattr(field, "nullable_for_version_q") else False
+        plan.append((attr, nullable, sub or None, bool(field.is_array())))
+    return tuple(plan)
+
+
+def _check_non_null(obj: Any, plan: _Plan) -> None:
+    for attr, nullable, sub, is_array in plan:
+        value = getattr(obj, attr, None)
+        if value is None:
+            if not nullable:
+                raise ValueError(f"non-nullable field {attr} was serialized as null")
+            continue
+        if sub is not None:
+            for item in value if is_array else (value,):
+                _check_non_null(item, sub)
+        elif is_array and not nullable and any(x is None for x in value):
+            raise ValueError(f"null element in {attr}")
 
 
 def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, hi: int,

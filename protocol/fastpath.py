@@ -55,10 +55,11 @@ class _Reader:
         return v
 
     def array_length(self) -> int:
-        """Element count; -1 for a null array."""
-        if self.compact:
-            return self.uvarint() - 1
-        return self.int32()
+        """Element count of a non-nullable array."""
+        n = self.uvarint() - 1 if self.compact else self.int32()
+        if n < 0:
+            raise FastDecodeError("non-nullable array was serialized as null")
+        return n
 
     def string(self, nullable: bool = False) -> str | None:
         if self.compact:
@@ -151,10 +152,10 @@ def decode_offset_commit(buf: bytes, pos: int, version: int) -> Any:
     if 2 <= version <= 4:
         retention = r.int64()
     topics = []
-    for _ in range(max(r.array_length(), 0)):
+    for _ in range(r.array_length()):
         name = r.string()
         partitions = []
-        for _ in range(max(r.array_length(), 0)):
+        for _ in range(r.array_length()):
             index = r.int32()
             offset = r.int64()
             epoch = r.int32() if version >= 6 else -1

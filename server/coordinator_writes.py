@@ -84,8 +84,10 @@ class CoordinatorWriter:
         replayed, or with the code the client should see."""
         try:
             parts = self._encode(records)
-        except KafkaError as e:
-            done(coordinator_append_error(e.code))
+        except Exception as e:  # noqa: BLE001 - the writer is told, so its pending state is undone
+            if not isinstance(e, KafkaError):
+                log.error("Could not encode %d coordinator records: %r", len(records), e)
+            done(coordinator_append_error(error_code_of(e)))
             return
         writer = _Writer(self._counting(done), len(parts))
         self.pending += 1

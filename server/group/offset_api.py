@@ -32,6 +32,9 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
 )
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def _java_length(s: str) -> int:
     """String.length() in Java: UTF-16 code units (what offset.metadata.max.bytes bounds)."""
     if s.isascii():
@@ -53,7 +56,8 @@ class OffsetsMixin(CoordinatorBase):
         instance_id = req.group_instance_id if version >= 7 else None
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
         # v2-v4 may ask for a retention: that is the only case with an explicit expire timestamp
-        expire = None if retention == -1 else now + retention
+        # clamped: a retention near Long.MAX_VALUE must not overflow the int64 on disk
+        expire = None if retention == -1 else min(now + retention, _INT64_MAX)
         max_meta = self.config.offset_metadata_max_bytes
         # (topic, partition, value or None when its metadata is too large)
         entries: list[tuple[str, int, OffsetValue | None]] = []

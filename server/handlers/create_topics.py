@@ -17,6 +17,9 @@ from server.topics import TOPIC_CONFIG_DEFAULTS, validate_topic_name
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs
 BROKER_COUNT = 1
+# Kafka's controller refuses an operation of more than 10,000 metadata records (a topic
+# record, one per partition, one per config) with POLICY_VIOLATION.
+MAX_RECORDS_PER_OPERATION = 10_000
 DEFAULT_CONFIG_SOURCE = 5  # DescribeConfigsResponse ConfigSource.DEFAULT_CONFIG
 TOPIC_CONFIG_SOURCE = 1  # DYNAMIC_TOPIC_CONFIG
 
@@ -106,6 +109,7 @@ def _config_entries(configs: dict[str, str]) -> list[Any]:
 def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
     counts = Counter(t.name for t in req.topics)
     results = []
+    records = 0
     for t in req.topics:
         if counts[t.name] > 1:
             results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
@@ -113,6 +117,9 @@ def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
             continue
         try:
             partitions, configs = _plan(ctx, t)
+            records += 1 + partitions + len(configs)
+            if records > MAX_RECORDS_PER_OPERATION:
+                raise KafkaError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
         except KafkaError as e:
             results.append(Result(name=t.name, error_code=e.code, error_message=e.message,
                                   num_partitions=-1, replication_factor=-1, configs=None))

@@ -429,8 +429,8 @@ def mutated(draw: st.DrawFn, seeds: list[Seed]) -> tuple[Seed, bytes]:
         # Mutate the body mostly: header mutations are covered by the truncation sweep and the
         # random tests and mostly just close.
         lo = seed.body_at if draw(st.integers(0, 9)) else 0
-        if len(buf) <= lo:
-            buf.extend(b"\x00")
+        if len(buf) <= lo:  # earlier deletions cut into the body's start
+            buf.extend(b"\x00" * (lo + 1 - len(buf)))
         pos = draw(st.integers(lo, len(buf) - 1), label="pos")
         op = draw(st.sampled_from(["set", "flip", "word", "insert", "delete", "dup"]), label="op")
         if op == "set":
