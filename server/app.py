@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 import time
 from urllib.parse import urlsplit
@@ -42,6 +43,18 @@ def setup_logging(level: str = "INFO") -> None:
     root.setLevel(level.upper())
 
 
+def _raise_open_files_limit() -> None:
+    """Every connection and every segment (.log, .index, .timeindex) holds a descriptor: use
+    the hard limit, as Kafka's docs ask operators to (a soft 1024 runs out quickly)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1_048_576)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as e:
+            log.warning("Could not raise the open files limit from %d: %s", soft, e)
+
+
 class Server:
     """A started broker with its listening sockets; usable from tests in-process."""
 
@@ -54,6 +67,7 @@ class Server:
         self.metrics_bound: tuple[str, int] | None = None
 
     async def start(self) -> None:
+        _raise_open_files_limit()
         for name in sorted(self.config.unknown):
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         await self.broker.start()

@@ -2,6 +2,7 @@
 cannot make the server buffer without bound while others keep being served."""
 from __future__ import annotations
 
+import resource
 import socket
 import struct
 import time
@@ -81,3 +82,24 @@ def test_a_client_that_never_reads_is_throttled_not_buffered(kcoord_factory):
     hog.close()
     healthy.close()
     assert srv.alive()
+
+
+def test_five_thousand_concurrent_connections(kcoord):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 20000)), hard))
+    base = rss_mb(kcoord)
+    conns = []
+    try:
+        for _ in range(5000):
+            conns.append(socket.create_connection(("127.0.0.1", kcoord.port), timeout=10))
+        for i, s in enumerate(conns):
+            s.sendall(api_versions(i))
+        for i, s in enumerate(conns):
+            head = s.recv(8)
+            assert len(head) == 8 and struct.unpack(">i", head[4:8])[0] == i, i
+        assert kcoord.alive()
+        assert rss_mb(kcoord) - base < 200, f"RSS grew from {base:.0f} to {rss_mb(kcoord):.0f} MB"
+    finally:
+        for s in conns:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
