@@ -55,3 +55,8 @@ lint: test-setup
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info tests/compat/node/node_modules
+
+# The README's client compatibility matrix, rewritten from an integration run (failures show as FAILED).
+.PHONY: compat
+compat: setup clients
+	$(BIN)/python -m pytest -q tests/integration; rc=$$?; $(BIN)/python scripts/compat_matrix.py && exit $$rc

@@ -157,3 +157,54 @@ def pytest_collection_modifyitems(config, items):  # noqa: ARG001
     for item in items:
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(int(os.environ.get("KCOORD_TEST_TIMEOUT", "180"))))
+
+
+# ---- the README's client compatibility matrix (scripts/compat_matrix.py) ----
+#
+# A test marked `@pytest.mark.compat(client, *features)` backs those cells of the matrix. The
+# markers travel with each test's reports (user_properties, so they survive xdist too); at the
+# end of a session that ran at least one such test, .cache/compat-results.json records every
+# (client, features, outcome), which scripts/compat_matrix.py turns into the README's table.
+
+COMPAT_RESULTS = ROOT / ".cache" / "compat-results.json"
+_compat_outcomes: dict[str, dict] = {}
+
+
+def pytest_itemcollected(item):
+    cells = [[m.args[0], list(m.args[1:])] for m in item.iter_markers("compat") if m.args]
+    if cells:
+        item.user_properties.append(("compat", cells))
+
+
+def pytest_runtest_logreport(report):
+    cells = next((v for k, v in report.user_properties if k == "compat"), None)
+    if cells is None:
+        return
+    entry = _compat_outcomes.setdefault(report.nodeid, {"cells": cells, "outcome": None})
+    if report.failed:
+        entry["outcome"] = "failed"
+    elif report.skipped and entry["outcome"] != "failed":
+        entry["outcome"] = "skipped"
+    elif report.when == "call" and report.passed and entry["outcome"] is None:
+        entry["outcome"] = "passed"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    ran = {nodeid: e for nodeid, e in _compat_outcomes.items() if e["outcome"] in ("passed", "failed")}
+    if not ran:
+        return
+    import json
+    from datetime import UTC, datetime
+
+    args = " ".join(str(a) for a in session.config.invocation_params.args)
+    results = [{"nodeid": nodeid, "client": client, "features": features, "outcome": e["outcome"]}
+               for nodeid, e in sorted(ran.items()) for client, features in e["cells"]]
+    COMPAT_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    tmp = COMPAT_RESULTS.with_suffix(".tmp")
+    tmp.write_text(json.dumps({
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": f"python -m pytest {args}".strip(),
+        "exitstatus": int(exitstatus),
+        "results": results,
+    }, indent=1) + "\n")
+    tmp.replace(COMPAT_RESULTS)

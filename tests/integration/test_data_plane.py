@@ -81,6 +81,7 @@ def ck_consume(bootstrap: str, topic: str, n: int, partition: int = 0, timeout: 
 @pytest.mark.parametrize(("acks", "compression"), [
     ("1", "none"), ("all", "none"), ("1", "lz4"), ("all", "zstd"), ("1", "gzip"), ("all", "snappy"),
 ])
+@pytest.mark.compat("confluent-kafka", "consume")
 def test_confluent_produce_then_consume_in_order(shared, acks, compression):
     topic = unique(f"ck-{compression}")
     where = ck_produce(shared.bootstrap, topic, acks=acks, **{"compression.type": compression})
@@ -153,6 +154,7 @@ def test_long_poll_answers_as_soon_as_data_arrives(shared):
         c.close()
 
 
+@pytest.mark.compat("kafka-python", "consume")
 def test_kafka_python_producer_consumer_and_offsets(shared):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.structs import TopicPartition as KTP
@@ -186,6 +188,7 @@ def test_kafka_python_producer_consumer_and_offsets(shared):
         cons.close()
 
 
+@pytest.mark.compat("aiokafka", "consume")
 def test_aiokafka_producer_consumer(shared):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition as ATP
@@ -226,6 +229,7 @@ def test_aiokafka_producer_consumer(shared):
     asyncio.run(asyncio.wait_for(run(), 60))
 
 
+@pytest.mark.compat("confluent-kafka", "group join", "consume")
 def test_confluent_group_consumption(shared):
     topic = unique("grp")
     admin = AdminClient({"bootstrap.servers": shared.bootstrap})
@@ -334,6 +338,7 @@ def test_raw_duplicate_batch_gets_original_offset_even_after_restart(kcoord):
     assert [m.value() for m in got][3:] == [b"a", b"b", b"c", b"d"]
 
 
+@pytest.mark.compat("java", "consume")
 @pytest.mark.java
 def test_java_idempotent_producer_and_consumer(shared):
     """Java kafka-clients 3.9: InitProducerId v5 + Produce v11 (idempotent by default), Fetch v17

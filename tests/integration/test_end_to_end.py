@@ -84,6 +84,10 @@ def group_failure(kcoord, ms: list[Background], e: Exception) -> ClientError:
     return ClientError(f"{e}\n" + "\n".join(m.describe() for m in ms) + f"\n--- kcoord group log ---\n{log}")
 
 
+@pytest.mark.compat("confluent-kafka", "group join", "commit/fetch", "consume", "restart resume")
+@pytest.mark.compat("kafka-python", "group join", "commit/fetch", "consume")
+@pytest.mark.compat("aiokafka", "group join", "commit/fetch", "consume")
+@pytest.mark.compat("kcat", "group join", "consume", "read __consumer_offsets")
 def test_three_libraries_consume_exactly_once_and_resume_after_restart(kcoord, members):
     topic, group = unique("e2e"), unique("e2e-group")
     admin = KafkaAdminClient(bootstrap_servers=kcoord.bootstrap, request_timeout_ms=15000)
@@ -208,6 +212,7 @@ def read_consumer_offsets(bootstrap: str) -> list[tuple[tuple[str, tuple[str, in
     return out
 
 
+@pytest.mark.compat("kafkajs", "group join", "commit/fetch", "consume")
 def test_kafkajs_produces_and_consumes_in_a_group(kcoord):
     topic, group = unique("kjs"), unique("kjs-group")
     admin = KafkaAdminClient(bootstrap_servers=kcoord.bootstrap, request_timeout_ms=15000)

@@ -66,6 +66,7 @@ def by_name(topics: list[dict]) -> dict[str, dict]:
 # ---- kafka-python 3 ----
 
 
+@pytest.mark.compat("kafka-python", "bootstrap")
 def test_kafka_python_admin_bootstrap_create_metadata_coordinator(shared):
     topic, group = unique("kp"), unique("kp-group")
     admin = kp_admin(shared)
@@ -116,6 +117,7 @@ def test_kafka_python_admin_bootstrap_create_metadata_coordinator(shared):
 # ---- aiokafka ----
 
 
+@pytest.mark.compat("aiokafka", "bootstrap")
 async def test_aiokafka_bootstrap_create_metadata_coordinator(shared):
     from aiokafka import AIOKafkaClient
     from aiokafka.admin import AIOKafkaAdminClient
@@ -171,6 +173,7 @@ class _Collect(logging.Handler):
             return [line for line in self.lines if text in line]
 
 
+@pytest.mark.compat("confluent-kafka", "bootstrap")
 def test_confluent_admin_create_and_list(shared):
     topic = unique("ck")
     admin = ck_admin(shared)
@@ -224,6 +227,7 @@ def test_confluent_consumer_finds_coordinator(shared):
 # ---- kcat (librdkafka 2.0.2, Debian) ----
 
 
+@pytest.mark.compat("kcat", "bootstrap")
 def test_kcat_metadata(shared):
     topic = unique("kcat")
     admin = kp_admin(shared)
@@ -251,6 +255,7 @@ def java_admin(shared):
     return res, topic, group
 
 
+@pytest.mark.compat("java", "bootstrap")
 def test_java_admin_bootstrap_create_metadata(shared, java_admin):
     res, topic, _group = java_admin
     for step in ("describeCluster", "createTopics", "listTopics", "describeTopics"):
@@ -299,6 +304,7 @@ def test_java_find_coordinator_every_version(shared):
 # ---- kafkajs 2.2.4 ----
 
 
+@pytest.mark.compat("kafkajs", "bootstrap")
 def test_kafkajs_admin_bootstrap_create_metadata_coordinator(shared):
     topic, group = unique("js"), unique("js-group")
     res = kafkajs("admin", shared.bootstrap, topic, 2, group, timeout=60, check=False)

@@ -81,6 +81,9 @@ def callbacks(m: Background) -> list[dict]:
     return [e for e in m.events() if e["kind"] in ("assigned", "revoked", "lost")]
 
 
+@pytest.mark.compat("confluent-kafka", "group join", "rebalance on leave")
+@pytest.mark.compat("kafka-python", "group join", "rebalance on leave")
+@pytest.mark.compat("aiokafka", "group join", "rebalance on leave")
 def test_three_libraries_share_a_group_and_take_over(kcoord, kp_admin, members):
     topic, group = unique("grp"), unique("mixed")
     kp_admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
@@ -124,6 +127,7 @@ def test_three_libraries_share_a_group_and_take_over(kcoord, kp_admin, members):
         assert not m.events("commit_error") and not m.events("error"), m.describe()
 
 
+@pytest.mark.compat("confluent-kafka", "static membership")
 def test_static_member_restart_keeps_its_partitions_without_rebalance(kcoord, kp_admin, members):
     topic, group = unique("static"), unique("static-group")
     kp_admin.create_topics([NewTopic(topic, PARTITIONS, 1)])

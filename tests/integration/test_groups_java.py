@@ -30,6 +30,7 @@ def balanced(kcoord, ms: list[Background], timeout: float, what: str) -> list[se
         raise ClientError(f"{e}\n--- kcoord group log ---\n{log}") from None
 
 
+@pytest.mark.compat("java", "group join", "rebalance on leave", "commit/fetch", "consume")
 def test_java_consumers_share_a_group_and_take_over(kcoord, members):
     topic, group = f"java-grp-{uuid.uuid4().hex[:8]}", f"java-group-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=kcoord.bootstrap, request_timeout_ms=15000)
@@ -89,6 +90,7 @@ def test_java_consumers_share_a_group_and_take_over(kcoord, members):
         admin.close()
 
 
+@pytest.mark.compat("java", "static membership")
 def test_java_static_leader_restart_keeps_its_partitions_without_rebalance(kcoord, members):
     """The static member is the group's leader (it joins first): restarted within its session
     timeout it gets its partitions back (JoinGroup v9: Kafka answers a rejoining static leader of
