@@ -14,7 +14,6 @@ The unmutated seeds must be answered without an error code, so the property is n
 from __future__ import annotations
 
 import asyncio
-import logging
 import struct
 import time
 import uuid
@@ -310,7 +309,6 @@ def _has_error(obj: Any) -> bool:
 
 
 def start_env(data) -> Env:
-    logging.getLogger("kcoord").setLevel(logging.ERROR)  # topic creation etc. is chatty
     loop = asyncio.new_event_loop()
     broker = Broker(Config({
         "log.dirs": str(data),
