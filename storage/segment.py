@@ -122,15 +122,7 @@ class LogSegment:
         self.fd = os.open(self.log_path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.synced_size = self.size  # what a flush has made durable (bytes already there count)
-        self.next_offset = base_offset
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = -1
-        # Index entries as absolute offsets; the files hold them relative to base_offset.
-        self._idx_off = array("q")
-        self._idx_pos = array("q")
-        self._ti_ts = array("q")
-        self._ti_off = array("q")
-        self._last_index_pos = 0
+        self._reset_indexes()
         self._index_fd = -1
         self._timeindex_fd = -1
         self.sealed = False
@@ -178,6 +170,8 @@ class LogSegment:
         return zlib.crc32(body) == crc
 
     def _reset_indexes(self) -> None:
+        """Forget what the segment holds (it is rescanned); index entries are kept as absolute
+        offsets, the files hold them relative to base_offset."""
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
