@@ -51,7 +51,7 @@ down:
 	docker compose down
 
 lint: test-setup
-	$(BIN)/ruff check protocol server storage sidecar tests bench
+	$(BIN)/ruff check protocol server storage sidecar tests bench scripts examples
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info tests/compat/node/node_modules

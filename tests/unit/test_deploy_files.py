@@ -45,7 +45,9 @@ def test_compactor_shares_the_volume_and_is_a_tool():
 
 def test_build_targets_exist_in_the_dockerfile():
     stages = set(re.findall(r"^FROM \S+ AS (\S+)", (ROOT / "Dockerfile").read_text(), re.M))
-    for name, service in compose()["services"].items():
+    built = {name: svc for name, svc in compose()["services"].items() if "build" in svc}
+    assert set(built) == {"kcoord", "compactor"}
+    for name, service in built.items():
         assert service["build"]["target"] in stages, name
 
 
@@ -56,3 +58,18 @@ def test_make_up_and_down_and_readme():
     readme = (ROOT / "README.md").read_text()
     assert readme.splitlines()[3].startswith("make run") and readme.splitlines()[4].startswith("make test")
     assert "make up" in readme and "make run" in readme
+
+
+def test_demo_clients_join_one_group_on_the_server():
+    services = compose()["services"]
+    demos = {name: svc for name, svc in services.items() if "demo" in svc.get("profiles", [])}
+    assert set(demos) == {"demo-producer", "demo-consumer-python", "demo-consumer-java"}
+    for name, svc in demos.items():
+        assert svc["depends_on"]["kcoord"]["condition"] == "service_healthy", name
+        command = " ".join(svc["command"])
+        assert "kcoord:9092" in command or svc.get("environment", {}).get("KAFKA_BOOTSTRAP") == "kcoord:9092"
+    consumers = [" ".join(demos[n]["command"]) for n in ("demo-consumer-python", "demo-consumer-java")]
+    assert all("demo demo-group" in c for c in consumers)  # the same topic and group
+    for name in ("demo-producer", "demo-consumer-python", "demo-consumer-java"):
+        host_dir = demos[name]["volumes"][0].split(":")[0]
+        assert (ROOT / host_dir).is_dir(), host_dir
