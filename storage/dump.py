@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -92,9 +93,38 @@ def _jsonable(v: object) -> object:
     return v
 
 
-def _dump_file(path: str, as_json: bool, out: TextIO, err: TextIO) -> int:
+class _Progress:
+    """A progress line on stderr for long dumps (only when it is a terminal) and a summary at
+    the end (always, on stderr, so stdout stays the records)."""
+
+    def __init__(self, total_bytes: int, err: TextIO) -> None:
+        self.total = total_bytes
+        self.err = err
+        self.live = err.isatty()
+        self.bytes = self.records = self.segments = 0
+        self.started = self.shown = time.monotonic()
+
+    def advance(self, nbytes: int, records: int) -> None:
+        self.bytes += nbytes
+        self.records += records
+        if self.live and time.monotonic() - self.shown >= 1.0:
+            self.shown = time.monotonic()
+            pct = 100 * self.bytes / self.total if self.total else 100
+            self.err.write(f"\rdump: {self.bytes / 1e6:,.1f} of {self.total / 1e6:,.1f} MB ({pct:.0f}%), "
+                           f"{self.records:,} records")
+            self.err.flush()
+
+    def finish(self) -> None:
+        if self.live and self.shown != self.started:
+            self.err.write("\n")
+        self.err.write(f"dump: {self.records:,} records from {self.segments} segment(s), "
+                       f"{self.bytes / 1e6:,.1f} MB in {time.monotonic() - self.started:.1f} s\n")
+
+
+def _dump_file(path: str, as_json: bool, out: TextIO, err: TextIO, progress: _Progress) -> int:
     """Print one segment; returns how many records could not be decoded."""
     bad = 0
+    progress.segments += 1
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
@@ -105,8 +135,11 @@ def _dump_file(path: str, as_json: bool, out: TextIO, err: TextIO) -> int:
             end = h.position + h.size
             if h.is_control:
                 continue
+            n = 0
             for offset, ts, kb, vb in iter_batch_records(bytes(body)):
                 bad += _dump_record(offset, ts, kb, vb, as_json, out)
+                n += 1
+            progress.advance(h.size, n)
         if end < size:
             err.write(f"{path}: stopped at position {end} of {size}: "
                       "torn, corrupt or still being written\n")
@@ -157,18 +190,22 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     status = 0
     out, err = sys.stdout, sys.stderr
+    files: list[str] = []
     for path in args.paths:
         if not os.path.exists(path):
             err.write(f"{path}: no such file or directory\n")
             status = 1
             continue
-        for f in _segment_files(path):
-            try:
-                if _dump_file(f, args.json, out, err):
-                    status = 1
-            except OSError as e:  # e.g. a segment deleted by retention while we read
-                err.write(f"{f}: {e}\n")
+        files.extend(_segment_files(path))
+    progress = _Progress(sum(os.path.getsize(f) for f in files if os.path.exists(f)), err)
+    for f in files:
+        try:
+            if _dump_file(f, args.json, out, err, progress):
                 status = 1
+        except OSError as e:  # e.g. a segment deleted by retention while we read
+            err.write(f"{f}: {e}\n")
+            status = 1
+    progress.finish()
     return status
 
 

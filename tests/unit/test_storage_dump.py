@@ -85,3 +85,13 @@ def test_missing_path_and_undecodable_records(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "undecodable record" in captured.out
     assert "no such file" in captured.err
+
+
+def test_summary_on_stderr_keeps_stdout_the_records(tmp_path, capsys):
+    log = write_offsets_dir(tmp_path)
+    log.flush()
+    assert main([str(tmp_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert all(json.loads(line) for line in captured.out.splitlines())  # stdout: records only
+    assert "dump: 5 records from 2 segment(s)" in captured.err
+    log.close()
