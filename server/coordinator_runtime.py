@@ -135,7 +135,7 @@ class CoordinatorRuntime:
                  self.num_partitions, OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
 
     async def _load_partition(self, partition: int) -> int:
-        started = time.monotonic()
+        started = reported = time.monotonic()
         plog = self.logs.get(OFFSETS_TOPIC, partition)
         n = skipped = replayed = 0
         if plog is not None:
@@ -147,6 +147,10 @@ class CoordinatorRuntime:
                     continue
                 keep_latest(latest, key, value)
                 if n % _LOAD_YIELD_EVERY == 0:
+                    if time.monotonic() - reported >= 2.0:  # a long load shows it is moving
+                        reported = time.monotonic()
+                        log.info("Loading %s-%d: %d records read, offset %d of %d", OFFSETS_TOPIC,
+                                 partition, n, _offset, plog.log_end_offset)
                     await asyncio.sleep(0)
             for key, value in latest.items():
                 try:
