@@ -216,6 +216,21 @@ def read_offsets_aiokafka(bootstrap: str, partition: int) -> list[tuple[bytes, b
     return asyncio.run(asyncio.wait_for(run(), 30))
 
 
+def _unhex(records: list[dict], partition: int | None = None) -> list[tuple[bytes, bytes]]:
+    return [(bytes.fromhex(r["key"]) if r["key"] else None, bytes.fromhex(r["value"]) if r["value"] else None)
+            for r in records if partition is None or r["partition"] == partition]
+
+
+def read_offsets_java(bootstrap: str, partition: int) -> list[tuple[bytes, bytes]]:
+    res = kcoord_java("readhex", bootstrap, OFFSETS, partition, timeout=90)
+    return _unhex(res.kinds("record"))
+
+
+def read_offsets_kafkajs(bootstrap: str, partition: int) -> list[tuple[bytes, bytes]]:
+    res = kafkajs("readhex", bootstrap, OFFSETS, unique("js-reader"), 3000, timeout=90)
+    return _unhex(res.kinds("record"), partition)
+
+
 @pytest.mark.parametrize("reader", [
     pytest.param(read_offsets_confluent, marks=pytest.mark.compat("confluent-kafka", "read __consumer_offsets"),
                  id="confluent-kafka"),
@@ -223,6 +238,9 @@ def read_offsets_aiokafka(bootstrap: str, partition: int) -> list[tuple[bytes, b
                  id="kafka-python"),
     pytest.param(read_offsets_aiokafka, marks=pytest.mark.compat("aiokafka", "read __consumer_offsets"),
                  id="aiokafka"),
+    pytest.param(read_offsets_java, marks=pytest.mark.compat("java", "read __consumer_offsets"), id="java"),
+    pytest.param(read_offsets_kafkajs, marks=pytest.mark.compat("kafkajs", "read __consumer_offsets"),
+                 id="kafkajs"),
 ])
 def test_client_reads_commit_records_from_consumer_offsets(kcoord, reader):
     """The client reads the group's partition of __consumer_offsets (abs(javaHash(group)) % 50)

@@ -63,6 +63,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   findcoordinator BOOTSTRAP GROUP
  *   produce         BOOTSTRAP TOPIC N [KEY_PREFIX]   (keys KEY_PREFIX+i, default "k"; values "v"+i)
  *   consume         BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]
+ *   readhex         BOOTSTRAP TOPIC PARTITION   (keys and values as hex, e.g. __consumer_offsets)
  *   member          BOOTSTRAP TOPIC GROUP [INSTANCE_ID|"" [SESSION_MS [CLIENT_ID]]]
  *
  * `member` is a roundrobin (eager) group member that runs until the line "close" (or the end)
@@ -102,6 +103,10 @@ public final class KcoordClient {
                 need(args, 6);
                 rc = consume(args[1], args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5]),
                         args.length > 6 ? args[6] : null);
+                break;
+            case "readhex":
+                need(args, 4);
+                rc = readHex(args[1], args[2], Integer.parseInt(args[3]));
                 break;
             case "member":
                 need(args, 4);
@@ -405,6 +410,44 @@ public final class KcoordClient {
         emit("produced", "topic", topic, "sent", n, "acked", acked.get(), "failed", failed.get(),
                 "last_offsets", offsets, "errors", errors);
         return failed.get() == 0 && acked.get() == n ? 0 : 1;
+    }
+
+    // ---- readhex: one partition from the beginning to its end, keys and values as hex ----
+
+    static int readHex(String bootstrap, String topic, int partition) {
+        Properties p = common(bootstrap, "kcoord-java-reader");
+        p.put("key.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+        p.put("value.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+        p.put("enable.auto.commit", "false");
+        TopicPartition tp = new TopicPartition(topic, partition);
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            consumer.assign(List.of(tp));
+            consumer.seekToBeginning(List.of(tp));
+            long end = consumer.endOffsets(List.of(tp)).get(tp);
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (consumer.position(tp) < end && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    emit("record", "partition", r.partition(), "offset", r.offset(),
+                            "key", hex(r.key()), "value", hex(r.value()));
+                }
+            }
+            emit("done", "end", end, "position", consumer.position(tp));
+            return consumer.position(tp) >= end ? 0 : 1;
+        } catch (Exception e) {
+            emit("error", "step", "readhex", "error", errorName(e), "message", errorMessage(e));
+            return 1;
+        }
+    }
+
+    static String hex(byte[] b) {
+        if (b == null) {
+            return null;
+        }
+        StringBuilder sb = new StringBuilder(b.length * 2);
+        for (byte x : b) {
+            sb.append(String.format("%02x", x));
+        }
+        return sb.toString();
     }
 
     // ---- consume ----

@@ -252,6 +252,35 @@ function usage() {
   process.exit(2)
 }
 
+// Every record of TOPIC from the beginning (in a throwaway group: kafkajs has no assign()),
+// keys and values as hex so binary records such as __consumer_offsets survive; stops when
+// nothing arrived for IDLE_MS.
+async function readHex(bootstrap, topic, group, idleMs) {
+  const kafka = makeKafka(bootstrap, 'kcoord-kafkajs-reader')
+  const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000, heartbeatInterval: 1000 })
+  let lastActivity = Date.now()
+  await withTimeout(consumer.connect(), CALL_TIMEOUT_MS, 'connect')
+  await withTimeout(consumer.subscribe({ topics: [topic], fromBeginning: true }), CALL_TIMEOUT_MS, 'subscribe')
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition, message }) => {
+      lastActivity = Date.now()
+      emit('record', {
+        partition,
+        offset: Number(message.offset),
+        key: message.key && message.key.toString('hex'),
+        value: message.value && message.value.toString('hex'),
+      })
+    },
+  })
+  while (Date.now() - lastActivity < idleMs) {
+    await new Promise(r => setTimeout(r, 100))
+  }
+  await withTimeout(consumer.disconnect(), 15000, 'disconnect').catch(() => {})
+  emit('done', {})
+  return 0
+}
+
 async function main(argv) {
   const [mode, ...a] = argv
   switch (mode) {
@@ -264,6 +293,9 @@ async function main(argv) {
     case 'consume':
       if (a.length < 5) usage()
       return consume(a[0], a[1], a[2], parseInt(a[3], 10), parseInt(a[4], 10))
+    case 'readhex':
+      if (a.length < 4) usage()
+      return readHex(a[0], a[1], a[2], parseInt(a[3], 10))
     default:
       return usage()
   }
