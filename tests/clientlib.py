@@ -577,6 +577,12 @@ def _member_kafka_python(cfg: dict[str, Any], stop: threading.Event) -> None:
                 pending.pop(tp.partition, None)
             _emit("lost", partitions=sorted(tp.partition for tp in lost))
 
+    # Know the topic's partitions before joining: otherwise kafka-python 3.0.12's first join
+    # assigns nothing and a metadata-triggered rejoin follows, after which it was seen to hang
+    # (no heartbeats, no SyncGroup handling) under CI load.
+    deadline = time.monotonic() + 30
+    while not c.partitions_for_topic(topic) and time.monotonic() < deadline:
+        time.sleep(0.1)
     c.subscribe([topic], listener=Listener())
     while not stop.is_set():
         batch = []
