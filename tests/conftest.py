@@ -136,6 +136,18 @@ def _read(s: socket.socket, n: int) -> bytes:
     return buf
 
 
+def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """partition -> committed offset of `group` on `topic`, through kafka-python's admin client."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        got = admin.list_group_offsets({group: None})[group]
+        return {tp.partition: om.offset for tp, om in got.items() if tp.topic == topic}
+    finally:
+        admin.close()
+
+
 def unique(prefix: str) -> str:
     """A name no other test (or earlier run on the same server) uses."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -14,7 +14,7 @@ import time
 import pytest
 from clientlib import NODE_DIR, Background, kafkajs, kcat, kcoord_java, python_member, wait_balanced
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import unique
+from conftest import committed, unique
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from protocol.partitioner import partition_for
@@ -30,15 +30,6 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     try:
         admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        admin.close()
-
-
-def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
-    try:
-        got = admin.list_group_offsets({group: None})[group]
-        return {tp.partition: om.offset for tp, om in got.items() if tp.topic == topic}
     finally:
         admin.close()
 

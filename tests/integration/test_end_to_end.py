@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 from clientlib import Background, ClientError, kafkajs, kcat, kcoord_java, python_member, wait_balanced
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import unique
+from conftest import committed, unique
 from kafka.admin import KafkaAdminClient, NewTopic
 
 pytestmark = pytest.mark.integration
@@ -57,15 +57,6 @@ def end_offsets(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dic
         return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(partitions)}
     finally:
         c.close()
-
-
-def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
-    try:
-        got = admin.list_group_offsets({group: None})[group]
-        return {tp.partition: om.offset for tp, om in got.items() if tp.topic == topic}
-    finally:
-        admin.close()
 
 
 def poll_until(condition, timeout: float, what: str, interval: float = 0.2):
