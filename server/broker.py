@@ -89,11 +89,29 @@ class Broker:
     def start_background(self) -> None:
         """After the listeners are up: load __consumer_offsets (groups answer
         COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention task."""
-        self._background.append(asyncio.ensure_future(self.runtime.load_all()))
+        self._background.append(asyncio.ensure_future(self._load_then_adopt_swaps()))
         self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])
         from server.data_plane import start_topic_retention  # topics' retention.ms / retention.bytes
 
         self._background.append(start_topic_retention(self))
+
+    async def _load_then_adopt_swaps(self) -> None:
+        """Load __consumer_offsets, then keep putting in place the segments the compaction
+        sidecar commits (storage/swap.py). Not while loading: the loader reads segments
+        across awaits."""
+        await self.runtime.load_all()
+        interval = self.config["kcoord.compaction.handoff.check.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            assert self.logs is not None
+            for p in self.logs.partitions(OFFSETS_TOPIC):
+                plog = self.logs.get(OFFSETS_TOPIC, p)
+                if plog is None:
+                    continue
+                try:
+                    plog.adopt_swaps()
+                except OSError as e:  # the old segments stay in place: nothing is lost
+                    log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
 
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None

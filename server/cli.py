@@ -3,6 +3,7 @@
     kcoord serve [server.properties|server.toml] [--override name=value ...]
     kcoord compact [server.properties|server.toml] [--override name=value ...] [--master URL]
                    [--output DIR] [--no-verify]
+    kcoord sidecar [server.properties|server.toml] [--override name=value ...] [--master URL]
     kcoord dump PATH... [--json]
     kcoord groups|offsets [--log-dir DIR]
 """
@@ -17,36 +18,48 @@ from server.config import Config
 def _serve(args: argparse.Namespace) -> int:
     from server.app import serve
 
+    config = _load(args)
+    return 2 if config is None else serve(config)
+
+
+def _load(args: argparse.Namespace) -> Config | None:
     try:
-        config = Config.load(args.config, args.override or [])
+        return Config.load(args.config, args.override or [])
     except (OSError, ValueError) as e:
         print(f"kcoord: {e}", file=sys.stderr)
-        return 2
-    return serve(config)
+        return None
 
 
 def _compact(args: argparse.Namespace) -> int:
     """One compaction pass of __consumer_offsets (the PySpark sidecar) over the log directory
-    the same configuration gives the server; in place unless --output is given."""
-    try:
-        config = Config.load(args.config, args.override or [])
-    except (OSError, ValueError) as e:
-        print(f"kcoord: {e}", file=sys.stderr)
+    the same configuration gives the server; in place (the server may run) unless --output."""
+    config = _load(args)
+    if config is None:
         return 2
     from sidecar.compact import main as compact_main
 
-    host, port = config.advertised
     argv = [
         str(config.log_dir),
         *(["--output", args.output] if args.output else ["--in-place"]),
         "--master", args.master,
         "--segment-bytes", str(config["offsets.topic.segment.bytes"]),
         "--delete-retention-ms", str(config["log.cleaner.delete.retention.ms"]),
-        "--server-address", f"{host}:{port}",  # in place refuses while the server listens
     ]
     if not args.no_verify:
         argv.append("--verify")
     return compact_main(argv)
+
+
+def _sidecar(args: argparse.Namespace) -> int:
+    config = _load(args)
+    if config is None:
+        return 2
+    import logging
+
+    from sidecar.daemon import serve
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return serve(config, args.master)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     c.add_argument("--output", help="write the compacted partitions here instead of in place")
     c.add_argument("--no-verify", action="store_true", help="skip replaying input and output")
+    d = sub.add_parser("sidecar", help="compact __consumer_offsets continuously, as Kafka's log cleaner")
+    d.add_argument("config", nargs="?", help="server.properties or .toml file")
+    d.add_argument("--override", action="append", metavar="NAME=VALUE", help="override a setting")
+    d.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     sub.add_parser("dump", help="decode __consumer_offsets segments: dump PATH... [--json]")
     sub.add_parser("groups", help="groups rebuilt from the log: groups [--log-dir DIR]")
     sub.add_parser("offsets", help="offsets rebuilt from the log: offsets [--log-dir DIR]")
@@ -79,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "compact":
         return _compact(args)
+    if args.command == "sidecar":
+        return _sidecar(args)
     parser.print_help()
     return 2
 

@@ -64,11 +64,16 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.max.session.timeout.ms": (int, 1800000),
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.max.size": (int, 2147483647),
-    "log.cleaner.delete.retention.ms": (int, 86400000),  # used by `kcoord compact`
+    # Kafka's log cleaner settings, used by `kcoord compact` / `kcoord sidecar`
+    "log.cleaner.delete.retention.ms": (int, 86400000),
+    "log.cleaner.min.cleanable.ratio": (float, 0.5),
+    "log.cleaner.backoff.ms": (int, 15000),
     "cluster.id": (_str, ""),
     "log.level": (_str, "INFO"),
     # kcoord's own: where Prometheus scrapes /metrics, e.g. http://127.0.0.1:9404 (off when empty)
     "kcoord.metrics.listener": (_str, ""),
+    # how often the server looks for compacted segments the sidecar committed (.swap files)
+    "kcoord.compaction.handoff.check.ms": (int, 1000),
 }
 
 

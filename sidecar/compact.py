@@ -1,19 +1,15 @@
-"""kcoord-compact: a PySpark job compacting the __consumer_offsets partitions of a kcoord (or
-Kafka) log directory the way Kafka's log cleaner does for cleanup.policy=compact.
+"""kcoord-compact: one pass of the PySpark job that compacts the __consumer_offsets partitions
+of a kcoord (or Kafka) log directory the way Kafka's log cleaner does (cleanup.policy=compact).
 
-    spark-submit sidecar/compact.py /data --output /data-compacted --verify
-    kcoord-compact /data --in-place --verify           # the server must be stopped
+    kcoord-compact /data --in-place --verify          # the server may keep running
+    kcoord-compact /data --output /data-compacted     # a compacted copy
     kcoord-compact /data --in-place --master spark://host:7077
 
-Spark reads every segment (.log) as a binary file (the `binaryFile` source); the rows are
-shuffled by partition inside the JVM so that one task owns each __consumer_offsets partition
-(the key map must see the whole partition), and that task parses the batches with
-storage/batch.py, compacts (sidecar/compaction.py), writes the new segments with storage's
-code, reloads them with storage's PartitionLog, and with --verify replays input and output
-through the coordinator's replay (sidecar/verify.py). Executors write the output themselves:
-the log directory (and --output) must be on a filesystem every executor sees (local mode, or
-a shared volume). The driver prints one summary row per partition and, with --in-place,
-swaps the compacted directories in only if every partition succeeded.
+In place, only closed segments are read, and the cleaned ones are handed to the partition
+directory with Kafka's .cleaned -> .swap protocol (sidecar/handoff.py, storage/swap.py): a
+running server swaps them in on its event loop, a stopped one at its next start (or this
+tool does it when no server holds the log directory). The Spark side is sidecar/pipeline.py;
+`kcoord sidecar` (sidecar/daemon.py) runs passes continuously.
 """
 from __future__ import annotations
 
@@ -25,21 +21,22 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
-import zipfile
 
 if __package__ in (None, ""):
     # spark-submit runs this file as a script: make the project importable from its checkout.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sidecar.compaction import DEFAULT_DELETE_RETENTION_MS, DEFAULT_SEGMENT_BYTES
+from sidecar.pipeline import PartitionPlan, code_zip, get_spark, run_spark
 
 log = logging.getLogger("kcoord.compact")
 
+__all__ = ["get_spark", "main", "parse_args", "plan_pass", "run", "run_pass"]
+
 OFFSETS_TOPIC = "__consumer_offsets"
 _PARTITION_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
-_SEGMENT_PATH = re.compile(r"__consumer_offsets-(\d+)/(\d{20})\.log$")
-_PACKAGES = ("protocol", "storage", "server", "sidecar")
 
 
 # ------------------------------------------------------------------------------ arguments
@@ -53,27 +50,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--output", "-o", help="write compacted partition directories here")
     out.add_argument("--in-place", action="store_true",
-                     help="replace the partitions in log_dir (the server must be stopped)")
+                     help="hand the cleaned segments to the log directory (a running server swaps them in)")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--delete-retention-ms", type=int, default=DEFAULT_DELETE_RETENTION_MS,
-                   help="keep tombstones this long (delete.retention.ms, default 86400000)")
-    p.add_argument("--tombstone-reference", choices=("cleaning-time", "last-record"),
-                   default="cleaning-time",
-                   help="a tombstone's age is measured against the cleaning time (default, as "
-                        "Kafka) or the partition's newest record timestamp")
+                   help="tombstones live this long after their first cleaning (delete.retention.ms)")
     p.add_argument("--now-ms", type=int, default=None, help="the cleaning time (default: now)")
     p.add_argument("--segment-bytes", type=int, default=None,
                    help="group cleaned segments up to this size (default: the topic's "
                         "segment.bytes from kcoord-topics.json, else 104857600)")
     p.add_argument("--partitions", default=None,
                    help="comma-separated partition numbers to compact (default: all)")
+    p.add_argument("--min-cleanable-ratio", type=float, default=0.0,
+                   help="in place: only partitions whose dirty ratio reaches this "
+                        "(log.cleaner.min.cleanable.ratio; default 0: every partition)")
     p.add_argument("--verify", action="store_true",
                    help="replay input and output through the coordinator's start-up replay "
                         "and fail unless groups and committed offsets are identical")
     p.add_argument("--verify-mode", choices=("auto", "coordinator", "last-value"), default="auto",
                    help="auto: the GroupCoordinator's replay when available, else last value per key")
-    p.add_argument("--server-address", action="append", default=[],
-                   help="with --in-place: refuse if a server accepts connections here (host:port); repeatable")
+    p.add_argument("--handoff-timeout", type=float, default=60.0,
+                   help="in place: seconds to wait for a running server to swap the segments in")
     p.add_argument("--json", action="store_true", help="also print the per-partition stats as JSON lines")
     return p.parse_args(argv)
 
@@ -106,84 +102,61 @@ def topic_settings(log_dir: str) -> tuple[int | None, int | None]:
     return None, None
 
 
-# ------------------------------------------------------------------------------ spark
+# ------------------------------------------------------------------------------ planning
 
 
-def _code_zip(tmpdir: str) -> str:
-    """The project's packages as a zip for the executors (spark.addPyFile)."""
-    import importlib
+def plan_pass(log_dir: str, partitions: dict[int, str], *, output_dir: str | None,
+              min_ratio: float = 0.0) -> tuple[list[PartitionPlan], dict[int, str]]:
+    """What this pass does per partition, and why the others are skipped."""
+    from sidecar.checkpoint import dirty_ratio, read_checkpoint
+    from sidecar.handoff import closed_segments, fingerprints
+    from sidecar.partition_io import DirectoryOutput, SwapOutput
+    from storage.swap import pending_swaps, segment_bases
 
-    path = os.path.join(tmpdir, "kcoord_code.zip")
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for pkg in _PACKAGES:
-            root = os.path.dirname(importlib.import_module(pkg).__file__)
-            base = os.path.dirname(root)
-            for dirpath, dirnames, files in os.walk(root):
-                dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-                for fn in files:
-                    if fn.endswith(".py"):
-                        full = os.path.join(dirpath, fn)
-                        z.write(full, os.path.relpath(full, base))
-    return path
-
-
-def get_spark(master: str = "local[*]", app_name: str = "kcoord-compact"):
-    """A SparkSession (reused if one is active). Executors default to this interpreter."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    return (SparkSession.builder.master(master).appName(app_name)
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "8")
-            .config("spark.driver.memory", os.environ.get("KCOORD_COMPACT_DRIVER_MEMORY", "2g"))
-            .getOrCreate())
-
-
-def _task(rows, options: dict, targets: dict, sources: dict):
-    """Executor side: rows of (partition, base_offset, content) -> stats dicts."""
-    from sidecar.compaction import Segment
-    from sidecar.partition_io import process_partition
-
-    logging.getLogger("storage").setLevel(logging.ERROR)
-    by_partition: dict[int, list] = {}
-    for r in rows:
-        by_partition.setdefault(r["partition"], []).append(Segment(r["base_offset"], bytes(r["content"])))
-    for p, segs in sorted(by_partition.items()):
-        yield process_partition(p, segs, source_dir=sources[p], target_dir=targets[p], **options)
-        segs.clear()
+    plans: list[PartitionPlan] = []
+    skipped: dict[int, str] = {}
+    checkpoint = read_checkpoint(log_dir)
+    for p, d in partitions.items():
+        if output_dir is not None:
+            plans.append(PartitionPlan(p, d, segment_bases(d),
+                                       DirectoryOutput(os.path.join(output_dir, os.path.basename(d)))))
+            continue
+        if pending_swaps(d):
+            skipped[p] = "the previous pass's segments are not swapped in yet"
+            continue
+        closed, active = closed_segments(d)
+        if not closed:
+            skipped[p] = "only the active segment (nothing to clean)"
+            continue
+        ratio = dirty_ratio(d, closed, checkpoint.get((OFFSETS_TOPIC, p), 0))
+        if ratio < min_ratio:
+            skipped[p] = f"dirty ratio {ratio:.2f} below {min_ratio}"
+            continue
+        plans.append(PartitionPlan(p, d, closed, SwapOutput(d, fingerprints(d, closed)), active_base=active,
+                                   extra={"dirty_ratio": ratio}))
+    return plans, skipped
 
 
-def run_spark(spark, partitions: dict[int, str], targets: dict[int, str], options: dict) -> list[dict]:
-    """One Spark job over every segment of `partitions`; returns the stats of each partition."""
-    from pyspark.sql import functions as F
+# ------------------------------------------------------------------------------ progress
 
-    paths = []
-    for d in partitions.values():
-        for name in sorted(os.listdir(d)):
-            if re.fullmatch(r"\d{20}\.log", name):
-                paths.append("file://" + os.path.abspath(os.path.join(d, name)))
-    results: list[dict] = []
-    with_segments = set()
-    if paths:
-        df = (spark.read.format("binaryFile").load(paths)
-              .select(F.col("path"), F.col("content")))
-        df = (df.withColumn("partition", F.regexp_extract("path", _SEGMENT_PATH.pattern, 1).cast("int"))
-                .withColumn("base_offset", F.regexp_extract("path", _SEGMENT_PATH.pattern, 2).cast("long"))
-                .select("partition", "base_offset", "content")
-                .repartition(max(1, len(partitions)), "partition"))
-        sources = dict(partitions)
-        tg = dict(targets)
-        results = df.rdd.mapPartitions(lambda rows: _task(rows, options, tg, sources)).collect()
-        with_segments = {r["partition"] for r in results}
-    # Partitions without any segment file: write the empty log the server would create.
-    from sidecar.partition_io import process_partition
 
-    for p in partitions:
-        if p not in with_segments:
-            results.append(process_partition(p, [], source_dir=partitions[p], target_dir=targets[p], **options))
-    return sorted(results, key=lambda r: r["partition"])
+class _Progress(threading.Thread):
+    """Prints the running Spark stage's finished/total tasks every few seconds (long passes)."""
+
+    def __init__(self, spark, out, every_s: float = 5.0) -> None:
+        super().__init__(daemon=True)
+        self.tracker = spark.sparkContext.statusTracker()
+        self.out, self.every_s = out, every_s
+        self.done = threading.Event()
+        self.started = time.monotonic()
+
+    def run(self) -> None:
+        while not self.done.wait(self.every_s):
+            for sid in self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(sid)
+                if info is not None:
+                    print(f"  ... {time.monotonic() - self.started:.0f} s: stage {sid} "
+                          f"{info.numCompletedTasks}/{info.numTasks} tasks done", file=self.out, flush=True)
 
 
 # ------------------------------------------------------------------------------ report
@@ -216,12 +189,37 @@ def format_table(results: list[dict]) -> str:
     return "\n".join(out)
 
 
-# ------------------------------------------------------------------------------ main
+# ------------------------------------------------------------------------------ one pass
+
+
+def run_pass(spark, log_dir: str, plans: list[PartitionPlan], options: dict, *, out=sys.stdout,
+             handoff_timeout: float = 60.0) -> tuple[list[dict], str]:
+    """Run the planned pass on `spark`; in place, also see the swaps through. Returns the
+    per-partition stats and what happened to the swaps."""
+    from sidecar.checkpoint import write_checkpoint
+    from sidecar.handoff import finish
+    from sidecar.partition_io import SwapOutput
+
+    progress = _Progress(spark, out)
+    progress.start()
+    try:
+        results = run_spark(spark, plans, options)
+    finally:
+        progress.done.set()
+    swapped = [pl for pl in plans if isinstance(pl.output, SwapOutput)]
+    note = ""
+    if swapped:
+        note = finish(log_dir, [pl.directory for pl in swapped], handoff_timeout)
+        failed = {r["partition"] for r in results if r["extra"].get("error")}
+        # Kafka's cleaner checkpoint: where the next dirty range starts (the dirty ratio).
+        write_checkpoint(log_dir, {(OFFSETS_TOPIC, pl.partition): pl.active_base
+                                   for pl in swapped if pl.partition not in failed})
+    return results, note
 
 
 def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
     """The whole job; returns the exit status (0 ok, 1 a partition failed, 2 refused)."""
-    from sidecar import inplace
+    from sidecar.handoff import CleanerLock, DirectoryInUseError
 
     log_dir = os.path.abspath(args.log_dir)
     if not os.path.isdir(log_dir):
@@ -231,86 +229,56 @@ def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
     registry_partitions, registry_segment_bytes = topic_settings(log_dir)
     segment_bytes = args.segment_bytes or registry_segment_bytes or DEFAULT_SEGMENT_BYTES
     now_ms = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
-
-    lock = None
-    if args.in_place:
-        lock = inplace.LogDirLock(log_dir)
-        try:
-            lock.acquire()
-            note = inplace.recover_interrupted_swaps(log_dir)
-            if note:
-                print(f"recovered an interrupted swap: {note}", file=out)
-        except inplace.DirectoryInUseError as e:
-            print(f"kcoord-compact: {e}", file=sys.stderr)
+    partitions = find_partitions(log_dir, only)
+    if not partitions:
+        print(f"kcoord-compact: no {OFFSETS_TOPIC}-N directories in {log_dir}", file=sys.stderr)
+        return 2
+    output_dir = None
+    if args.output:
+        output_dir = os.path.abspath(args.output)
+        if os.path.realpath(output_dir) == os.path.realpath(log_dir):
+            print("kcoord-compact: --output must differ from the log directory (use --in-place)",
+                  file=sys.stderr)
             return 2
+        os.makedirs(output_dir, exist_ok=True)
+    lock = CleanerLock(log_dir)
     try:
-        partitions = find_partitions(log_dir, only)
-        if not partitions:
-            print(f"kcoord-compact: no {OFFSETS_TOPIC}-N directories in {log_dir}", file=sys.stderr)
-            return 2
-        num_partitions = registry_partitions or (max(partitions) + 1)
-        if args.in_place:
-            try:
-                inplace.check_not_in_use(log_dir, list(partitions.values()), args.server_address)
-            except inplace.DirectoryInUseError as e:
-                print(f"kcoord-compact: {e}", file=sys.stderr)
-                return 2
-            targets = {p: inplace.staging_name(d) for p, d in partitions.items()}
-        else:
-            out_dir = os.path.abspath(args.output)
-            if os.path.realpath(out_dir) == os.path.realpath(log_dir):
-                print("kcoord-compact: --output must differ from the log directory (use --in-place)",
-                      file=sys.stderr)
-                return 2
-            os.makedirs(out_dir, exist_ok=True)
-            targets = {p: os.path.join(out_dir, os.path.basename(d)) for p, d in partitions.items()}
+        lock.acquire()
+    except DirectoryInUseError as e:
+        print(f"kcoord-compact: {e}", file=sys.stderr)
+        return 2
+    own_spark = spark is None
+    tmp = tempfile.mkdtemp(prefix="kcoord-compact-")
+    try:
+        plans, skipped = plan_pass(log_dir, partitions, output_dir=output_dir,
+                                   min_ratio=args.min_cleanable_ratio)
+        for p, why in skipped.items():
+            print(f"partition {p}: skipped, {why}", file=out)
         options = dict(now_ms=now_ms, delete_retention_ms=args.delete_retention_ms,
-                       segment_bytes=segment_bytes, tombstone_reference=args.tombstone_reference,
-                       verify=args.verify, verify_mode=args.verify_mode, num_partitions=num_partitions)
-
-        own_spark = spark is None
-        tmp = tempfile.mkdtemp(prefix="kcoord-compact-")
+                       segment_bytes=segment_bytes, verify=args.verify, verify_mode=args.verify_mode,
+                       num_partitions=registry_partitions or (max(partitions) + 1))
         started = time.monotonic()
-        try:
-            if own_spark:
-                spark = get_spark(args.master)
-                spark.sparkContext.setLogLevel("ERROR")
-            spark.sparkContext.addPyFile(_code_zip(tmp))
-            results = run_spark(spark, partitions, targets, options)
-        finally:
-            if own_spark and spark is not None:
-                spark.stop()
-            shutil.rmtree(tmp, ignore_errors=True)
+        if own_spark:
+            spark = get_spark(args.master)
+            spark.sparkContext.setLogLevel("ERROR")
+        spark.sparkContext.addPyFile(code_zip(tmp))
+        results, note = run_pass(spark, log_dir, plans, options, out=out, handoff_timeout=args.handoff_timeout)
         elapsed = time.monotonic() - started
-
-        print(format_table(results), file=out)
-        if args.json:
-            for r in results:
-                print(json.dumps(r, sort_keys=True), file=out)
-        failed = [r for r in results if r["extra"].get("error")]
-        if failed:
-            if args.in_place:
-                for t in targets.values():
-                    shutil.rmtree(t, ignore_errors=True)
-                print("kcoord-compact: nothing was replaced (a partition failed)", file=out)
-            return 1
-        if args.in_place:
-            # Last look right before touching the live directories.
-            try:
-                inplace.check_not_in_use(log_dir, list(partitions.values()), args.server_address)
-            except inplace.DirectoryInUseError as e:
-                for t in targets.values():
-                    shutil.rmtree(t, ignore_errors=True)
-                print(f"kcoord-compact: {e}", file=sys.stderr)
-                return 2
-            methods = {inplace.swap_in(partitions[p], targets[p]) for p in partitions}
-            print(f"swapped {len(partitions)} partition(s) in place ({', '.join(sorted(methods))})", file=out)
-        total_in = sum(r["bytes_in"] for r in results)
-        print(f"compacted {len(results)} partition(s), {total_in / 1e6:.2f} MB in {elapsed:.2f} s", file=out)
-        return 0
     finally:
-        if lock is not None:
-            lock.release()
+        if own_spark and spark is not None:
+            spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        lock.release()
+
+    print(format_table(results), file=out)
+    if args.json:
+        for r in results:
+            print(json.dumps(r, sort_keys=True), file=out)
+    if note:
+        print(f"segments: {note}", file=out)
+    total_in = sum(r["bytes_in"] for r in results)
+    print(f"compacted {len(results)} partition(s), {total_in / 1e6:.2f} MB in {elapsed:.2f} s", file=out)
+    return 1 if any(r["extra"].get("error") for r in results) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,18 +10,18 @@ Semantics (Kafka's Cleaner, one full cleaning round from the log start; no clean
   record of the cleanable range is retained iff it is the highest offset of its key there.
   (A newer value of the same key in the active segment does not remove the older one: Kafka's
   map stops at the first uncleanable offset too. Replaying gives the same state either way.)
-- Tombstones (null value) that are the latest of their key are retained until they are older
-  than delete.retention.ms: dropped when `record timestamp + delete_retention_ms <
-  reference_ms`, or, for a batch Kafka's cleaner already stamped with a delete horizon
-  (KIP-534, attribute bit 6), when `reference_ms >= horizon`. Records without a key are
-  dropped (Kafka counts them as invalid).
+- Tombstones (null value) that are the latest of their key follow KIP-534: the first cleaning
+  keeps them and stamps their batch with a delete horizon (now + delete.retention.ms, in the
+  base timestamp, attribute bit 6); a later cleaning at or past the horizon drops them.
+  Records without a key are dropped (Kafka counts them as invalid).
 - Retained records keep their offsets. A batch whose records are all retained is copied
-  verbatim; a partly retained one is rebuilt with the same base offset, leader epoch,
-  producer id/epoch/base sequence, transactional flag, timestamp type and compression
-  (so it has offset gaps); a batch that loses every record disappears, except the last
-  batch of the cleanable range, which stays as an empty batch (Kafka's RETAIN_EMPTY) so the
-  offsets below the active segment stay accounted for. Control batches (transaction markers)
-  are kept verbatim: kcoord's loader skips them and this tool does not track transactions.
+  verbatim (unless it needs a horizon); a partly retained one is rebuilt with the same base
+  offset, leader epoch, producer id/epoch/base sequence, transactional flag, timestamp type
+  and compression (so it has offset gaps); a batch that loses every record disappears,
+  except the last batch of each output segment, which stays as an empty batch (Kafka's
+  RETAIN_EMPTY) so that the new segment spans exactly the offsets of the segments it
+  replaces. Control batches (transaction markers) are kept verbatim: kcoord's loader skips
+  them and this tool does not track transactions.
 - Cleaned segments are grouped like Kafka's groupSegmentsBySize (consecutive segments while
   their total input size fits segment.bytes and the offsets fit a segment's int32 relative
   range); each group becomes one segment named after its first segment's base offset, even
@@ -33,7 +33,11 @@ import os
 import struct
 from dataclasses import asdict, dataclass, field
 
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka.record.default_records import (
+    DefaultRecordBatch,
+    DefaultRecordBatchBuilder,
+    _DefaultRecordBatchBuilderPy,
+)
 from aiokafka.record.util import calc_crc32c
 
 from storage.batch import (
@@ -52,6 +56,7 @@ from storage.segment import MAX_RELATIVE_OFFSET
 
 __all__ = [
     "ATTR_DELETE_HORIZON",
+    "CleanedGroup",
     "CompactedPartition",
     "PartitionStats",
     "Segment",
@@ -104,9 +109,23 @@ class PartitionStats:
 
 
 @dataclass(slots=True)
+class CleanedGroup:
+    """One output segment of the cleanable range and the input segments it replaces."""
+
+    replaces: list[int]  # base offsets of the input segments, oldest first
+    segment: Segment  # named after replaces[0]; spans the same offsets
+
+
+@dataclass(slots=True)
 class CompactedPartition:
-    segments: list[Segment]  # output segments, oldest first; the last is the active one, verbatim
+    groups: list[CleanedGroup]  # the cleaned range, oldest first
+    active: Segment | None  # the input's active segment, verbatim
     stats: PartitionStats
+
+    @property
+    def segments(self) -> list[Segment]:
+        """Every output segment, oldest first, the active one last."""
+        return [g.segment for g in self.groups] + ([self.active] if self.active else [])
 
 
 def iter_segment_batches(data: bytes | bytearray | memoryview, where: str = "segment"):
@@ -145,26 +164,49 @@ def scan_segment(seg: Segment) -> list[tuple[BatchHeader, memoryview]]:
     return list(iter_segment_batches(seg.data, f"segment {seg.base_offset}"))
 
 
+def segment_key_map(batches: list[tuple[BatchHeader, memoryview]],
+                    into: dict[bytes, int] | None = None) -> dict[bytes, int]:
+    """Raw key bytes -> highest offset over one segment's batches, merged into `into`
+    (segments must be given oldest first: offsets only grow, so the last one seen wins)."""
+    latest: dict[bytes, int] = {} if into is None else into
+    for h, body in batches:
+        if h.is_control:
+            continue
+        for off, _ts, key, _v, _hd in iter_records(body, h):
+            if key is not None:
+                latest[key] = off
+    return latest
+
+
 def build_key_map(scanned: list[list[tuple[BatchHeader, memoryview]]]) -> dict[bytes, int]:
     """Raw key bytes -> highest offset, over the given (cleanable) segments' batches."""
     latest: dict[bytes, int] = {}
     for batches in scanned:
-        for h, body in batches:
-            if h.is_control:
-                continue
-            for off, _ts, key, _v, _hd in iter_records(body, h):
-                if key is not None:
-                    latest[key] = off  # offsets only grow: the last one seen wins
+        segment_key_map(batches, latest)
     return latest
 
 
-def _rebuild(h: BatchHeader, kept: list[tuple]) -> bytearray:
-    """A batch of the retained records of `h`, keeping its offsets and properties."""
-    b = DefaultRecordBatchBuilder(
-        magic=2, compression_type=h.compression,
-        is_transactional=1 if h.attributes & ATTR_TRANSACTIONAL else 0,
-        producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence, batch_size=2**31 - 1)
+class _HorizonBatchBuilder(_DefaultRecordBatchBuilderPy):
+    """aiokafka's batch builder, with KIP-534's delete horizon as the base timestamp (record
+    timestamp deltas are relative to it, as in Kafka) and attribute bit 6 set."""
+
+    def __init__(self, delete_horizon: int, **kw) -> None:
+        super().__init__(**kw)
+        self._first_timestamp = delete_horizon
+        self._max_timestamp = -1
+
+    def _get_attributes(self, include_compression_type: bool = True) -> int:
+        return super()._get_attributes(include_compression_type) | ATTR_DELETE_HORIZON
+
+
+def _rebuild(h: BatchHeader, kept: list[tuple], delete_horizon: int | None = None) -> bytearray:
+    """A batch of the retained records of `h`, keeping its offsets and properties; with
+    `delete_horizon`, stamped with it (KIP-534)."""
+    kw = dict(magic=2, compression_type=h.compression,
+              is_transactional=1 if h.attributes & ATTR_TRANSACTIONAL else 0,
+              producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+              base_sequence=h.base_sequence, batch_size=2**31 - 1)
+    b = DefaultRecordBatchBuilder(**kw) if delete_horizon is None else _HorizonBatchBuilder(delete_horizon, **kw)
     for off, ts, key, value, headers in kept:
         b.append(off - h.base_offset, ts, key, value, headers)
     buf = b.build()
@@ -209,84 +251,79 @@ def group_segments(segments: list[Segment], segment_bytes: int, upper_bound: int
     return groups
 
 
-def partition_max_timestamp(scanned: list[list[tuple[BatchHeader, memoryview]]]) -> int:
-    return max((h.max_timestamp for batches in scanned for h, _ in batches), default=-1)
+def _clean_batch(h: BatchHeader, body: memoryview, key_map: dict[bytes, int], now_ms: int,
+                 delete_retention_ms: int, st: PartitionStats) -> bytes | bytearray | memoryview | None:
+    """The retained form of one data batch: verbatim, rebuilt, or None (nothing retained)."""
+    horizon = _delete_horizon(h)
+    recs = list(iter_records(body, h))
+    st.records_in += len(recs)
+    kept = []
+    tombstones = 0
+    for rec in recs:
+        off, key, value = rec[0], rec[2], rec[3]
+        if key is None:
+            st.keyless_dropped += 1
+            continue
+        if key_map.get(key) != off:
+            st.superseded_dropped += 1
+            continue
+        if value is None:
+            # KIP-534: a tombstone survives its first cleaning, which stamps the batch with
+            # a delete horizon (now + delete.retention.ms); a later cleaning past it drops it.
+            if horizon is not None and now_ms >= horizon:
+                st.tombstones_dropped += 1
+                continue
+            tombstones += 1
+        kept.append(rec)
+    st.records_out += len(kept)
+    st.tombstones_kept += tombstones
+    if not kept:
+        return None
+    if tombstones and horizon is None:
+        return _rebuild(h, kept, now_ms + delete_retention_ms)
+    if len(kept) == len(recs):
+        return body  # untouched: verbatim (Kafka copies it as is)
+    return _rebuild(h, kept, horizon)
 
 
 def compact_partition(segments: list[Segment], *, now_ms: int,
                       delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
                       segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                      tombstone_reference: str = "cleaning-time",
-                      partition: int = -1) -> CompactedPartition:
+                      partition: int = -1,
+                      key_map: dict[bytes, int] | None = None) -> CompactedPartition:
     """Compact one partition given all its segments (any order; the highest base offset is the
-    active segment). `tombstone_reference`: "cleaning-time" measures a tombstone's age against
-    now_ms (Kafka: the cleaner's clock); "last-record" against the partition's largest record
-    timestamp (deterministic: a log does not age while the server is down)."""
+    active segment). `now_ms` is the cleaner's clock (tombstone delete horizons). `key_map`,
+    if given, is the cleanable range's key -> highest offset map computed elsewhere (the Spark
+    job builds it in parallel); otherwise it is built here."""
     segments = sorted(segments, key=lambda s: s.base_offset)
     st = PartitionStats(partition=partition, segments_in=len(segments))
     if not segments:
-        return CompactedPartition([], st)
+        return CompactedPartition([], None, st)
     active = segments[-1]
     cleanable = segments[:-1]
     scanned = {seg.base_offset: scan_segment(seg) for seg in segments}
-    if tombstone_reference == "cleaning-time":
-        reference = now_ms
-    elif tombstone_reference == "last-record":
-        reference = partition_max_timestamp(list(scanned.values()))
-    else:
-        raise ValueError(f"unknown tombstone reference {tombstone_reference!r}")
+    if key_map is None:
+        key_map = build_key_map([scanned[s.base_offset] for s in cleanable])
 
-    key_map = build_key_map([scanned[s.base_offset] for s in cleanable])
-    upper_bound = active.base_offset  # first uncleanable offset
-    last_batch_end = -1  # next offset of the cleanable range's last batch
-    for seg in cleanable:
-        for h, _ in scanned[seg.base_offset]:
-            last_batch_end = h.next_offset
-
-    out: list[Segment] = []
-    for group in group_segments(cleanable, segment_bytes, upper_bound):
+    groups: list[CleanedGroup] = []
+    for group in group_segments(cleanable, segment_bytes, active.base_offset):
+        batches = [hb for seg in group for hb in scanned[seg.base_offset]]
         parts: list[bytes | bytearray | memoryview] = []
-        for seg in group:
-            st.bytes_in += len(seg.data)
-            for h, body in scanned[seg.base_offset]:
-                st.batches_in += 1
-                if h.is_control:
-                    parts.append(body)
-                    st.batches_out += 1
-                    continue
-                horizon = _delete_horizon(h)
-                recs = list(iter_records(body, h))
-                st.records_in += len(recs)
-                kept = []
-                for rec in recs:
-                    off, ts, key, value = rec[0], rec[1], rec[2], rec[3]
-                    if key is None:
-                        st.keyless_dropped += 1
-                        continue
-                    if key_map.get(key) != off:
-                        st.superseded_dropped += 1
-                        continue
-                    if value is None:
-                        expired = (reference >= horizon) if horizon is not None \
-                            else ts + delete_retention_ms < reference
-                        if expired:
-                            st.tombstones_dropped += 1
-                            continue
-                        st.tombstones_kept += 1
-                    kept.append(rec)
-                st.records_out += len(kept)
-                if len(kept) == len(recs):
-                    parts.append(body)  # untouched: verbatim (Kafka copies it as is)
-                elif kept:
-                    parts.append(_rebuild(h, kept))
-                elif h.next_offset == last_batch_end:
-                    parts.append(empty_batch(h))  # Kafka's RETAIN_EMPTY for the round's last batch
-                else:
-                    continue
+        for n, (h, body) in enumerate(batches, 1):
+            st.batches_in += 1
+            cleaned = body if h.is_control else _clean_batch(h, body, key_map, now_ms, delete_retention_ms, st)
+            if cleaned is None and n == len(batches):
+                # The group's last batch always stays (empty if need be, Kafka's RETAIN_EMPTY):
+                # the new segment then spans the old group's offsets, which is how a .swap
+                # file says which old segments it replaces.
+                cleaned = empty_batch(h)
+            if cleaned is not None:
+                parts.append(cleaned)
                 st.batches_out += 1
         data = b"".join(parts)
+        st.bytes_in += sum(len(seg.data) for seg in group)
         st.bytes_out += len(data)
-        out.append(Segment(group[0].base_offset, data))
+        groups.append(CleanedGroup([seg.base_offset for seg in group], Segment(group[0].base_offset, data)))
 
     # The active segment: untouched, only counted.
     st.bytes_in += len(active.data)
@@ -302,12 +339,11 @@ def compact_partition(segments: list[Segment], *, now_ms: int,
             if value is None:
                 st.tombstones_kept += 1
         st.log_end_offset = h.next_offset
-    out.append(Segment(active.base_offset, bytes(active.data)))
     if not st.log_end_offset:
         st.log_end_offset = active.base_offset
     st.log_start_offset = segments[0].base_offset
-    st.segments_out = len(out)
-    return CompactedPartition(out, st)
+    st.segments_out = len(groups) + 1
+    return CompactedPartition(groups, Segment(active.base_offset, bytes(active.data)), st)
 
 
 def read_partition_segments(path: str) -> list[Segment]:

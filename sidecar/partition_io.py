@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import time
+from dataclasses import dataclass
 
 from sidecar.compaction import (
     DEFAULT_DELETE_RETENTION_MS,
@@ -25,8 +26,10 @@ from sidecar.compaction import (
 from sidecar.verify import diff_states, replay_state
 from storage.log import PartitionLog
 from storage.segment import segment_name
+from storage.swap import fsync_dir
 
-__all__ = ["OutputCheckError", "fsync_dir", "process_partition", "write_partition_dir"]
+__all__ = ["DirectoryOutput", "OutputCheckError", "SwapOutput", "fsync_dir", "process_partition",
+           "write_partition_dir"]
 
 # Files that belong to segments we rewrite (the indexes are rebuilt) or Kafka's cleaner/recovery
 # temporaries; everything else in a partition directory (partition.metadata,
@@ -37,14 +40,6 @@ _TEMP_SUFFIXES = (".cleaned", ".swap", ".deleted", ".tmp")
 
 class OutputCheckError(RuntimeError):
     """The written directory does not reload as exactly what was written."""
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _fsync_file(path: str) -> None:
@@ -119,36 +114,60 @@ def output_records(path: str):
         plog.close()
 
 
+@dataclass(frozen=True, slots=True)
+class DirectoryOutput:
+    """Write the whole compacted partition as a new directory (`--output`)."""
+
+    target_dir: str
+
+
+@dataclass(frozen=True, slots=True)
+class SwapOutput:
+    """Hand the cleaned segments to the live partition directory (sidecar/handoff.py): the
+    server, running or not, swaps them in. `inputs` fingerprints the segments read."""
+
+    partition_dir: str
+    inputs: dict[int, tuple[int, int]]
+
+
+Output = DirectoryOutput | SwapOutput
+
+
 def process_partition(partition: int, segments: list[Segment], *, source_dir: str | None,
-                      target_dir: str, now_ms: int,
+                      output: Output, now_ms: int,
                       delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
                       segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                      tombstone_reference: str = "cleaning-time",
                       verify: bool = False, verify_mode: str = "auto",
-                      num_partitions: int = 50) -> dict:
-    """Everything one Spark task does for one partition; returns the stats as a dict, with
-    `error` set (and no exception) when compaction, the reload check or --verify failed."""
+                      num_partitions: int = 50,
+                      key_map: dict[bytes, int] | None = None) -> dict:
+    """Everything one Spark task does for one partition: compact, verify (replay input and
+    output through the coordinator's replay), write. Returns the stats as a dict, with
+    `error` set (and no exception) when compaction, the checks or the writing failed."""
+    from sidecar.handoff import publish
+
     started = time.monotonic()
+    verified = "error"
     try:
         result = compact_partition(segments, now_ms=now_ms, delete_retention_ms=delete_retention_ms,
-                                   segment_bytes=segment_bytes,
-                                   tombstone_reference=tombstone_reference, partition=partition)
+                                   segment_bytes=segment_bytes, partition=partition, key_map=key_map)
         st = result.stats
-        write_partition_dir(target_dir, result.segments, source_dir, expected_log_end=st.log_end_offset)
         if verify:
             mode, before = replay_state(input_records(segments), partition, num_partitions, verify_mode)
-            _, after = replay_state(output_records(target_dir), partition, num_partitions, mode)
+            _, after = replay_state(input_records(result.segments), partition, num_partitions, mode)
             diffs = diff_states(before, after)
             if diffs:
-                st.verified = f"FAILED ({mode})"
-                st.extra["error"] = "verify: " + "; ".join(diffs)
-            else:
-                st.verified = f"ok ({mode}, {len(before)} {'groups' if mode == 'coordinator' else 'keys'})"
+                verified = f"FAILED ({mode})"
+                raise OutputCheckError("verify: " + "; ".join(diffs))
+            st.verified = f"ok ({mode}, {len(before)} {'groups' if mode == 'coordinator' else 'keys'})"
+        if isinstance(output, DirectoryOutput):
+            write_partition_dir(output.target_dir, result.segments, source_dir,
+                                expected_log_end=st.log_end_offset)
+            st.extra["target_dir"] = output.target_dir
+        else:
+            st.extra["swaps"] = publish(output.partition_dir, result.groups, segments, output.inputs)
     except Exception as e:  # noqa: BLE001 - reported per partition, the driver aborts
         st = PartitionStats(partition=partition, segments_in=len(segments))
         st.extra["error"] = f"{type(e).__name__}: {e}"
-        st.verified = "error"
+        st.verified = verified
     st.seconds = time.monotonic() - started
-    d = st.as_dict()
-    d["target_dir"] = target_dir
-    return d
+    return st.as_dict()

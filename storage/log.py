@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from bisect import bisect_right
 from collections.abc import Iterator
 
@@ -27,6 +26,7 @@ from storage.batch import (
     split_batches,
 )
 from storage.segment import INDEX_INTERVAL_BYTES, MAX_RELATIVE_OFFSET, LogSegment, scan_batches
+from storage.swap import complete_swap, pending_swaps, remove_cleaned, segment_bases
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +41,6 @@ __all__ = [
 DEFAULT_SEGMENT_BYTES = 1073741824  # segment.bytes
 OFFSETS_SEGMENT_BYTES = 104857600  # offsets.topic.segment.bytes
 LOAD_BUFFER_SIZE = 5242880  # offsets.load.buffer.size: read size while loading
-
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 
 
 class OffsetOutOfRangeError(ValueError):
@@ -98,9 +96,49 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ opening
 
+    def _finish_compaction(self) -> None:
+        """A compactor's leftovers (storage/swap.py): drop uncommitted `.cleaned` files,
+        complete committed `.swap` ones."""
+        removed = remove_cleaned(self.path)
+        if removed:
+            logger.info("%s: deleted %d file(s) of an unfinished compaction: %s", self.path,
+                        len(removed), ", ".join(sorted(removed)[:5]))
+        for base in pending_swaps(self.path):
+            replaced = complete_swap(self.path, base, segment_bases(self.path))
+            if replaced is not None:
+                logger.info("%s: completed the swap of compacted segment %d (replaced %d segment(s))",
+                            self.path, base, len(replaced))
+
+    def adopt_swaps(self) -> int:
+        """Put in place the compacted segments a compactor committed while we serve (event-loop
+        thread, between requests, so every read sees either the old or the new segments).
+        Returns how many swaps were completed."""
+        done = 0
+        for base in pending_swaps(self.path):
+            closed = self.segments[:-1]
+            replaced = complete_swap(self.path, base, [s.base_offset for s in closed],
+                                     limit=self.active.base_offset)
+            if replaced is None:
+                continue
+            gone = set(replaced)
+            for seg in closed:
+                if seg.base_offset in gone:
+                    seg.close()
+            new = LogSegment(self.path, base, index_interval_bytes=self.index_interval_bytes)
+            new.recover()  # cuts nothing: complete_swap checked every batch
+            new.seal()
+            new.sync_index_files()
+            self.segments = sorted([s for s in self.segments if s.base_offset not in gone] + [new],
+                                   key=lambda s: s.base_offset)
+            self._bases = [s.base_offset for s in self.segments]
+            done += 1
+            logger.info("%s: swapped in compacted segment %d (%d bytes) for %d segment(s)",
+                        self.path, base, new.size, len(replaced))
+        return done
+
     def _recover(self) -> None:
-        bases = sorted(int(m.group(1)) for name in os.listdir(self.path)
-                       if (m := _SEGMENT_FILE.match(name)))
+        self._finish_compaction()
+        bases = segment_bases(self.path)
         dropped = 0
         for i, base in enumerate(bases):
             seg = LogSegment(self.path, base, index_interval_bytes=self.index_interval_bytes)

@@ -1,10 +1,8 @@
-"""The compactor's pure parts, without Spark: compaction semantics, the writer, the replay
-check, the in-place lock / in-use detection and the directory swap."""
+"""The compactor's pure parts, without Spark: compaction semantics (KIP-534 tombstones
+included), the writer and the replay check. The hand-off to a live directory is in
+test_compaction_handoff.py."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -12,7 +10,6 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.coordinator_codec import encode_key, encode_value
 from protocol.coordinator_records import OffsetKey, OffsetValue
-from sidecar import inplace
 from sidecar.compaction import (
     Segment,
     compact_partition,
@@ -21,7 +18,7 @@ from sidecar.compaction import (
     iter_segment_batches,
     read_partition_segments,
 )
-from sidecar.partition_io import input_records, output_records, process_partition
+from sidecar.partition_io import DirectoryOutput, input_records, output_records, process_partition
 from sidecar.testdata import DAY_MS, write_partition
 from sidecar.verify import diff_states, replay_state
 from storage.batch import CorruptBatchError, build_batch, parse_header
@@ -75,35 +72,54 @@ def test_latest_value_per_key_offsets_tombstones_and_active_segment(generated):
         seen.add(rec[2])
     offsets = [r[0] for r in cleaned]
     assert offsets == sorted(offsets)
-    # Old tombstones are gone, recent ones kept, every other latest value kept.
-    assert not (seen & generated.old_tombstones)
-    assert generated.new_tombstones <= seen
-    assert {r[2] for r in cleaned if r[3] is None} == generated.new_tombstones
-    assert seen == set(latest) - generated.old_tombstones
+    # A first cleaning keeps every latest record, tombstones included (KIP-534).
+    tombstones = generated.old_tombstones | generated.new_tombstones
+    assert {r[2] for r in cleaned if r[3] is None} == tombstones
+    assert seen == set(latest)
     st = result.stats
-    assert st.tombstones_dropped == len(generated.old_tombstones)
+    assert st.tombstones_dropped == 0
     assert st.records_in == generated.records
     assert st.records_out == len(cleaned) + len(records_of(out[-1:]))
     assert st.bytes_out < st.bytes_in
     assert st.log_end_offset == generated.log_end_offset
 
 
-def test_delete_retention_keeps_young_tombstones(generated):
+def horizons(segments):
+    """key -> the delete horizon stamped on its tombstone's batch (None if not stamped)."""
+    out = {}
+    for seg in segments:
+        for h, body in iter_segment_batches(seg.data):
+            for _off, _ts, k, v, _ in iter_records(body, h):
+                if v is None:
+                    out[k] = h.base_timestamp if h.attributes & 0x40 else None
+    return out
+
+
+def test_tombstones_live_delete_retention_after_their_first_cleaning(generated):
     segs = read_partition_segments(generated.path)
-    keep_all = compact_partition(segs, now_ms=NOW, delete_retention_ms=7 * DAY_MS)
-    kept = {r[2] for r in records_of(keep_all.segments[:-1]) if r[3] is None}
-    assert kept == generated.old_tombstones | generated.new_tombstones
-    assert keep_all.stats.tombstones_dropped == 0
-    # Measured against the newest record instead of the clock: a week later changes nothing.
-    later = compact_partition(segs, now_ms=NOW + 7 * DAY_MS, tombstone_reference="last-record")
-    kept = {r[2] for r in records_of(later.segments[:-1]) if r[3] is None}
-    assert kept == generated.new_tombstones
+    tombstones = generated.old_tombstones | generated.new_tombstones
+    first = compact_partition(segs, now_ms=NOW, delete_retention_ms=DAY_MS)
+    # Stamped with now + delete.retention.ms, whatever the tombstone's own timestamp.
+    assert horizons(first.segments[:-1]) == dict.fromkeys(tombstones, NOW + DAY_MS)
+    # Record timestamps survive the re-based batch (the horizon is the base timestamp).
+    before = {r[0]: r[1] for r in records_of(segs)}
+    assert all(before[off] == ts for off, ts, *_ in records_of(first.segments))
+    # A second cleaning before the horizon keeps them (copied as stamped) ...
+    again = compact_partition(first.segments, now_ms=NOW + DAY_MS - 1, delete_retention_ms=DAY_MS)
+    assert horizons(again.segments[:-1]) == dict.fromkeys(tombstones, NOW + DAY_MS)
+    assert again.stats.tombstones_dropped == 0
+    # ... one at the horizon drops them, and nothing else.
+    last = compact_partition(first.segments, now_ms=NOW + DAY_MS, delete_retention_ms=DAY_MS)
+    assert horizons(last.segments[:-1]) == {}
+    assert last.stats.tombstones_dropped == len(tombstones)
+    kept = {r[2] for r in records_of(last.segments[:-1])}
+    assert kept == {r[2] for r in records_of(first.segments[:-1])} - tombstones
 
 
 def test_output_reloads_and_replays_identically(generated, tmp_path):
     segs = read_partition_segments(generated.path)
     target = str(tmp_path / "out" / "__consumer_offsets-5")
-    r = process_partition(5, segs, source_dir=generated.path, target_dir=target, now_ms=NOW,
+    r = process_partition(5, segs, source_dir=generated.path, output=DirectoryOutput(target), now_ms=NOW,
                           verify=True, verify_mode="last-value")
     assert "error" not in r["extra"], r
     assert r["verified"].startswith("ok (last-value")
@@ -141,20 +157,35 @@ def _seg(base: int, batches: list[list[tuple]], ts: int = NOW) -> Segment:
 
 
 def test_partial_batch_keeps_base_offset_and_gaps_and_last_batch_retained_empty():
-    old = NOW - 3 * DAY_MS
     s0 = _seg(0, [[(key(1), val(1)), (key(2), val(2)), (key(1), val(3))]])
-    s1 = Segment(3, bytes(build_batch([(key(2), None, old)], 3)))  # old tombstone: the round's last batch
+    s1 = _seg(3, [[(key(2), None)]])  # a tombstone: the group's last batch
     active = _seg(4, [[(key(3), val(4))]])
-    out = compact_partition([s1, active, s0], now_ms=NOW).segments
+    first = compact_partition([s1, active, s0], now_ms=NOW, delete_retention_ms=DAY_MS)
+    out = compact_partition(first.segments, now_ms=NOW + DAY_MS, delete_retention_ms=DAY_MS)
+    assert [g.replaces for g in out.groups] == [[0]]  # s0 and s1 merged into one group earlier
+    out = out.segments
     assert [s.base_offset for s in out] == [0, 4]
     batches = list(iter_segment_batches(out[0].data))
     h0, body0 = batches[0]
     assert h0.base_offset == 0 and h0.last_offset_delta == 2 and h0.record_count == 1
     assert [r[0] for r in iter_records(body0, h0)] == [2]
-    # key 2's tombstone expired; its batch stays as an empty batch covering offset 3.
+    # key 2's tombstone passed its horizon; its batch stays as an empty batch covering offset 3,
+    # so the cleaned segment still spans [0, 4).
     h1, _ = batches[1]
     assert (h1.base_offset, h1.last_offset, h1.record_count) == (3, 3, 0)
     assert out[1].data == active.data
+
+
+def test_every_group_keeps_its_last_batch_so_it_spans_the_segments_it_replaces():
+    # Three segments, each fully superseded by the next, cleaned one group per segment.
+    segs = [_seg(0, [[(key(1), val(1))]]), _seg(1, [[(key(1), val(2))]]), _seg(2, [[(key(1), val(3))]]),
+            _seg(3, [[(key(9), val(9))]])]
+    out = compact_partition(segs, now_ms=NOW, segment_bytes=1)
+    assert [g.replaces for g in out.groups] == [[0], [1], [2]]
+    for g in out.groups:
+        (h, _), = list(iter_segment_batches(g.segment.data))
+        assert (h.base_offset, h.next_offset) == (g.replaces[0], g.replaces[0] + 1)
+    assert [h.record_count for g in out.groups for h, _ in iter_segment_batches(g.segment.data)] == [0, 0, 1]
 
 
 def test_batch_that_loses_everything_disappears_and_compression_is_kept():
@@ -203,93 +234,8 @@ def test_parse_header_of_empty_batch_roundtrips():
     assert (h2.base_offset, h2.last_offset, h2.record_count) == (7, 8, 0)
 
 
-# ---------------------------------------------------------------------------- in place
-
-
-def _holder(code: str):
-    p = subprocess.Popen([sys.executable, "-c", code + "\nimport sys; print('ready', flush=True); sys.stdin.read()"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready"
-    return p
-
-
-def test_lock_refuses_when_held_elsewhere(tmp_path):
-    lockfile = tmp_path / ".lock"
-    lockfile.touch()
-    p = _holder(f"import fcntl; f = open({str(lockfile)!r}, 'r+'); fcntl.lockf(f, fcntl.LOCK_EX)")
-    try:
-        with pytest.raises(inplace.DirectoryInUseError):
-            inplace.LogDirLock(str(tmp_path)).acquire()
-    finally:
-        p.communicate("")
-    with inplace.LogDirLock(str(tmp_path)):
-        with pytest.raises(inplace.DirectoryInUseError):  # a second compactor
-            _holder_check(tmp_path)
-
-
-def _holder_check(tmp_path):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    code = (f"import sys\nsys.path.insert(0, {root!r})\nfrom sidecar.inplace import LogDirLock, DirectoryInUseError\n"
-            f"try:\n    LogDirLock({str(tmp_path)!r}).acquire()\nexcept DirectoryInUseError:\n    sys.exit(3)\n")
-    if subprocess.run([sys.executable, "-c", code]).returncode == 3:
-        raise inplace.DirectoryInUseError("held")
-
-
-def test_open_segment_file_means_in_use(tmp_path):
-    d = tmp_path / "__consumer_offsets-0"
-    PartitionLog(str(d)).close()
-    inplace.check_not_in_use(str(tmp_path), [str(d)], [])
-    p = _holder(f"f = open({str(d / '00000000000000000000.log')!r}, 'rb')")
-    try:
-        with pytest.raises(inplace.DirectoryInUseError, match="has .* open"):
-            inplace.check_not_in_use(str(tmp_path), [str(d)], [])
-    finally:
-        p.communicate("")
-    inplace.check_not_in_use(str(tmp_path), [str(d)], [])
-
-
-def test_listening_server_address_means_in_use(tmp_path):
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        addr = f"127.0.0.1:{s.getsockname()[1]}"
-        with pytest.raises(inplace.DirectoryInUseError, match="listening"):
-            inplace.check_not_in_use(str(tmp_path), [], [addr])
-    inplace.check_not_in_use(str(tmp_path), [], [addr])
-
-
-@pytest.mark.parametrize("exchange", [True, False])
-def test_swap_in(tmp_path, exchange):
-    live = tmp_path / "__consumer_offsets-1"
-    live.mkdir()
-    (live / "old").write_text("old")
-    staged = inplace.staging_name(str(live))
-    os.mkdir(staged)
-    with open(os.path.join(staged, "new"), "w") as f:
-        f.write("new")
-    method = inplace.swap_in(str(live), staged, allow_exchange=exchange)
-    assert os.listdir(live) == ["new"]
-    assert sorted(os.listdir(tmp_path)) == ["__consumer_offsets-1"]
-    if not exchange:
-        assert method == "rename"
-
-
-def test_interrupted_fallback_swap_rolls_forward(tmp_path):
-    live = str(tmp_path / "__consumer_offsets-2")
-    new = inplace.staging_name(live)
-    old = inplace.staging_name(live)
-    os.mkdir(new)
-    os.mkdir(old)
-    inplace._write_journal(str(tmp_path), {"live": live, "new": new, "old": old})
-    # Crash after `rename(live, old)`, before `rename(new, live)`.
-    assert "moved" in inplace.recover_interrupted_swaps(str(tmp_path))
-    assert sorted(os.listdir(tmp_path)) == ["__consumer_offsets-2"]
-    assert inplace.recover_interrupted_swaps(str(tmp_path)) is None
-
-
 def test_process_partition_reports_errors_instead_of_raising(tmp_path):
     bad = Segment(0, b"\x00" * 70)
     r = process_partition(0, [bad, _seg(1, [[(key(1), val(1))]])], source_dir=None,
-                          target_dir=str(tmp_path / "x"), now_ms=int(time.time() * 1000))
+                          output=DirectoryOutput(str(tmp_path / "x")), now_ms=int(time.time() * 1000))
     assert "CorruptBatchError" in r["extra"]["error"]

@@ -1,0 +1,74 @@
+"""`kcoord sidecar`: Kafka's log cleaner as a long-running process beside the server.
+
+One SparkSession stays up; every log.cleaner.backoff.ms the sidecar plans a pass over the
+__consumer_offsets partitions whose dirty ratio (sidecar/checkpoint.py) reaches
+log.cleaner.min.cleanable.ratio, runs it, and hands the cleaned segments to the server
+(sidecar/handoff.py). It holds the cleaner lock for its whole life, so a `kcoord compact`
+started meanwhile is refused instead of racing it. SIGTERM / SIGINT end it after the current pass.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+from sidecar.compact import find_partitions, format_table, plan_pass, run_pass, topic_settings
+from sidecar.handoff import CleanerLock, DirectoryInUseError
+from sidecar.pipeline import code_zip, get_spark
+
+log = logging.getLogger("kcoord.sidecar")
+
+__all__ = ["serve"]
+
+
+def serve(config, master: str = "local[*]", *, max_passes: int | None = None, out=sys.stdout) -> int:
+    """Run until signalled (or `max_passes` passes that found work, for tests)."""
+    log_dir = os.path.abspath(str(config.log_dir))
+    os.makedirs(log_dir, exist_ok=True)
+    lock = CleanerLock(log_dir)
+    try:
+        lock.acquire()
+    except DirectoryInUseError as e:
+        print(f"kcoord sidecar: {e}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    backoff_s = config["log.cleaner.backoff.ms"] / 1000
+    ratio = config["log.cleaner.min.cleanable.ratio"]
+    tmp = tempfile.mkdtemp(prefix="kcoord-sidecar-")
+    spark = get_spark(master, "kcoord-sidecar")
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.addPyFile(code_zip(tmp))
+    print(f"kcoord sidecar: cleaning {log_dir} on {master} every {backoff_s:g} s when the dirty "
+          f"ratio reaches {ratio}", file=out, flush=True)
+    passes = 0
+    try:
+        while not stop.is_set():
+            registry_partitions, registry_segment_bytes = topic_settings(log_dir)
+            partitions = find_partitions(log_dir, None)
+            plans, _ = plan_pass(log_dir, partitions, output_dir=None, min_ratio=ratio)
+            if plans:
+                options = dict(now_ms=int(time.time() * 1000),
+                               delete_retention_ms=config["log.cleaner.delete.retention.ms"],
+                               segment_bytes=registry_segment_bytes or config["offsets.topic.segment.bytes"],
+                               verify=False, verify_mode="auto",
+                               num_partitions=registry_partitions or config["offsets.topic.num.partitions"])
+                started = time.monotonic()
+                results, note = run_pass(spark, log_dir, plans, options, out=out)
+                print(f"pass {passes + 1}: {len(plans)} partition(s) in {time.monotonic() - started:.2f} s; "
+                      f"segments {note}\n{format_table(results)}", file=out, flush=True)
+                passes += 1
+                if max_passes is not None and passes >= max_passes:
+                    break
+            stop.wait(backoff_s)
+    finally:
+        spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        lock.release()
+    return 0
