@@ -209,7 +209,8 @@ def run_pass(spark, log_dir: str, plans: list[PartitionPlan], options: dict, *, 
     swapped = [pl for pl in plans if isinstance(pl.output, SwapOutput)]
     note = ""
     if swapped:
-        note = finish(log_dir, [pl.directory for pl in swapped], handoff_timeout)
+        published = {r["partition"] for r in results if r["extra"].get("swaps")}
+        note = finish(log_dir, [pl.directory for pl in swapped if pl.partition in published], handoff_timeout)
         failed = {r["partition"] for r in results if r["extra"].get("error")}
         # Kafka's cleaner checkpoint: where the next dirty range starts (the dirty ratio).
         write_checkpoint(log_dir, {(OFFSETS_TOPIC, pl.partition): pl.active_base

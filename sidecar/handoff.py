@@ -166,23 +166,24 @@ def publish(partition_dir: str, groups: list[CleanedGroup], segments: list[Segme
 
 
 def finish(log_dir: str, partition_dirs: list[str], timeout_s: float = 60.0) -> str:
-    """Make sure the committed swaps get completed; says who completed them."""
-    waiting = [d for d in partition_dirs if pending_swaps(d)]
-    if not waiting:
+    """See the swaps committed in `partition_dirs` through; says who completed them."""
+    if not partition_dirs:
         return "nothing to swap"
     lock = LogDirLock(log_dir)
     if lock.try_acquire():
         try:  # no server: storage's recovery completes the swaps
-            for d in waiting:
-                PartitionLog(d).close()
+            for d in partition_dirs:
+                if pending_swaps(d):
+                    PartitionLog(d).close()
         finally:
             lock.release()
-        return f"swapped in by the compactor ({len(waiting)} partition(s); no server running)"
+        return f"swapped in by the compactor ({len(partition_dirs)} partition(s); no server running)"
+    waiting = list(partition_dirs)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         waiting = [d for d in waiting if pending_swaps(d)]
         if not waiting:
-            return "swapped in by the running server"
+            return f"swapped in by the running server ({len(partition_dirs)} partition(s))"
         time.sleep(0.05)
     return (f"handed to the running server; {len(waiting)} partition(s) not swapped in yet "
             "(the server completes them, or its next start-up does)")

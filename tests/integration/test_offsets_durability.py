@@ -46,6 +46,11 @@ KAFKA_PYTHON_COMMITTER = textwrap.dedent("""
     bootstrap, topic, group = sys.argv[1:4]
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                       session_timeout_ms=30000, auto_offset_reset="earliest", request_timeout_ms=5000)
+    # Learn the topic's partitions before joining (3.0.12 can hang in the rejoin that follows
+    # an empty first assignment; see clientlib's kafka-python member).
+    deadline = time.time() + 30
+    while not c.partitions_for_topic(topic) and time.time() < deadline:
+        time.sleep(0.1)
     c.subscribe([topic])
     deadline = time.time() + 30
     while not c.assignment() and time.time() < deadline:
