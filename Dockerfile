@@ -1,4 +1,5 @@
-# kcoord: the coordinator server, plus (target "compactor") the Spark compaction job.
+# kcoord: the coordinator server, plus (target "compactor") the Spark compaction job, which
+# also runs `kcoord sidecar` (docker-compose.yml's sidecar service).
 #   docker build -t kcoord .                       # server image
 #   docker build -t kcoord-compactor --target compactor .
 FROM python:3.11-slim AS kcoord
@@ -25,4 +26,4 @@ RUN apt-get update \
  && pip install ".[spark]"
 ENV PYSPARK_PYTHON=python3
 ENTRYPOINT ["kcoord-compact"]
-CMD ["/data", "--in-place", "--verify", "--server-address", "kcoord:9092"]
+CMD ["/data", "--in-place", "--verify"]

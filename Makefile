@@ -45,7 +45,7 @@ bench: test-setup
 
 # The same server in Docker (where a Docker engine exists), data in the volume kcoord-data.
 up:
-	docker compose up -d --build kcoord
+	docker compose up -d --build kcoord sidecar
 
 down:
 	docker compose down

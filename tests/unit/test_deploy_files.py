@@ -35,25 +35,32 @@ def test_server_service_volume_port_and_health():
     assert health[0] == "CMD" and "9092" in " ".join(health)
 
 
-def test_compactor_shares_the_volume_and_is_a_tool():
+def test_sidecar_and_compactor_share_the_volume():
     c = compose()
-    kcoord, compactor = c["services"]["kcoord"], c["services"]["compactor"]
+    kcoord, sidecar, compactor = (c["services"][n] for n in ("kcoord", "sidecar", "compactor"))
+    target = kcoord["volumes"][0].split(":")[1]
+    # The sidecar runs with the server (no profile), on the same log directory.
+    assert sidecar["volumes"][0] == kcoord["volumes"][0] and "profiles" not in sidecar
+    assert sidecar["entrypoint"] == ["kcoord"] and sidecar["command"][0] == "sidecar"
+    assert _override(sidecar["command"], "log.dirs") == target
+    assert sidecar["depends_on"]["kcoord"]["condition"] == "service_healthy"
+    # The one-off pass is a tool, in place on the same volume.
     assert compactor["volumes"][0] == kcoord["volumes"][0]
     assert "tools" in compactor["profiles"]
-    assert compactor["command"][0] == kcoord["volumes"][0].split(":")[1]
+    assert compactor["command"][:2] == [target, "--in-place"]
 
 
 def test_build_targets_exist_in_the_dockerfile():
     stages = set(re.findall(r"^FROM \S+ AS (\S+)", (ROOT / "Dockerfile").read_text(), re.M))
     built = {name: svc for name, svc in compose()["services"].items() if "build" in svc}
-    assert set(built) == {"kcoord", "compactor"}
+    assert set(built) == {"kcoord", "sidecar", "compactor"}
     for name, service in built.items():
         assert service["build"]["target"] in stages, name
 
 
 def test_make_up_and_down_and_readme():
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^up:\n\tdocker compose up", makefile, re.M)
+    assert re.search(r"^up:\n\tdocker compose up -d --build kcoord sidecar$", makefile, re.M)
     assert re.search(r"^down:\n\tdocker compose down", makefile, re.M)
     readme = (ROOT / "README.md").read_text()
     assert readme.splitlines()[3].startswith("make run") and readme.splitlines()[4].startswith("make test")
