@@ -20,8 +20,13 @@ Semantics (Kafka's Cleaner, one full cleaning round from the log start; no clean
   and compression (so it has offset gaps); a batch that loses every record disappears,
   except the last batch of each output segment, which stays as an empty batch (Kafka's
   RETAIN_EMPTY) so that the new segment spans exactly the offsets of the segments it
-  replaces. Control batches (transaction markers) are kept verbatim: kcoord's loader skips
-  them and this tool does not track transactions.
+  replaces.
+- Transactions, as Kafka's cleaner and loader see them (storage/transactions.py): records of
+  aborted transactions are removed; batches of transactions still open at the active segment
+  (their marker, if any, is not in the cleaned range) are copied untouched; neither enters
+  the key map. Committed transactional batches are cleaned like the others and keep their
+  flag and producer fields. Control batches (markers) are kept (Kafka removes them later,
+  once their transaction's records are gone; they are a few dozen bytes each).
 - Cleaned segments are grouped like Kafka's groupSegmentsBySize (consecutive segments while
   their total input size fits segment.bytes and the offsets fit a segment's int32 relative
   range); each group becomes one segment named after its first segment's base offset, even
@@ -53,6 +58,7 @@ from storage.batch import (
     set_log_append_time,
 )
 from storage.segment import MAX_RELATIVE_OFFSET
+from storage.transactions import transaction_outcomes
 
 __all__ = [
     "ATTR_DELETE_HORIZON",
@@ -98,6 +104,7 @@ class PartitionStats:
     tombstones_dropped: int = 0  # latest-of-key tombstones past delete.retention.ms
     tombstones_kept: int = 0  # tombstones still in the output (cleaned range + active segment)
     keyless_dropped: int = 0
+    aborted_dropped: int = 0  # records of aborted transactions
     log_start_offset: int = 0
     log_end_offset: int = 0
     verified: str = "-"
@@ -165,12 +172,13 @@ def scan_segment(seg: Segment) -> list[tuple[BatchHeader, memoryview]]:
 
 
 def segment_key_map(batches: list[tuple[BatchHeader, memoryview]],
-                    into: dict[bytes, int] | None = None) -> dict[bytes, int]:
+                    into: dict[bytes, int] | None = None, skip: set[int] | frozenset = frozenset()) -> dict[bytes, int]:
     """Raw key bytes -> highest offset over one segment's batches, merged into `into`
-    (segments must be given oldest first: offsets only grow, so the last one seen wins)."""
+    (segments must be given oldest first: offsets only grow, so the last one seen wins).
+    Batches whose base offset is in `skip` (uncommitted transactions) do not count."""
     latest: dict[bytes, int] = {} if into is None else into
     for h, body in batches:
-        if h.is_control:
+        if h.is_control or h.base_offset in skip:
             continue
         for off, _ts, key, _v, _hd in iter_records(body, h):
             if key is not None:
@@ -178,11 +186,12 @@ def segment_key_map(batches: list[tuple[BatchHeader, memoryview]],
     return latest
 
 
-def build_key_map(scanned: list[list[tuple[BatchHeader, memoryview]]]) -> dict[bytes, int]:
+def build_key_map(scanned: list[list[tuple[BatchHeader, memoryview]]],
+                  skip: set[int] | frozenset = frozenset()) -> dict[bytes, int]:
     """Raw key bytes -> highest offset, over the given (cleanable) segments' batches."""
     latest: dict[bytes, int] = {}
     for batches in scanned:
-        segment_key_map(batches, latest)
+        segment_key_map(batches, latest, skip)
     return latest
 
 
@@ -302,8 +311,11 @@ def compact_partition(segments: list[Segment], *, now_ms: int,
     active = segments[-1]
     cleanable = segments[:-1]
     scanned = {seg.base_offset: scan_segment(seg) for seg in segments}
-    if key_map is None:
-        key_map = build_key_map([scanned[s.base_offset] for s in cleanable])
+    # Transactions (Kafka's cleaner): aborted records go, open ones (no marker before the
+    # active segment) stay untouched; neither may supersede anything.
+    aborted, still_open = transaction_outcomes(hb for s in cleanable for hb in scanned[s.base_offset])
+    if key_map is None or aborted or still_open:
+        key_map = build_key_map([scanned[s.base_offset] for s in cleanable], aborted | still_open)
 
     groups: list[CleanedGroup] = []
     for group in group_segments(cleanable, segment_bytes, active.base_offset):
@@ -311,7 +323,16 @@ def compact_partition(segments: list[Segment], *, now_ms: int,
         parts: list[bytes | bytearray | memoryview] = []
         for n, (h, body) in enumerate(batches, 1):
             st.batches_in += 1
-            cleaned = body if h.is_control else _clean_batch(h, body, key_map, now_ms, delete_retention_ms, st)
+            if h.is_control or h.base_offset in still_open:
+                cleaned = body
+                st.records_in += h.record_count
+                st.records_out += h.record_count
+            elif h.base_offset in aborted:
+                cleaned = None
+                st.records_in += h.record_count
+                st.aborted_dropped += h.record_count
+            else:
+                cleaned = _clean_batch(h, body, key_map, now_ms, delete_retention_ms, st)
             if cleaned is None and n == len(batches):
                 # The group's last batch always stays (empty if need be, Kafka's RETAIN_EMPTY):
                 # the new segment then spans the old group's offsets, which is how a .swap

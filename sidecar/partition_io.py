@@ -27,6 +27,7 @@ from sidecar.verify import diff_states, replay_state
 from storage.log import PartitionLog
 from storage.segment import segment_name
 from storage.swap import fsync_dir
+from storage.transactions import uncommitted_batches
 
 __all__ = ["DirectoryOutput", "OutputCheckError", "SwapOutput", "fsync_dir", "process_partition",
            "write_partition_dir"]
@@ -95,13 +96,16 @@ def write_partition_dir(target: str, segments: list[Segment], source_dir: str | 
 
 
 def input_records(segments: list[Segment]):
-    """(key, value) of every record of the input, control batches skipped, in offset order."""
-    for seg in sorted(segments, key=lambda s: s.base_offset):
-        for h, body in iter_segment_batches(seg.data, f"segment {seg.base_offset}"):
-            if h.is_control:
-                continue
-            for _o, _t, key, value, _h in iter_records(body, h):
-                yield key, value
+    """(key, value) of every record that counts (as the server's loading sees it: no control
+    batches, no uncommitted transactions), in offset order."""
+    segments = sorted(segments, key=lambda s: s.base_offset)
+    batches = [hb for seg in segments for hb in iter_segment_batches(seg.data, f"segment {seg.base_offset}")]
+    hidden = uncommitted_batches(batches)
+    for h, body in batches:
+        if h.is_control or h.base_offset in hidden:
+            continue
+        for _o, _t, key, value, _h in iter_records(body, h):
+            yield key, value
 
 
 def output_records(path: str):

@@ -104,3 +104,27 @@ def write_partition(log_dir: str, partition: int, *, num_partitions: int = 50, g
     gen.log_end_offset = plog.log_end_offset
     plog.close()
     return gen
+
+
+def transactional_batch(records: list[tuple[bytes, bytes | None]], producer_id: int, ts: int) -> bytearray:
+    """A transactional data batch (as a TxnOffsetCommit writes it), base offset 0."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=1, producer_id=producer_id,
+                                  producer_epoch=0, base_sequence=0, batch_size=2**31 - 1)
+    for i, (k, v) in enumerate(records):
+        b.append(i, ts, k, v, [])
+    return b.build()
+
+
+def control_batch(producer_id: int, commit: bool, ts: int) -> bytearray:
+    """A transaction marker batch (COMMIT or ABORT) of `producer_id`, base offset 0."""
+    import struct
+
+    from aiokafka.record.util import calc_crc32c
+
+    buf = transactional_batch([(struct.pack(">hh", 0, 1 if commit else 0), struct.pack(">hi", 0, 0))],
+                              producer_id, ts)
+    buf[22] |= 0x20  # attributes (int16 at 21): the control bit
+    struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
+    return buf

@@ -27,6 +27,7 @@ from storage.batch import (
 )
 from storage.segment import INDEX_INTERVAL_BYTES, MAX_RELATIVE_OFFSET, LogSegment, scan_batches
 from storage.swap import complete_swap, pending_swaps, remove_cleaned, segment_bases
+from storage.transactions import uncommitted_batches
 
 logger = logging.getLogger(__name__)
 
@@ -291,17 +292,21 @@ class PartitionLog:
 
     def iter_records(self, start_offset: int = 0,
                      buffer_size: int = LOAD_BUFFER_SIZE) -> Iterator[tuple[int, bytes | None, bytes | None]]:
-        """(offset, key, value) of every record from start_offset on, control batches skipped.
+        """(offset, key, value) of every record from start_offset on that counts: control
+        batches and uncommitted (aborted or open) transactions are skipped.
 
         The start-up loading hot path: batches were CRC-checked when the log opened, so this
         only frames and decodes them. Stops at the log end seen when each segment is reached.
         """
+        hidden = self.uncommitted_batches()
         for seg in self.segments[self._segment_index(start_offset):]:
             if seg.next_offset <= start_offset:
                 continue
             pos = seg.index_position(start_offset) if start_offset > seg.base_offset else 0
             for h, body in scan_batches(seg.fd, pos, seg.size, verify_crc=False, chunk=buffer_size):
                 if h.base_offset + h.last_offset_delta < start_offset or h.attributes & 0x20:
+                    continue
+                if hidden and h.base_offset in hidden:
                     continue
                 if h.base_offset >= start_offset:
                     for r in DefaultRecordBatch(body):
@@ -310,6 +315,14 @@ class PartitionLog:
                     for r in DefaultRecordBatch(body):
                         if r.offset >= start_offset:
                             yield r.offset, r.key, r.value
+
+    def uncommitted_batches(self) -> set[int]:
+        """Base offsets of transactional batches that do not count (storage/transactions.py);
+        empty without a transactional batch, so kcoord's own logs are not scanned twice."""
+        if not any(seg.has_transactions for seg in self.segments):
+            return set()
+        return uncommitted_batches(
+            hb for seg in self.segments for hb in scan_batches(seg.fd, 0, seg.size, verify_crc=False))
 
     # ------------------------------------------------------------------ retention
 

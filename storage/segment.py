@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.util import calc_crc32c
 
-from storage.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader
+from storage.batch import ATTR_TRANSACTIONAL, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +173,7 @@ class LogSegment:
         """Forget what the segment holds (it is rescanned); index entries are kept as absolute
         offsets, the files hold them relative to base_offset."""
         self.next_offset = self.base_offset
+        self.has_transactions = False  # a transactional batch: loading must look for markers
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self._idx_off = array("q")
@@ -184,6 +185,8 @@ class LogSegment:
     def _track_batch(self, h: BatchHeader, pos: int) -> tuple[bytes, bytes]:
         """Account for a batch at file position `pos`; returns index/timeindex bytes to add."""
         self.next_offset = h.base_offset + h.last_offset_delta + 1
+        if h.attributes & ATTR_TRANSACTIONAL:
+            self.has_transactions = True
         if h.max_timestamp > self.max_timestamp:
             self.max_timestamp = h.max_timestamp
             self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
