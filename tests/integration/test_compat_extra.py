@@ -2,13 +2,17 @@
 
 Each test drives one real client against a kcoord process and carries the `compat` marker of
 the cell it backs: static membership and restart resume for kafka-python and aiokafka; reading
-`__consumer_offsets` with the three Python clients; kcat's commit/fetch, restart resume and rebalance on leave;
+`__consumer_offsets` with the three Python clients; kcat's commit/fetch, restart resume, rebalance on leave and static membership;
 kafkajs' rebalance on leave and restart resume; Java's restart resume.
 """
 from __future__ import annotations
 
 import asyncio
+import re
+import shutil
 import struct
+import subprocess
+import threading
 import time
 
 import pytest
@@ -319,6 +323,71 @@ def test_kcat_leaving_hands_its_partitions_back(kcoord, members):
     assert took < (SESSION_MS - HEARTBEAT_MS) / 1000, f"take-over after a LeaveGroup took {took:.1f} s"
     assert not res.stdout.strip(), res.describe()  # everything was committed: kcat re-read nothing
     assert not stays.events("error") and not stays.events("commit_error"), stays.describe()
+
+
+class KcatMember:
+    """kcat as a long-running balanced consumer (-G); its assignments come from the
+    "% Group ... rebalanced (...): assigned: t [0], t [3]" lines it prints on stderr."""
+
+    _ASSIGNED = re.compile(r"rebalanced \(memberid ([^)]*)\): assigned: (.*)$")
+
+    def __init__(self, bootstrap: str, topic: str, group: str, instance_id: str) -> None:
+        exe = shutil.which("kcat") or shutil.which("kafkacat")
+        assert exe, "kcat not found: run `make clients`"
+        self.proc = subprocess.Popen(
+            [exe, "-b", bootstrap, "-G", group, "-X", f"group.instance.id={instance_id}",
+             "-X", "partition.assignment.strategy=roundrobin", "-X", f"session.timeout.ms={SESSION_MS}",
+             "-X", f"heartbeat.interval.ms={HEARTBEAT_MS}", "-o", "end", topic],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        threading.Thread(target=lambda: self.lines.extend(line.rstrip() for line in self.proc.stderr),
+                         daemon=True).start()
+
+    def assignments(self) -> list[tuple[str, set[int]]]:
+        """(member id, partitions) of every assignment seen so far."""
+        out = []
+        for line in list(self.lines):
+            if m := self._ASSIGNED.search(line):
+                out.append((m.group(1), {int(p) for p in re.findall(r"\[(\d+)\]", m.group(2))}))
+        return out
+
+    def kill(self) -> None:
+        self.proc.kill()  # SIGKILL: no LeaveGroup
+        self.proc.wait()
+
+
+@pytest.mark.compat("kcat", "static membership")
+def test_kcat_static_member_restart_keeps_its_partitions(kcoord, members):
+    """kcat with group.instance.id beside a confluent-kafka member: SIGKILLed and started again
+    within its session, it gets the same partitions back under a new member id, and the other
+    member sees no rebalance."""
+    topic, group = unique("kcs"), unique("kcs-group")
+    create_topic(kcoord.bootstrap, topic, 6)
+    other = python_member("confluent", kcoord.bootstrap, topic, group, name="other",
+                          session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
+    members.append(other)
+    other.wait_for(lambda m: m.assignment() == set(range(6)), 60, "the first member's assignment")
+    first = KcatMember(kcoord.bootstrap, topic, group, "kcat-static-1")
+    try:
+        wait_until(lambda: first.assignments() and other.assignment() is not None
+                   and first.assignments()[-1][1] | other.assignment() == set(range(6))
+                   and not first.assignments()[-1][1] & other.assignment(), 60, "a balanced group")
+        first_id, owned = first.assignments()[-1]
+        assert len(owned) == 3, first.lines
+        before = [e for e in other.events() if e["kind"] in ("assigned", "revoked", "lost")]
+    finally:
+        first.kill()
+    again = KcatMember(kcoord.bootstrap, topic, group, "kcat-static-1")
+    try:
+        wait_until(lambda: again.assignments(), SESSION_MS / 1000 - 1, "the static member's assignment")
+        new_id, got = again.assignments()[-1]
+        assert got == owned and new_id != first_id, again.lines
+        time.sleep(3 * HEARTBEAT_MS / 1000)  # a rebalance would reach the other member by now
+        assert [e for e in other.events() if e["kind"] in ("assigned", "revoked", "lost")] == before, \
+            other.describe()
+        assert not other.events("error"), other.describe()
+    finally:
+        again.kill()
 
 
 # ---- kafkajs 2.2.4: rebalance on leave and restart resume ----
