@@ -34,10 +34,7 @@ FEATURES = ["bootstrap", "group join", "static membership", "rebalance on leave"
 
 # Why a cell has no test; printed only for cells that come out "—".
 NOT_TESTED_WHY = {
-    ("kcat", "static membership"): "kcat's assignment is only visible while it runs; no test keeps one running",
     ("kafkajs", "static membership"): "kafkajs 2.2.4 has no group.instance.id",
-    ("java", "read __consumer_offsets"): "the Java test client decodes records as strings",
-    ("kafkajs", "read __consumer_offsets"): "the kafkajs test client decodes records as strings",
 }
 
 
