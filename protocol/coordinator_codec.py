@@ -34,6 +34,7 @@ __all__ = [
     "decode_value",
     "encode_key",
     "encode_value",
+    "offset_key",
 ]
 
 
@@ -78,11 +79,40 @@ def _bytes(b: bytes) -> bytes:
     return _i.pack(len(b)) + b
 
 
+# OffsetKeys and their bytes by (group, topic, partition): consumers commit the same partitions
+# over and over, and building a frozen key and its bytes costs more than the rest of the
+# record. Bounded like _KEY_CACHE; clearing it only costs rebuilding.
+_OFFSET_KEYS: dict[tuple[str, str, int], tuple[OffsetKey, bytes]] = {}
+_OFFSET_KEYS_MAX = 65536
+_OFFSET_KEY_CACHED_CHARS = 512  # longer group + topic names are built each time (bounds memory)
+
+
+def _remember_offset_key(group: str, topic: str, partition: int) -> tuple[OffsetKey, bytes]:
+    encoded = b"".join((_h.pack(OFFSET_KEY_VERSION), _str(group), _str(topic), _i.pack(partition)))
+    entry = (OffsetKey(group, topic, partition), encoded)
+    if len(group) + len(topic) <= _OFFSET_KEY_CACHED_CHARS:
+        if len(_OFFSET_KEYS) >= _OFFSET_KEYS_MAX:
+            _OFFSET_KEYS.clear()
+        _OFFSET_KEYS[(group, topic, partition)] = entry
+    return entry
+
+
+def offset_key(group: str, topic: str, partition: int) -> OffsetKey:
+    """OffsetKey(group, topic, partition), shared between the commits of that partition.
+    CodecError if it could not be encoded (a string longer than an int16 length)."""
+    entry = _OFFSET_KEYS.get((group, topic, partition))
+    if entry is None:
+        entry = _remember_offset_key(group, topic, partition)
+    return entry[0]
+
+
 def encode_key(key: Key) -> bytes:
     """OffsetKey -> OffsetCommitKey v1; GroupKey -> GroupMetadataKey v2."""
-    if isinstance(key, OffsetKey):
-        return b"".join((_h.pack(OFFSET_KEY_VERSION), _str(key.group), _str(key.topic),
-                         _i.pack(key.partition)))
+    if type(key) is OffsetKey or isinstance(key, OffsetKey):
+        entry = _OFFSET_KEYS.get((key.group, key.topic, key.partition))
+        if entry is None:
+            entry = _remember_offset_key(key.group, key.topic, key.partition)
+        return entry[1]
     if isinstance(key, GroupKey):
         return _h.pack(GROUP_KEY_VERSION) + _str(key.group)
     raise TypeError(f"not a coordinator key: {key!r}")
@@ -92,8 +122,11 @@ def encode_value(value: Value | None) -> bytes | None:
     """OffsetValue -> v3 (v1 when expire_timestamp is set); GroupValue -> v3; None stays None."""
     if value is None:
         return None
-    if isinstance(value, OffsetValue):
+    if type(value) is OffsetValue or isinstance(value, OffsetValue):
         if value.expire_timestamp is None:
+            if not value.metadata:  # what nearly every consumer commits: one pack
+                return _V3_EMPTY.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, 0,
+                                      value.commit_timestamp)
             return b"".join((_hqi.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch),
                              _str(value.metadata), _q.pack(value.commit_timestamp)))
         # v1 has no leader epoch: Kafka drops it too when an explicit retention was asked for.

@@ -81,9 +81,17 @@ class KafkaConnection(asyncio.Protocol):
         except FrameTooLarge as e:
             self._close(f"{e}")
             return
-        if frames:
-            self._queue.extend(frames)
-            self._pump()
+        if not frames:
+            return
+        if (len(frames) == 1 and not self._queue and self._waiting is None and not self._closed
+                and not self._writing_paused):
+            # The common case: one request on an idle connection, answered right away.
+            out: list[bytes] = []
+            if self._serve(frames[0], out):
+                self._flush(out)
+            return
+        self._queue.extend(frames)
+        self._pump()
 
     def eof_received(self) -> bool | None:
         if self._decoder.buffered:
@@ -101,34 +109,42 @@ class KafkaConnection(asyncio.Protocol):
     def host(self) -> str:
         return self._host
 
-    def _pump(self) -> None:
-        out: list[bytes] = []
-        while self._queue and self._waiting is None and not self._closed and not self._writing_paused:
-            frame = self._queue.popleft()
-            try:
-                result = self._dispatcher.handle(frame, self._host)
-            except CloseConnection as e:
-                self._flush(out)
-                self._close(str(e))
+    def _pump(self, out: list[bytes] | None = None) -> None:
+        """Serve queued requests until one parks; their answers (after those in `out`) leave
+        in one write."""
+        if out is None:
+            out = []
+        queue = self._queue
+        while queue and self._waiting is None and not self._closed and not self._writing_paused:
+            if not self._serve(queue.popleft(), out):
                 return
-            except Exception as e:  # noqa: BLE001 - a handler bug must not take the server down
-                log.exception("Unexpected error serving %s; closing the connection", self._peer)
-                self._flush(out)
-                self._close(f"internal error {e!r}")
-                return
-            if result is None:
-                continue
-            if isinstance(result, Deferred):
-                if result.done:
-                    if not self._emit(result.result(), out):
-                        return
-                    continue
-                self._waiting = result
-                result.add_callback(self._on_deferred)
-                break
-            out.append(result)
         self._flush(out)
         self._update_reading()
+
+    def _serve(self, frame: bytes, out: list[bytes]) -> bool:
+        """Answer one request into `out`, or park the connection on its Deferred. False once
+        the connection is closed (after writing what `out` held)."""
+        try:
+            result = self._dispatcher.handle(frame, self._host)
+        except CloseConnection as e:
+            self._flush(out)
+            self._close(str(e))
+            return False
+        except Exception as e:  # noqa: BLE001 - a handler bug must not take the server down
+            log.exception("Unexpected error serving %s; closing the connection", self._peer)
+            self._flush(out)
+            self._close(f"internal error {e!r}")
+            return False
+        if type(result) is bytes:
+            out.append(result)
+            return True
+        if result is None:
+            return True
+        if result.done:  # a Deferred answered while it was being handled
+            return self._emit(result.result(), out)
+        self._waiting = result
+        result.add_callback(self._on_deferred)
+        return True
 
     def _update_reading(self) -> None:
         transport = self._transport
@@ -155,10 +171,14 @@ class KafkaConnection(asyncio.Protocol):
         self._waiting = None
         if self._closed:
             return
+        if type(value) is bytes and not self._queue:
+            # The usual end of a parked request (a durable commit): nothing waits behind it,
+            # so reading needs no change either.
+            self._transport.write(value)  # type: ignore[union-attr]
+            return
         out: list[bytes] = []
         if self._emit(value, out):
-            self._flush(out)
-            self._pump()
+            self._pump(out)
 
     def _flush(self, out: list[bytes]) -> None:
         if out and self._transport is not None and not self._closed:

@@ -34,17 +34,25 @@ _FLUSH_EARLY_BYTES = 512 * 1024  # a staged batch this large goes out without wa
 class _Writer:
     """One caller's write, possibly spread over several partitions' batches."""
 
-    __slots__ = ("done", "left", "finished")
+    __slots__ = ("owner", "done", "left", "finished")
 
-    def __init__(self, done: Done, parts: int) -> None:
+    def __init__(self, owner: CoordinatorWriter, done: Done, parts: int) -> None:
+        self.owner = owner
         self.done = done
         self.left = parts
         self.finished = False
+        owner.pending += 1
 
     def finish(self, code: ErrorCode | None) -> None:
         if not self.finished:
             self.finished = True
+            self.owner.pending -= 1
             self.done(code)
+
+
+# The encoded records of one write bound for one partition:
+# (partition, [(key, value)], records, bytes they add to a batch)
+_Part = tuple[int, list[tuple[bytes, bytes | None]], list[CoordinatorRecord], int]
 
 
 class _Batch:
@@ -74,7 +82,7 @@ class CoordinatorWriter:
         self.commit_timeout_s = commit_timeout_s
         self.max_message_bytes = max_message_bytes
         self.on_append = on_append  # told the partition after each append (fetch long polls)
-        self.pending = 0  # writers not yet answered
+        self.pending = 0  # writers not yet answered (kept by _Writer)
         self._staged: dict[int, _Batch] = {}
         self._flush_scheduled = False
         self._partition_of = lru_cache(maxsize=65536)(lambda g: partition_for(g, num_partitions))
@@ -89,10 +97,10 @@ class CoordinatorWriter:
                 log.error("Could not encode %d coordinator records: %r", len(records), e)
             done(coordinator_append_error(error_code_of(e)))
             return
-        writer = _Writer(self._counting(done), len(parts))
-        self.pending += 1
-        for partition, kvs, size, recs in parts:
-            batch = self._staged.get(partition)
+        writer = _Writer(self, done, len(parts))
+        staged = self._staged
+        for partition, kvs, recs, size in parts:
+            batch = staged.get(partition)
             if batch is not None and batch.size + size > self.max_message_bytes:
                 self._flush_partition(partition)
                 batch = None
@@ -102,25 +110,26 @@ class CoordinatorWriter:
                 except KafkaError as e:
                     writer.finish(coordinator_append_error(e.code))
                     return
-                batch = self._staged[partition] = _Batch(plog)
+                batch = staged[partition] = _Batch(plog)
             batch.kvs.extend(kvs)
             batch.size += size
             batch.entries.append((writer, recs))
             if batch.size >= _FLUSH_EARLY_BYTES:
                 self._flush_partition(partition)
-        if self._staged and not self._flush_scheduled:
+        if staged and not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
-    def _counting(self, done: Done) -> Done:
-        def counted(code: ErrorCode | None) -> None:
-            self.pending -= 1
-            done(code)
-
-        return counted
-
-    def _encode(self, records: list[CoordinatorRecord]) -> list[tuple[int, list, int, list[CoordinatorRecord]]]:
-        by_partition: dict[int, tuple[list, list[CoordinatorRecord]]] = {}
+    def _encode(self, records: list[CoordinatorRecord]) -> list[_Part]:
+        """The records' bytes, by partition."""
+        if len(records) == 1:  # a one-partition commit, the usual write
+            r = records[0]
+            k = encode_key(r.key)
+            v = None if r.value is None else encode_value(r.value)
+            size = len(k) + (0 if v is None else len(v)) + _RECORD_OVERHEAD
+            self._check_size(size)
+            return [(self._partition_of(r.key.group), [(k, v)], records, size)]
+        by_partition: dict[int, tuple[list[tuple[bytes, bytes | None]], list[CoordinatorRecord]]] = {}
         for r in records:
             p = self._partition_of(r.key.group)
             entry = by_partition.get(p)
@@ -131,11 +140,14 @@ class CoordinatorWriter:
         out = []
         for p, (kvs, recs) in by_partition.items():
             size = sum(len(k) + (len(v) if v is not None else 0) + _RECORD_OVERHEAD for k, v in kvs)
-            if size + _BATCH_OVERHEAD > self.max_message_bytes:
-                raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                                 f"{size} bytes of coordinator records exceed max.message.bytes")
-            out.append((p, kvs, size, recs))
+            self._check_size(size)
+            out.append((p, kvs, recs, size))
         return out
+
+    def _check_size(self, size: int) -> None:
+        if size + _BATCH_OVERHEAD > self.max_message_bytes:
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                             f"{size} bytes of coordinator records exceed max.message.bytes")
 
     def _log(self, partition: int) -> PartitionLog:
         plog = self.logs.get(OFFSETS_TOPIC, partition)

@@ -10,33 +10,42 @@ _UNSET: Any = object()
 
 
 class Deferred(Generic[T]):
-    __slots__ = ("_value", "_callbacks")
+    # `done` is a plain attribute and a lone callback is kept as is (a second one makes a
+    # list): every commit goes through two of these, so they are kept to a few operations.
+    __slots__ = ("done", "_value", "_callbacks")
 
     def __init__(self) -> None:
+        self.done = False  # read-only outside this class
         self._value: T = _UNSET
-        self._callbacks: list[Callable[[T], None]] = []
-
-    @property
-    def done(self) -> bool:
-        return self._value is not _UNSET
+        self._callbacks: Callable[[T], None] | list[Callable[[T], None]] | None = None
 
     def result(self) -> T:
-        if self._value is _UNSET:
+        if not self.done:
             raise RuntimeError("deferred not completed")
         return self._value
 
     def complete(self, value: T) -> bool:
         """Complete once; later calls are ignored and return False."""
-        if self._value is not _UNSET:
+        if self.done:
             return False
+        self.done = True
         self._value = value
-        callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
-            cb(value)
+        callbacks, self._callbacks = self._callbacks, None
+        if type(callbacks) is list:
+            for cb in callbacks:
+                cb(value)
+        elif callbacks is not None:
+            callbacks(value)  # type: ignore[operator]
         return True
 
     def add_callback(self, cb: Callable[[T], None]) -> None:
-        if self._value is not _UNSET:
+        if self.done:
             cb(self._value)
+            return
+        callbacks = self._callbacks
+        if callbacks is None:
+            self._callbacks = cb
+        elif type(callbacks) is list:
+            callbacks.append(cb)
         else:
-            self._callbacks.append(cb)
+            self._callbacks = [callbacks, cb]  # type: ignore[list-item]

@@ -57,7 +57,7 @@ class CoordinatorBase:
     def _validate(self, group_id: str | None, api: str) -> ErrorCode | None:
         if group_id is None or (not group_id and api not in _EMPTY_ID_OK):
             return ErrorCode.INVALID_GROUP_ID
-        if self._is_loading(group_id):
+        if self._loading and self._is_loading(group_id):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 

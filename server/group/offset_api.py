@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from protocol.coordinator_codec import CodecError, offset_key
 from protocol.coordinator_records import CoordinatorRecord, GroupKey, OffsetKey, OffsetValue
 from protocol.errors import ErrorCode
 from server.group.base import CoordinatorBase, log
@@ -34,6 +35,9 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
 
 _INT64_MAX = 2**63 - 1
 
+# (topic, partition, value to store or None when its metadata is too large)
+_Entry = tuple[str, int, "OffsetValue | None"]
+
 
 def _java_length(s: str) -> int:
     """String.length() in Java: UTF-16 code units (what offset.metadata.max.bytes bounds)."""
@@ -51,28 +55,16 @@ class OffsetsMixin(CoordinatorBase):
     def offset_commit(self, req: Any, version: int) -> CoordinatorResult:
         now = self.clock.now_ms()
         group_id = req.group_id
-        generation = req.generation_id_or_member_epoch if version >= 1 else -1
-        member_id = (req.member_id or "") if version >= 1 else ""
+        if version >= 1:
+            generation, member_id = req.generation_id_or_member_epoch, req.member_id or ""
+        else:
+            generation, member_id = -1, ""
         instance_id = req.group_instance_id if version >= 7 else None
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
         # v2-v4 may ask for a retention: that is the only case with an explicit expire timestamp
         # clamped: a retention near Long.MAX_VALUE must not overflow the int64 on disk
         expire = None if retention == -1 else min(now + retention, _INT64_MAX)
-        max_meta = self.config.offset_metadata_max_bytes
-        # (topic, partition, value or None when its metadata is too large)
-        entries: list[tuple[str, int, OffsetValue | None]] = []
-        for t in req.topics:
-            for p in t.partitions:
-                meta = p.committed_metadata or ""
-                if _java_length(meta) > max_meta:
-                    entries.append((t.name, p.partition_index, None))
-                    continue
-                ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
-                epoch = p.committed_leader_epoch if version >= 6 else -1
-                entries.append((t.name, p.partition_index, OffsetValue(
-                    offset=p.committed_offset, metadata=meta, commit_timestamp=ts,
-                    leader_epoch=epoch, expire_timestamp=expire,
-                )))
+        entries = self._commit_entries(req.topics, version, now, expire)
 
         def all_error(code: ErrorCode) -> CoordinatorResult:
             return CoordinatorResult(response=commit_response(version, [(t, p, code) for t, p, _ in entries]))
@@ -99,6 +91,23 @@ class OffsetsMixin(CoordinatorBase):
             self._complete_and_schedule_next_heartbeat(group, group.members[member_id])  # type: ignore[attr-defined]
         return self._store_offsets(group, entries, version)
 
+    def _commit_entries(self, topics: Any, version: int, now: int, expire: int | None) -> list[_Entry]:
+        """(topic, partition, value) per requested partition; value None when its metadata
+        is over offset.metadata.max.bytes."""
+        max_meta = self.config.offset_metadata_max_bytes
+        entries: list[_Entry] = []
+        for t in topics:
+            topic = t.name
+            for p in t.partitions:
+                meta = p.committed_metadata or ""
+                if (len(meta) if meta.isascii() else _java_length(meta)) > max_meta:
+                    entries.append((topic, p.partition_index, None))
+                    continue
+                ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+                epoch = p.committed_leader_epoch if version >= 6 else -1
+                entries.append((topic, p.partition_index, OffsetValue(p.committed_offset, meta, ts, epoch, expire)))
+        return entries
+
     def _validate_offset_commit(
         self, group: GroupMetadata, generation: int, member_id: str, instance_id: str | None
     ) -> ErrorCode | None:
@@ -116,24 +125,29 @@ class OffsetsMixin(CoordinatorBase):
         # a group with members only takes commits from them
         return ErrorCode.UNKNOWN_MEMBER_ID if group.state is not EMPTY else None
 
-    def _store_offsets(
-        self, group: GroupMetadata, entries: list[tuple[str, int, OffsetValue | None]], version: int
-    ) -> CoordinatorResult:
-        valid = [(t, p, v) for t, p, v in entries if v is not None]
-        if not valid:
+    def _store_offsets(self, group: GroupMetadata, entries: list[_Entry], version: int) -> CoordinatorResult:
+        gid = group.group_id
+        records: list[CoordinatorRecord] = []
+        try:
+            for t, p, v in entries:
+                if v is not None:
+                    records.append(CoordinatorRecord(offset_key(gid, t, p), v))
+        except CodecError:  # a name too long for a record: the append refuses it (and says why)
+            records = [CoordinatorRecord(OffsetKey(gid, t, p), v) for t, p, v in entries if v is not None]
+        if not records:
             return CoordinatorResult(response=commit_response(
                 version, [(t, p, ErrorCode.OFFSET_METADATA_TOO_LARGE) for t, p, _ in entries]
             ))
-        gid = group.group_id
-        records = [CoordinatorRecord(OffsetKey(gid, t, p), v) for t, p, v in valid]
-        for t, p, _ in valid:
-            group.add_pending_commit(t, p)
+        for r in records:
+            group.add_pending_commit(r.key.topic, r.key.partition)  # type: ignore[union-attr]
 
         def on_appended(error: ErrorCode | None) -> Any:
             if error is not None:
-                for t, p, _ in valid:
-                    group.remove_pending_commit(t, p)
+                for r in records:
+                    group.remove_pending_commit(r.key.topic, r.key.partition)  # type: ignore[union-attr]
             ok = ErrorCode.NONE if error is None else error
+            if len(records) == len(entries):  # nothing refused: every row has the same code
+                return commit_response(version, [(t, p, ok) for t, p, _ in entries])
             return commit_response(version, [
                 (t, p, ErrorCode.OFFSET_METADATA_TOO_LARGE if v is None else ok) for t, p, v in entries
             ])

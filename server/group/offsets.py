@@ -52,13 +52,15 @@ class _TopicOffsets:
             return self.offset[partition] != _ABSENT
         return partition in self.sparse
 
-    def put(self, partition: int, v: OffsetValue) -> None:
+    def put(self, partition: int, v: OffsetValue) -> bool:
+        """Store the partition's offset; True if it had none."""
         if not 0 <= partition < _DENSE_LIMIT:
-            if partition not in self.sparse:
+            added = partition not in self.sparse
+            if added:
                 self.count += 1
             self.sparse[partition] = OffsetValue(v.offset, v.metadata or "", v.commit_timestamp,
                                                  v.leader_epoch, v.expire_timestamp)
-            return
+            return added
         n = len(self.offset)
         if partition >= n:
             grow = partition + 1 - n
@@ -67,13 +69,15 @@ class _TopicOffsets:
             self.expire_ts.extend(array("q", [_NO_EXPIRE]) * grow)
             self.epoch.extend(array("i", [-1]) * grow)
             self.metadata.extend([""] * grow)
-        if self.offset[partition] == _ABSENT:
+        added = self.offset[partition] == _ABSENT
+        if added:
             self.count += 1
         self.offset[partition] = v.offset
         self.commit_ts[partition] = v.commit_timestamp
         self.expire_ts[partition] = _NO_EXPIRE if v.expire_timestamp is None else v.expire_timestamp
         self.epoch[partition] = v.leader_epoch
         self.metadata[partition] = v.metadata or ""  # share the one empty string
+        return added
 
     def remove(self, partition: int) -> bool:
         if not 0 <= partition < len(self.offset):
@@ -133,9 +137,8 @@ class OffsetStore:
         t = self._topics.get(topic)
         if t is None:
             t = self._topics[topic] = _TopicOffsets()
-        before = len(t)
-        t.put(partition, value)
-        self._count += len(t) - before
+        if t.put(partition, value):
+            self._count += 1
 
     def remove(self, topic: str, partition: int) -> bool:
         t = self._topics.get(topic)

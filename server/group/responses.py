@@ -10,13 +10,13 @@ from kafka.protocol.consumer import (
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
-    OffsetCommitResponse,
     OffsetDeleteResponse,
     OffsetFetchResponse,
     SyncGroupResponse,
 )
 
 from protocol.errors import ErrorCode
+from protocol.fastpath import OffsetCommitResponseData
 from server.group.member import JoinResult, SyncResult
 
 _JoinMember = JoinGroupResponse.JoinGroupResponseMember
@@ -25,8 +25,6 @@ _Described = DescribeGroupsResponse.DescribedGroup
 _DescribedMember = DescribeGroupsResponse.DescribedGroup.DescribedGroupMember
 _Listed = ListGroupsResponse.ListedGroup
 _Deleted = DeleteGroupsResponse.DeletableGroupResult
-_CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
-_CommitPartition = OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
 _FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
 _FetchPartition = OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition
 _FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -154,12 +152,10 @@ def _by_topic(items: Iterable[tuple[str, int, object]]) -> dict[str, list[tuple[
     return out
 
 
-def commit_response(version: int, results: list[tuple[str, int, ErrorCode]]) -> OffsetCommitResponse:
-    topics = [
-        _CommitTopic(name=t, partitions=[_CommitPartition(partition_index=p, error_code=int(e)) for p, e in parts])
-        for t, parts in _by_topic(results).items()
-    ]
-    return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
+def commit_response(version: int, results: list[tuple[str, int, ErrorCode]]) -> OffsetCommitResponseData:
+    """Kept as rows (protocol/fastpath encodes them directly): kafka-python's objects would
+    cost more than the rest of a commit."""
+    return OffsetCommitResponseData(version, results)  # type: ignore[arg-type]
 
 
 # (topic, partition, offset, leader_epoch, metadata, error)

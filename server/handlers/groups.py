@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import OffsetCommitResponse
-
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
-from protocol.fastpath import heartbeat_response_body
+from protocol.fastpath import OffsetCommitResponseData, heartbeat_response_body
 from server.context import RequestContext
 from server.deferred import Deferred
+from server.group.responses import commit_response
 from server.handlers.registry import handles
 
 
@@ -51,20 +50,13 @@ def handle_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
     unknown = [t for t in req.topics if topics.get(t.name) is None]
     if not unknown:
         return ctx.broker.runtime.submit(ctx.broker.coordinator.offset_commit(req, version))
-    T = OffsetCommitResponse.OffsetCommitResponseTopic
-    P = T.OffsetCommitResponsePartition
-    errors = [
-        T(name=t.name, partitions=[P(partition_index=p.partition_index,
-                                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in t.partitions])
-        for t in unknown
-    ]
+    errors = [(t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for t in unknown for p in t.partitions]
     req.topics = [t for t in req.topics if topics.get(t.name) is not None]
     if not req.topics:
-        return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=errors)
+        return commit_response(version, errors)
 
-    def merge(response: Any) -> Any:
-        response.topics = list(response.topics) + errors
-        return response
+    def merge(response: OffsetCommitResponseData) -> OffsetCommitResponseData:
+        return commit_response(version, response.rows + errors)
 
     answer = ctx.broker.runtime.submit(ctx.broker.coordinator.offset_commit(req, version))
     if isinstance(answer, Deferred):

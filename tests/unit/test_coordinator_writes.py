@@ -105,3 +105,15 @@ async def test_not_durable_in_time_is_answered_then_replayed_when_it_lands(tmp_p
     assert [r.value.offset for r in replayed] == [7] and done == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
     logs.close()
     pool.shutdown()
+
+
+def test_cached_offset_keys_encode_like_fresh_ones():
+    from protocol.coordinator_codec import _OFFSET_KEYS, decode_key, encode_key, offset_key
+
+    k = offset_key("grp", "topic", 7)
+    assert k is offset_key("grp", "topic", 7)  # shared by the commits of that partition
+    assert encode_key(k) == encode_key(OffsetKey("grp", "topic", 7))
+    assert decode_key(encode_key(k)) == k
+    long_group = "g" * 600  # long names are not kept (bounded memory)
+    assert decode_key(encode_key(offset_key(long_group, "t", 0))) == OffsetKey(long_group, "t", 0)
+    assert (long_group, "t", 0) not in _OFFSET_KEYS

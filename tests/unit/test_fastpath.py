@@ -94,3 +94,66 @@ def test_offset_commit_request_matches_generic_decoder(version, group, gen, memb
                        p.committed_metadata) for p in t.partitions]) for t in fast.topics] == [
         (t.name, [(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.commit_timestamp,
                    p.committed_metadata) for p in t.partitions]) for t in slow.topics]
+
+
+def _commit_v8(group="g", member="m", instance=None, topics=(("t", ((0, 5, -1, ""),)),)):
+    from kafka.protocol.consumer import OffsetCommitRequest
+
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    return bytes(OffsetCommitRequest(
+        version=8, group_id=group, generation_id_or_member_epoch=3, member_id=member, group_instance_id=instance,
+        topics=[T(name=n, partitions=[P(partition_index=i, committed_offset=o, committed_leader_epoch=e,
+                                        committed_metadata=m) for i, o, e, m in ps]) for n, ps in topics],
+    ).encode())
+
+
+def test_offset_commit_short_path_reads_what_clients_send():
+    from protocol.fastpath import _offset_commit_flexible_short
+
+    body = _commit_v8(instance="i", topics=(("a", ((0, 5, 2, ""), (7, 2**40, -1, None))), ("b", ((1, 9, 0, "md"),))))
+    r = _offset_commit_flexible_short(body, 0)
+    assert r is not None
+    assert (r.group_id, r.generation_id_or_member_epoch, r.member_id, r.group_instance_id) == ("g", 3, "m", "i")
+    assert [(t.name, [(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+                      for p in t.partitions]) for t in r.topics] == [
+        ("a", [(0, 5, 2, ""), (7, 2**40, -1, None)]), ("b", [(1, 9, 0, "md")])]
+
+
+@pytest.mark.parametrize("body,group", [
+    (_commit_v8(group="g" * 200), "g" * 200),     # a length that needs two varint bytes
+    (_commit_v8()[:-1] + bytes([1, 0, 0]), "g"),  # a tagged field at the top level
+    (_commit_v8() + b"\x00", "g"),               # trailing bytes (ignored, as before)
+    (_commit_v8()[:-3], None),                    # truncated
+    (b"\x02\xff" + _commit_v8()[2:], None),       # not UTF-8
+])
+def test_offset_commit_short_path_leaves_the_rest_to_the_general_reader(body, group):
+    from protocol.fastpath import _offset_commit_flexible_short, decode_offset_commit
+
+    assert _offset_commit_flexible_short(body, 0) is None
+    if group is None:
+        with pytest.raises(ValueError):
+            decode_offset_commit(body, 0, 8)
+    else:
+        assert decode_offset_commit(body, 0, 8).group_id == group
+
+
+@given(version=st.integers(0, 9),
+       rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c" * 300]), st.integers(0, 2**31 - 1),
+                               st.sampled_from([0, 3, 25, 28])), max_size=6))
+def test_offset_commit_rows_encode_like_kafka_python(version, rows):
+    from kafka.protocol.consumer import OffsetCommitResponse
+
+    from protocol.fastpath import OffsetCommitResponseData
+
+    T = OffsetCommitResponse.OffsetCommitResponseTopic
+    P = T.OffsetCommitResponsePartition
+    by_topic: dict[str, list] = {}
+    for t, p, e in rows:
+        by_topic.setdefault(t, []).append(P(partition_index=p, error_code=e))
+    expected = bytes(OffsetCommitResponse(version=version, throttle_time_ms=0, topics=[
+        T(name=t, partitions=ps) for t, ps in by_topic.items()]).encode(version=version))
+    data = OffsetCommitResponseData(version, rows)
+    assert data.encode() == expected
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in data.topics] == [
+        (t, [(p.partition_index, p.error_code) for p in ps]) for t, ps in by_topic.items()]
