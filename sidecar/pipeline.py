@@ -1,18 +1,24 @@
-"""The Spark side of a compaction pass: read the planned segments, compact each partition in
-one task, write its output (sidecar/partition_io.py), return per-partition stats.
+"""The Spark side of a compaction pass: one Spark job, two stages.
 
-Spark reads every planned segment (.log) as a binary file (the `binaryFile` source); the rows
-are shuffled by partition inside the JVM so that one task owns each __consumer_offsets
-partition (the key map must see the whole partition), and that task parses the batches,
-compacts (sidecar/compaction.py) and writes (a new directory, or `.cleaned`/`.swap` files
-beside the live segments). Executors write the output themselves: the log directory must be
-on a filesystem every executor sees (local mode, or a shared volume).
+Phase 1 reads every cleanable planned segment with the `kafka_segments` data source
+(sidecar/datasource.py), one task per segment, with latestPerKey: each task keeps the last
+record of each key of its segment. Spark SQL then takes max(offset) per (partition, key):
+Kafka's offset map of each log partition, built in parallel. Phase 2 hands each log
+partition's map to one task (groupBy + applyInArrow), which reads that partition's planned
+segments from disk, compacts them with the map (sidecar/compaction.py) and writes the output
+(sidecar/partition_io.py: a new directory, or `.cleaned`/`.swap` files beside the live
+segments); it returns process_partition's stats. Executors read and write the log directory
+themselves: it must be on a filesystem every executor sees (local mode, or a shared volume).
+
+The key map covers the cleanable segments only (never the active one), as Kafka's does; with
+`active_base` set the active segment is not read at all and an empty stand-in takes its place.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
-import re
 import sys
 import zipfile
 from dataclasses import dataclass, field
@@ -21,7 +27,6 @@ from sidecar.partition_io import Output
 
 __all__ = ["PartitionPlan", "code_zip", "get_spark", "run_spark"]
 
-_SEGMENT_PATH = re.compile(r"__consumer_offsets-(\d+)/(\d{20})\.log$")
 _PACKAGES = ("protocol", "storage", "server", "sidecar")
 
 
@@ -63,16 +68,23 @@ def code_zip(tmpdir: str) -> str:
 
 
 def get_spark(master: str = "local[*]", app_name: str = "kcoord-compact"):
-    """A SparkSession (reused if one is active). Executors default to this interpreter."""
+    """A SparkSession (reused if one is active). Executors default to this interpreter.
+
+    The JVMs run with C1 only (-XX:TieredStopAtLevel=1; KCOORD_COMPACT_JAVA_OPTS replaces
+    it): the JVM only coordinates here (the records are parsed in Python), and C2 kept
+    recompiling for ~0.8 CPU-s per pass, warm, on 2 cores shared with the Python workers."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    java_opts = os.environ.get("KCOORD_COMPACT_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
     return (SparkSession.builder.master(master).appName(app_name)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "8")
             .config("spark.driver.memory", os.environ.get("KCOORD_COMPACT_DRIVER_MEMORY", "2g"))
+            .config("spark.driver.extraJavaOptions", java_opts)
+            .config("spark.executor.extraJavaOptions", java_opts)
             .getOrCreate())
 
 
@@ -85,41 +97,191 @@ def _segments_of(plan: PartitionPlan, segs: list) -> list:
     return segs
 
 
-def _task(rows, options: dict, plans: dict[int, PartitionPlan]):
-    """Executor side: rows of (partition, base_offset, content) -> stats dicts."""
+def cleanable_paths(plan: PartitionPlan) -> list[str]:
+    """The planned segments the key map is built over: all but the active one (when the plan
+    reads it, i.e. `active_base` is None, it is the last of `bases`)."""
+    paths = plan.paths()
+    return paths if plan.active_base is not None else paths[:-1]
+
+
+# ------------------------------------------------------------------------------ slots
+# Phase 2 runs one task per log partition. Spark hash-partitions a shuffle by Murmur3 (seed 42)
+# of the key, pmod the partition count, so partition numbers themselves would collide (two
+# log partitions in one task, an idle core meanwhile). Each log partition instead gets a
+# "slot": an int that hashes to the shuffle partition we choose for it, the biggest log
+# partition in shuffle partition 0 (Spark launches a stage's tasks in index order, so this
+# is longest-first scheduling).
+
+
+def _imul(a: int, b: int) -> int:
+    return (a * b) & 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+
+def spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's Murmur3_x86_32.hashInt (what `F.hash` and hash partitioning compute for an int)."""
+    k1 = _imul(_rotl(_imul(value & 0xFFFFFFFF, 0xCC9E2D51), 15), 0x1B873593)
+    h1 = _rotl((seed & 0xFFFFFFFF) ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = _imul(h1, 0x85EBCA6B)
+    h1 ^= h1 >> 13
+    h1 = _imul(h1, 0xC2B2AE35)
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def slot_values(n: int) -> list[int]:
+    """For each shuffle partition i < n, the smallest int that hash partitioning sends to i."""
+    slots: list[int | None] = [None] * n
+    missing, v = n, 0
+    while missing:
+        i = spark_hash_int(v) % n  # Python's % is Spark's pmod for a positive n
+        if slots[i] is None:
+            slots[i] = v
+            missing -= 1
+        v += 1
+    return slots  # type: ignore[return-value]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _planned_bytes(plan: PartitionPlan) -> int:
+    return sum(map(_size, plan.paths()))
+
+
+# ------------------------------------------------------------------------------ the job
+
+
+def _error_result(partition: int, segments_in: int, error: Exception) -> dict:
+    """A result like process_partition's for a failure before it could run."""
+    from sidecar.compaction import PartitionStats
+
+    st = PartitionStats(partition=partition, segments_in=segments_in, verified="error")
+    st.extra["error"] = f"{type(error).__name__}: {error}"
+    return st.as_dict()
+
+
+def compact_planned_partition(plan: PartitionPlan, key_map: dict[bytes, int] | None, options: dict) -> dict:
+    """Phase 2 for one log partition (an executor): read its planned segments, compact them
+    with the key map phase 1 built, write the output (sidecar/partition_io.py)."""
     from sidecar.compaction import Segment
     from sidecar.partition_io import process_partition
 
-    logging.getLogger("storage").setLevel(logging.ERROR)
-    by_partition: dict[int, list] = {}
-    for r in rows:
-        by_partition.setdefault(r["partition"], []).append(Segment(r["base_offset"], bytes(r["content"])))
-    for p, segs in sorted(by_partition.items()):
-        plan = plans[p]
-        yield process_partition(p, _segments_of(plan, segs), source_dir=plan.directory,
-                                output=plan.output, **options)
-        segs.clear()
+    segs = []
+    try:
+        for base, path in zip(plan.bases, plan.paths(), strict=True):
+            with open(path, "rb") as f:
+                segs.append(Segment(base, f.read()))
+    except OSError as e:
+        return _error_result(plan.partition, len(plan.bases), e)
+    return process_partition(plan.partition, _segments_of(plan, segs), source_dir=plan.directory,
+                             output=plan.output, key_map=key_map, **options)
+
+
+def _phase2(plans: dict[int, PartitionPlan], options: dict):
+    """The grouped-map function: (slot, partition) and that partition's key-map rows ->
+    one row (partition, pickled result dict)."""
+
+    def run(key, table):
+        import pickle
+
+        import pyarrow as pa
+
+        from sidecar.datasource import freeze_worker_heap
+
+        freeze_worker_heap()
+        logging.getLogger("storage").setLevel(logging.ERROR)
+        partition = key[1].as_py()
+        keys = table.column("key").to_pylist()
+        offsets = table.column("offset").to_pylist()
+        key_map = {k: o for k, o in zip(keys, offsets, strict=True) if k is not None}
+        result = compact_planned_partition(plans[partition], key_map, options)
+        return pa.table({"partition": pa.array([partition], pa.int32()),
+                         "result": pa.array([pickle.dumps(result)], pa.binary())})
+
+    return run
+
+
+def compaction_frame(spark, plans: list[PartitionPlan], options: dict):
+    """The pass as one DataFrame of (partition, pickled result): phase 1 reads every cleanable
+    segment with the kafka_segments source (one task per segment, latestPerKey), phase 2 takes
+    max(offset) per (partition, key), Kafka's offset map, and hands each partition's map to one
+    task that compacts and writes it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+
+    from sidecar.datasource import register
+
+    register(spark)
+    ordered = sorted(plans, key=lambda pl: (-_planned_bytes(pl), pl.partition))  # longest first
+    slots = dict(zip((pl.partition for pl in ordered), slot_values(len(ordered)), strict=True))
+    slot_of = F.create_map(*[F.lit(x) for p, s in slots.items() for x in (p, s)])
+    # Phase 1's tasks longest first too (the key map does not depend on their order).
+    paths = sorted((path for pl in ordered for path in cleanable_paths(pl)), key=_size, reverse=True)
+    key_rows = StructType([StructField("slot", IntegerType(), False), StructField("partition", IntegerType(), False),
+                           StructField("key", BinaryType(), True), StructField("offset", LongType(), True)])
+    # One key-less row per planned partition: every partition gets its phase-2 task, even
+    # with nothing to read.
+    frame = spark.createDataFrame([(slots[pl.partition], pl.partition, None, None) for pl in ordered], key_rows)
+    if paths:
+        latest = (spark.read.format("kafka_segments")
+                  .option("paths", json.dumps(paths))
+                  .option("latestPerKey", "true")
+                  .option("failOnCorrupt", "false")  # phase 2 reports it, for its partition only
+                  .load()
+                  .select(slot_of[F.col("partition")].cast("int").alias("slot"), "partition", "key", "offset"))
+        frame = latest.unionByName(frame)
+    key_map = (frame.repartition(len(ordered), "slot")
+               .groupBy("slot", "partition", "key").agg(F.max("offset").alias("offset")))
+    return (key_map.groupBy("slot", "partition")
+            .applyInArrow(_phase2({pl.partition: pl for pl in plans}, options),
+                          "partition int, result binary"))
+
+
+# Session settings for the pass (restored afterwards). Adaptive execution would cut the plan
+# into query stages run as separate jobs with re-planning in between, for nothing here: the
+# shuffle's partitioning is chosen exactly (slots), and must not be coalesced.
+_JOB_CONF = {"spark.sql.adaptive.enabled": "false"}
+
+
+@contextlib.contextmanager
+def _session_conf(spark, settings: dict[str, str]):
+    saved = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 def run_spark(spark, plans: list[PartitionPlan], options: dict) -> list[dict]:
     """One Spark job over every planned segment; returns the stats of each partition."""
-    from pyspark.sql import functions as F
+    import pickle
 
     from sidecar.partition_io import process_partition
 
-    by_partition = {p.partition: p for p in plans}
-    paths = ["file://" + os.path.abspath(path) for p in plans for path in p.paths()]
     results: list[dict] = []
-    if paths:
-        df = (spark.read.format("binaryFile").load(paths)
-              .select(F.col("path"), F.col("content")))
-        df = (df.withColumn("partition", F.regexp_extract("path", _SEGMENT_PATH.pattern, 1).cast("int"))
-                .withColumn("base_offset", F.regexp_extract("path", _SEGMENT_PATH.pattern, 2).cast("long"))
-                .select("partition", "base_offset", "content")
-                .repartition(max(1, len(plans)), "partition"))
-        results = df.rdd.mapPartitions(lambda rows: _task(rows, options, by_partition)).collect()
+    if plans:
+        with _session_conf(spark, _JOB_CONF):
+            rows = compaction_frame(spark, plans, options).collect()
+        results = [pickle.loads(r["result"]) for r in rows]
     done = {r["partition"] for r in results}
-    for plan in plans:  # nothing to read (an empty log): still write what the output needs
+    for plan in plans:  # not expected (every planned partition has its task); kept as a safety net
         if plan.partition not in done:
             results.append(process_partition(plan.partition, _segments_of(plan, []),
                                              source_dir=plan.directory, output=plan.output, **options))
