@@ -46,6 +46,7 @@ from aiokafka.record.default_records import (
 from aiokafka.record.util import calc_crc32c
 
 from storage.batch import (
+    ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTR_LOG_APPEND_TIME,
     ATTR_TRANSACTIONAL,
@@ -76,6 +77,8 @@ DEFAULT_DELETE_RETENTION_MS = 86_400_000
 DEFAULT_SEGMENT_BYTES = 104_857_600  # offsets.topic.segment.bytes
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_ATTRIBUTES_LOW = 22  # the low byte of a batch's int16 attributes
+_GZIP = 1
 _q = struct.Struct(">q")
 _i = struct.Struct(">i")
 _I = struct.Struct(">I")
@@ -219,6 +222,11 @@ def _rebuild(h: BatchHeader, kept: list[tuple], delete_horizon: int | None = Non
     for off, ts, key, value, headers in kept:
         b.append(off - h.base_offset, ts, key, value, headers)
     buf = b.build()
+    if buf[_ATTRIBUTES_LOW] & ATTR_COMPRESSION_MASK == _GZIP:
+        # Python's gzip stamps the stream with the current time (Java's GZIPOutputStream, so
+        # Kafka, writes 0): zero it so that the output is a function of the input only.
+        buf[HEADER_SIZE + 4:HEADER_SIZE + 8] = bytes(4)
+        _I.pack_into(buf, 17, calc_crc32c(memoryview(buf)[21:]))
     _q.pack_into(buf, 0, h.base_offset)
     _i.pack_into(buf, 12, h.partition_leader_epoch)
     if h.attributes & ATTR_LOG_APPEND_TIME:
