@@ -1,21 +1,31 @@
 """The Spark compaction job end to end: real segment files, real Spark (local[2], one session
-for the module), output mode and --in-place, with --verify."""
+for the module), output mode and --in-place, with --verify; KIP-534 tombstones over two
+cleanings; the progress thread sees the pass's stages."""
 from __future__ import annotations
 
 import io
 import os
-import subprocess
-import sys
+import re
+import time
 
-import pyspark  # noqa: F401, E402  (make test installs it: failing here means setup is incomplete)
+import pyspark  # noqa: F401  (make test installs it: failing here means setup is incomplete)
 import pytest
 
-from sidecar.compact import get_spark, parse_args, run  # noqa: E402
-from sidecar.compaction import iter_records, iter_segment_batches, read_partition_segments  # noqa: E402
-from sidecar.partition_io import input_records, output_records  # noqa: E402
-from sidecar.testdata import write_partition  # noqa: E402
-from sidecar.verify import replay_state  # noqa: E402
-from storage.log_manager import LogManager  # noqa: E402
+from sidecar.compact import _Progress, find_partitions, get_spark, parse_args, plan_pass, run
+from sidecar.compaction import (
+    ATTR_DELETE_HORIZON,
+    DEFAULT_DELETE_RETENTION_MS,
+    iter_records,
+    iter_segment_batches,
+    read_partition_segments,
+)
+from sidecar.handoff import CleanerLock
+from sidecar.partition_io import input_records, output_records
+from sidecar.pipeline import run_spark
+from sidecar.testdata import write_partition
+from sidecar.verify import replay_state
+from storage.log_manager import LogManager
+from storage.swap import pending_swaps
 
 NOW = 1_700_000_000_000
 PARTS = 3
@@ -36,6 +46,16 @@ def make_log_dir(path) -> dict:
 
 def records(segs):
     return [(off, k, v) for s in segs for h, b in iter_segment_batches(s.data) for off, _t, k, v, _ in iter_records(b, h)]
+
+
+def tombstone_horizons(segs) -> set:
+    """The delete horizons of the batches holding tombstones (None: not stamped)."""
+    out = set()
+    for s in segs:
+        for h, b in iter_segment_batches(s.data):
+            if any(v is None for _o, _t, _k, v, _h in iter_records(b, h)):
+                out.add(h.base_timestamp if h.attributes & ATTR_DELETE_HORIZON else None)
+    return out
 
 
 def compact(spark, *argv) -> tuple[int, str]:
@@ -67,8 +87,11 @@ def test_output_mode_compacts_and_verifies(spark, tmp_path):
         assert len(keys) == len(set(keys))  # one record per key
         for off, k, v in cleaned:
             assert before[off] == (k, v) and latest[k] == off  # latest value, original offset
+        # KIP-534: the first cleaning keeps every latest tombstone, old or recent, and stamps
+        # its batch with the delete horizon (now + delete.retention.ms)
         tomb = {k for _o, k, v in cleaned if v is None}
-        assert tomb == g.new_tombstones and not (set(keys) & g.old_tombstones)
+        assert tomb == g.new_tombstones | g.old_tombstones
+        assert tombstone_horizons(segs_out[:-1]) == {NOW + DEFAULT_DELETE_RETENTION_MS}
         # the server's storage opens it without cutting anything
         with_logs = LogManager(str(tmp_path / "out"))
         try:
@@ -81,6 +104,25 @@ def test_output_mode_compacts_and_verifies(spark, tmp_path):
         _, b = replay_state(output_records(str(out_dir)), p, PARTS, mode)
         assert a == b
 
+    # A second cleaning before the horizon changes nothing; one at the horizon drops the
+    # tombstones (and the replayed state stays the same).
+    rc, text = compact(spark, str(tmp_path / "out"), "--output", str(tmp_path / "out2"),
+                       "--verify", "--now-ms", str(NOW + 1000))
+    assert rc == 0, text
+    for p in gens:
+        name = f"__consumer_offsets-{p}"
+        assert ([s.data for s in read_partition_segments(str(tmp_path / "out2" / name))]
+                == [s.data for s in read_partition_segments(str(tmp_path / "out" / name))])
+    later = NOW + DEFAULT_DELETE_RETENTION_MS
+    rc, text = compact(spark, str(tmp_path / "out"), "--output", str(tmp_path / "out3"),
+                       "--verify", "--now-ms", str(later))
+    assert rc == 0, text
+    for p, g in gens.items():
+        segs = read_partition_segments(str(tmp_path / "out3" / f"__consumer_offsets-{p}"))
+        cleaned = records(segs[:-1])
+        assert not [k for _o, k, v in cleaned if v is None]
+        assert not ({k for _o, k, _v in cleaned} & (g.new_tombstones | g.old_tombstones))
+
 
 def test_in_place_swaps_and_reloads(spark, tmp_path):
     data = tmp_path / "data"
@@ -90,9 +132,12 @@ def test_in_place_swaps_and_reloads(spark, tmp_path):
     sizes = {p: sum(len(s.data) for s in read_partition_segments(g.path)) for p, g in gens.items()}
     rc, text = compact(spark, str(data), "--in-place", "--verify", "--now-ms", str(NOW))
     assert rc == 0, text
-    assert "swapped 3 partition(s) in place" in text
-    names = sorted(n for n in os.listdir(data) if not n.startswith("."))
-    assert names == [f"__consumer_offsets-{p}" for p in range(PARTS)]  # no staging / -delete left
+    assert text.count("ok (") == PARTS
+    names = sorted(n for n in os.listdir(data) if n.startswith("__"))
+    assert names == [f"__consumer_offsets-{p}" for p in range(PARTS)]
+    for g in gens.values():  # swapped in (no server: the compactor completes the swaps)
+        assert not pending_swaps(g.path)
+        assert not [n for n in os.listdir(g.path) if n.endswith((".cleaned", ".swap", ".deleted"))]
     assert (data / "__consumer_offsets-0" / "partition.metadata").exists()
     logs = LogManager(str(data))
     try:
@@ -110,17 +155,34 @@ def test_in_place_swaps_and_reloads(spark, tmp_path):
     assert rc == 0, text
 
 
-def test_in_place_refused_while_a_process_has_the_log_open(spark, tmp_path):
+def test_in_place_refused_while_another_compactor_works(spark, tmp_path):
     data = tmp_path / "data"
     gens = make_log_dir(data)
-    seg = os.path.join(gens[1].path, "00000000000000000000.log")
-    holder = subprocess.Popen([sys.executable, "-c", f"f = open({seg!r}, 'rb'); import sys; print('ready', flush=True); sys.stdin.read()"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "ready"
-        before = {p: [s.data for s in read_partition_segments(g.path)] for p, g in gens.items()}
+    before = {p: [s.data for s in read_partition_segments(g.path)] for p, g in gens.items()}
+    with CleanerLock(str(data)):
         rc, _ = compact(spark, str(data), "--in-place", "--now-ms", str(NOW))
-        assert rc == 2
-        assert {p: [s.data for s in read_partition_segments(g.path)] for p, g in gens.items()} == before
+    assert rc == 2
+    assert {p: [s.data for s in read_partition_segments(g.path)] for p, g in gens.items()} == before
+
+
+def test_progress_reports_the_pass_stages(spark, tmp_path):
+    data = tmp_path / "data"
+    make_log_dir(data)
+    plans, _ = plan_pass(str(data), find_partitions(str(data), None), output_dir=str(tmp_path / "out"))
+    out = io.StringIO()
+    progress = _Progress(spark, out, every_s=0.05)
+    progress.start()
+    try:
+        started = time.monotonic()
+        results = run_spark(spark, plans, dict(now_ms=NOW))
     finally:
-        holder.communicate("")
+        progress.done.set()
+        progress.join()
+    assert len(results) == PARTS and not any(r["extra"].get("error") for r in results)
+    lines = re.findall(r"stage (\d+) (\d+)/(\d+) tasks done", out.getvalue())
+    if time.monotonic() - started > 1.0:  # a pass this short may end between two looks
+        assert lines, out.getvalue()
+    # the stages are phase 1 (one task per cleanable segment, plus the planned-partition rows)
+    # and phase 2 (one task per partition)
+    assert {int(total) for _s, _d, total in lines} <= {PARTS, sum(len(p.bases) - 1 for p in plans) + 2,
+                                                       sum(len(p.bases) - 1 for p in plans) + 1}
