@@ -261,31 +261,34 @@ def decode_heartbeat(buf: bytes, pos: int, version: int) -> Any:
 
 def _heartbeat_v4_short(buf: bytes, pos: int) -> Any:
     """Heartbeat v4 when every length fits in one varint byte and no tagged field is set:
-    what clients send. None for anything else (the general reader then handles it)."""
+    what clients send. None for anything else (the general reader then handles it).
+    Read like _offset_commit_flexible_short."""
     try:
         n = buf[pos] - 1
         if not 0 <= n < 127:
             return None
-        pos += 1
-        group_id = buf[pos : pos + n].decode()
-        pos += n
-        (generation_id,) = _I32.unpack_from(buf, pos)
-        pos += 4
+        end = pos + 1 + n
+        group_id = buf[pos + 1 : end].decode()
+        (generation_id,) = _I32.unpack_from(buf, end)
+        pos = end + 4
         n = buf[pos] - 1
         if not 0 <= n < 127:
             return None
-        pos += 1
-        member_id = buf[pos : pos + n].decode()
-        pos += n
-        n = buf[pos] - 1
-        if not -1 <= n < 127:
+        end = pos + 1 + n
+        member_id = buf[pos + 1 : end].decode()
+        n = buf[end] - 1  # group_instance_id, nullable
+        if n < 0:
+            if n < -1:
+                return None
+            instance, pos = None, end + 1
+        elif n < 127:
+            pos = end + 1 + n
+            instance = buf[end + 1 : pos].decode()
+        else:
             return None
-        pos += 1
-        instance = None if n < 0 else buf[pos : pos + n].decode()
-        pos += max(n, 0)
         if pos != len(buf) - 1 or buf[pos] != 0:  # exactly the empty tagged-field section
             return None
-    except (IndexError, struct.error, UnicodeDecodeError):
+    except (IndexError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
         return None
     return HeartbeatRequestData(group_id, generation_id, member_id, instance)
 

@@ -86,9 +86,13 @@ class KafkaConnection(asyncio.Protocol):
         if (len(frames) == 1 and not self._queue and self._waiting is None and not self._closed
                 and not self._writing_paused):
             # The common case: one request on an idle connection, answered right away.
-            out: list[bytes] = []
-            if self._serve(frames[0], out):
-                self._flush(out)
+            result = self._answer(frames[0])
+            if type(result) is bytes:
+                self._transport.write(result)  # type: ignore[union-attr]
+            elif result is not None:
+                out: list[bytes] = []
+                if self._settle(result, out):
+                    self._flush(out)
             return
         self._queue.extend(frames)
         self._pump()
@@ -121,26 +125,32 @@ class KafkaConnection(asyncio.Protocol):
         self._flush(out)
         self._update_reading()
 
+    def _answer(self, frame: bytes) -> bytes | Deferred[bytes | None] | CloseConnection | None:
+        """The dispatcher's answer to one request; a CloseConnection (returned, not raised)
+        when the connection must close after what was answered before it."""
+        try:
+            return self._dispatcher.handle(frame, self._host)
+        except CloseConnection as e:
+            return e
+        except Exception as e:  # noqa: BLE001 - a handler bug must not take the server down
+            log.exception("Unexpected error serving %s; closing the connection", self._peer)
+            return CloseConnection(f"internal error {e!r}")
+
     def _serve(self, frame: bytes, out: list[bytes]) -> bool:
         """Answer one request into `out`, or park the connection on its Deferred. False once
         the connection is closed (after writing what `out` held)."""
-        try:
-            result = self._dispatcher.handle(frame, self._host)
-        except CloseConnection as e:
-            self._flush(out)
-            self._close(str(e))
-            return False
-        except Exception as e:  # noqa: BLE001 - a handler bug must not take the server down
-            log.exception("Unexpected error serving %s; closing the connection", self._peer)
-            self._flush(out)
-            self._close(f"internal error {e!r}")
-            return False
+        result = self._answer(frame)
         if type(result) is bytes:
             out.append(result)
             return True
-        if result is None:
-            return True
-        if result.done:  # a Deferred answered while it was being handled
+        return result is None or self._settle(result, out)
+
+    def _settle(self, result: Deferred[bytes | None] | CloseConnection, out: list[bytes]) -> bool:
+        """A refusal closes the connection; a Deferred answer goes to `out` if it is already
+        there, else the connection waits for it. False once the connection is closed."""
+        if isinstance(result, CloseConnection):
+            return self._emit(result, out)
+        if result.done:  # answered while it was being handled
             return self._emit(result.result(), out)
         self._waiting = result
         result.add_callback(self._on_deferred)

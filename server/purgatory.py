@@ -86,20 +86,21 @@ class Purgatory:
             op._timer = self.clock.call_later(op.delay_ms, lambda: self._expire(op))
         return op.is_completed
 
-    def extend(self, op: DelayedOperation, delay_ms: int) -> None:
-        """Move a watched operation's expiry to `delay_ms` from now. A later deadline only
-        stores an integer (the armed timer re-arms itself for the rest when it fires); an
-        earlier one re-arms the timer. This makes "complete the old one and watch a new one"
-        (Kafka's per-heartbeat DelayedHeartbeat) nearly free for operations whose completion
-        has no effect of its own."""
+    def extend(self, op: DelayedOperation, delay_ms: int) -> bool:
+        """Move a watched operation's expiry to `delay_ms` from now; False (and nothing done)
+        if it already completed. A later deadline only stores an integer (the armed timer
+        re-arms itself for the rest when it fires); an earlier one re-arms the timer. This
+        makes "complete the old one and watch a new one" (Kafka's per-heartbeat
+        DelayedHeartbeat) nearly free for operations whose completion has no effect of its own."""
         if op._completed:
-            return
+            return False
         op.deadline_ms = deadline = self.clock.now_ms() + delay_ms
         if deadline < op._timer_at:
             if op._timer is not None:
                 op._timer.cancel()
             op._timer_at = deadline
             op._timer = self.clock.call_later(delay_ms, lambda: self._expire(op))
+        return True
 
     def check_and_complete(self, key: Hashable) -> int:
         """Retry the operations watching `key`; returns how many completed."""

@@ -434,11 +434,11 @@ class MembershipMixin(CoordinatorBase):
         self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int
     ) -> None:
         session = member._session
-        if (session is not None and not session.is_completed and session.group is group
-                and session.member_id == member.member_id and not session.is_pending):
+        if (session is not None and session.group is group and session.member_id == member.member_id
+                and not session.is_pending and self._heartbeats.extend(session, timeout_ms)):
             # The hot path (every heartbeat and commit): a live session just moves its
-            # deadline, equivalent to completing it and watching a fresh one.
-            self._heartbeats.extend(session, timeout_ms)
+            # deadline, equivalent to completing it and watching a fresh one (extend refuses
+            # a completed one).
             return
         key = member_key(group.group_id, member.member_id)
         member.heartbeat_satisfied = True
@@ -646,14 +646,18 @@ class MembershipMixin(CoordinatorBase):
         if group.state is DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         member_id = req.member_id
-        err = self._validate_current_member(group, member_id, req.group_instance_id if version >= 3 else None)
-        if err is not None:
-            return err
+        instance_id = req.group_instance_id if version >= 3 else None
+        member = group.members.get(member_id) if instance_id is None else None
+        if member is None:  # not a known dynamic member: the full check says why (or finds it)
+            err = self._validate_current_member(group, member_id, instance_id)
+            if err is not None:
+                return err
+            member = group.members[member_id]
         if req.generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         if group.state is EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        self._complete_and_schedule_next_heartbeat(group, group.members[member_id])
+        self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
         if group.state is PREPARING:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE

@@ -46,6 +46,11 @@ def _java_length(s: str) -> int:
     return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def _all_error(version: int, entries: list[_Entry], code: ErrorCode) -> CoordinatorResult:
+    """A commit refused as a whole: every partition answers `code`."""
+    return CoordinatorResult(response=commit_response(version, [(t, p, code) for t, p, _ in entries]))
+
+
 class OffsetsMixin(CoordinatorBase):
     # Uses MembershipMixin's member validation and session reset (both mixed into
     # GroupCoordinator).
@@ -65,27 +70,23 @@ class OffsetsMixin(CoordinatorBase):
         # clamped: a retention near Long.MAX_VALUE must not overflow the int64 on disk
         expire = None if retention == -1 else min(now + retention, _INT64_MAX)
         entries = self._commit_entries(req.topics, version, now, expire)
-
-        def all_error(code: ErrorCode) -> CoordinatorResult:
-            return CoordinatorResult(response=commit_response(version, [(t, p, code) for t, p, _ in entries]))
-
         err = self._validate(group_id, "offset_commit")
         if err is not None:
-            return all_error(err)
+            return _all_error(version, entries, err)
         group = self._groups.get(group_id)
         if group is None:
             if generation >= 0:
                 # a commit from an older generation of a group that is gone
-                return all_error(ErrorCode.ILLEGAL_GENERATION)
+                return _all_error(version, entries, ErrorCode.ILLEGAL_GENERATION)
             # not using group management: the group exists only to hold offsets
             log.info("Creating simple consumer group %s via manual offset commit.", group_id)
             group = self._new_group(group_id)
         err = self._validate_offset_commit(group, generation, member_id, instance_id)
         if err is not None:
-            return all_error(err)
+            return _all_error(version, entries, err)
         if group.state is COMPLETING:
             # the member knows the new generation but has no assignment yet
-            return all_error(ErrorCode.REBALANCE_IN_PROGRESS)
+            return _all_error(version, entries, ErrorCode.REBALANCE_IN_PROGRESS)
         if group.state in (STABLE, PREPARING):
             # commits are allowed while preparing: the heartbeat tells the member to rejoin
             self._complete_and_schedule_next_heartbeat(group, group.members[member_id])  # type: ignore[attr-defined]

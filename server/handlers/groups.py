@@ -8,7 +8,8 @@ runtime, which makes the result's records durable before the response leaves.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -17,6 +18,9 @@ from server.context import RequestContext
 from server.deferred import Deferred
 from server.group.responses import commit_response
 from server.handlers.registry import handles
+
+if TYPE_CHECKING:
+    from server.broker import Broker
 
 
 @handles(ApiKey.JOIN_GROUP)
@@ -38,8 +42,18 @@ def _plain(api_key: ApiKey, method: str) -> None:
 
 @handles(ApiKey.HEARTBEAT)
 def handle_heartbeat(ctx: RequestContext, req: Any, version: int) -> Any:
-    # The hottest API of a coordinator: decoded by protocol/fastpath, answered from a cache.
-    return heartbeat_response_body(version, ctx.broker.coordinator.heartbeat_error(req, version))
+    return heartbeat_body(ctx.broker, req, version)
+
+
+def heartbeat_body(broker: Broker, req: Any, version: int) -> bytes:
+    """The hottest API of a coordinator: decoded by protocol/fastpath, answered from a cache,
+    and served without a RequestContext (see DIRECT)."""
+    return heartbeat_response_body(version, broker.coordinator.heartbeat_error(req, version))
+
+
+# Handlers the dispatcher calls as (broker, request, version) -> encoded body: those that
+# need nothing else from the request's context and answer at once.
+DIRECT: dict[int, Callable[[Broker, Any, int], bytes]] = {ApiKey.HEARTBEAT: heartbeat_body}
 
 
 @handles(ApiKey.OFFSET_COMMIT)
@@ -47,9 +61,12 @@ def handle_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
     """Kafka answers UNKNOWN_TOPIC_OR_PARTITION for topics that do not exist, before the
     coordinator sees the request; only the known topics are committed."""
     topics = ctx.broker.topics
-    unknown = [t for t in req.topics if topics.get(t.name) is None]
-    if not unknown:
+    for t in req.topics:
+        if topics.get(t.name) is None:
+            break
+    else:  # every topic exists: the usual case
         return ctx.broker.runtime.submit(ctx.broker.coordinator.offset_commit(req, version))
+    unknown = [t for t in req.topics if topics.get(t.name) is None]
     errors = [(t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for t in unknown for p in t.partitions]
     req.topics = [t for t in req.topics if topics.get(t.name) is not None]
     if not req.topics:

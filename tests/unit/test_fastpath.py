@@ -157,3 +157,26 @@ def test_offset_commit_rows_encode_like_kafka_python(version, rows):
     assert data.encode() == expected
     assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in data.topics] == [
         (t, [(p.partition_index, p.error_code) for p in ps]) for t, ps in by_topic.items()]
+
+
+@given(client_id=st.none() | st.binary(max_size=300), header_version=st.integers(1, 2),
+       tagged=st.sampled_from([b"\x00", b"\x01\x05\x02ab", b""]), cut=st.integers(0, 12))
+def test_dispatch_body_start_agrees_with_read_client_id(client_id, header_version, tagged, cut):
+    """The dispatcher skips the client id of a Heartbeat without decoding it: same body offset,
+    and the same refusal of a truncated header."""
+    from protocol.headers import read_client_id
+    from server.dispatch import _body_start
+
+    frame = b"\x00\x0c\x00\x04\x00\x00\x00\x07"
+    frame += b"\xff\xff" if client_id is None else len(client_id).to_bytes(2, "big") + client_id
+    frame += (tagged if header_version >= 2 else b"") + b"BODY"
+    frame = frame[: len(frame) - cut]
+
+    def outcome(fn):
+        try:
+            return fn()
+        except ValueError:
+            return "refused"
+
+    expected = outcome(lambda: read_client_id(frame, header_version)[1])
+    assert outcome(lambda: _body_start(frame, header_version)) == expected
