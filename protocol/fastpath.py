@@ -141,11 +141,13 @@ class OffsetCommitRequestData:
 def decode_offset_commit(buf: bytes, pos: int, version: int) -> Any:
     """OffsetCommit v0-v9 (v1+: generation/member; v1 only: commit timestamp; v2-v4:
     retention; v6+: leader epoch; v7+: instance id; v8+: flexible)."""
+    if version >= 8:
+        return decode_offset_commit_flexible(buf, pos, version)
+    return _offset_commit_general(buf, pos, version)
+
+
+def _offset_commit_general(buf: bytes, pos: int, version: int) -> Any:
     flexible = version >= 8
-    if flexible:
-        fast = _offset_commit_flexible_short(buf, pos)
-        if fast is not None:
-            return fast
     r = _Reader(buf, pos, flexible)
     group_id = r.string()
     generation, member_id, instance, retention = -1, "", None, -1
@@ -180,75 +182,82 @@ def decode_offset_commit(buf: bytes, pos: int, version: int) -> Any:
 _PARTITION_FIXED = struct.Struct(">iqi")  # partition_index, committed_offset, committed_leader_epoch
 
 
-def _offset_commit_flexible_short(buf: bytes, pos: int) -> Any:
-    """OffsetCommit v8+ when every length fits one varint byte and no tagged field is set:
-    what clients send. None for anything else (the general reader then handles it, raising
-    for what is malformed). Strings are read inline: this runs for every commit.
+class _NotShort(ValueError):
+    """The request is not in the shape the straight readers take: use the general one."""
+
+
+def decode_offset_commit_flexible(buf: bytes, start: int, version: int) -> Any:
+    """OffsetCommit v8+. Read straight when every length fits one varint byte and no tagged
+    field is set (what clients send), else by the general reader (which also raises for what
+    is malformed). Strings are read inline: this runs for every commit.
 
     A length byte b means b - 1 bytes (0 is null); b >= 0x80 would be a longer varint.
     A slice past the end comes back short, which the final length check catches."""
+    pos = start
     try:
         n = buf[pos] - 1
         if not 0 <= n < 127:
-            return None
+            raise _NotShort
         end = pos + 1 + n
         group_id = buf[pos + 1 : end].decode()
         (generation,) = _I32.unpack_from(buf, end)
         pos = end + 4
         n = buf[pos] - 1
         if not 0 <= n < 127:
-            return None
+            raise _NotShort
         end = pos + 1 + n
         member_id = buf[pos + 1 : end].decode()
         n = buf[end] - 1  # group_instance_id, nullable
         if not -1 <= n < 127:
-            return None
+            raise _NotShort
         pos = end + 1 + max(n, 0)
         instance = None if n < 0 else buf[end + 1 : pos].decode()
         n_topics = buf[pos] - 1
         if not 0 <= n_topics < 127:
-            return None
+            raise _NotShort
         pos += 1
         topics = []
         for _ in range(n_topics):
             n = buf[pos] - 1
             if not 0 <= n < 127:
-                return None
+                raise _NotShort
             end = pos + 1 + n
             name = buf[pos + 1 : end].decode()
             n_partitions = buf[end] - 1
             if not 0 <= n_partitions < 127:
-                return None
+                raise _NotShort
             pos = end + 1
             partitions = []
             for _ in range(n_partitions):
                 index, offset, epoch = _PARTITION_FIXED.unpack_from(buf, pos)
                 n = buf[pos + 16] - 1  # committed_metadata, nullable
                 if not -1 <= n < 127:
-                    return None
+                    raise _NotShort
                 end = pos + 17 + max(n, 0)
                 metadata = None if n < 0 else buf[pos + 17 : end].decode()
                 if buf[end] != 0:  # a tagged field is set
-                    return None
+                    raise _NotShort
                 pos = end + 1
                 partitions.append(OffsetCommitPartitionData(index, offset, epoch, -1, metadata))
             if buf[pos] != 0:
-                return None
+                raise _NotShort
             pos += 1
             topics.append(OffsetCommitTopicData(name, partitions))  # type: ignore[arg-type]
         if pos != len(buf) - 1 or buf[pos] != 0:  # exactly the empty tagged-field section
-            return None
-    except (IndexError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
-        return None
-    return OffsetCommitRequestData(group_id, generation, member_id, instance, -1, topics)  # type: ignore[arg-type]
+            raise _NotShort
+        return OffsetCommitRequestData(group_id, generation, member_id, instance, -1, topics)  # type: ignore[arg-type]
+    except (IndexError, ValueError, struct.error):  # _NotShort and UnicodeDecodeError are ValueErrors
+        return _offset_commit_general(buf, start, version)
 
 
 def decode_heartbeat(buf: bytes, pos: int, version: int) -> Any:
     """Heartbeat v0-v4 (v3+: group_instance_id; v4: flexible)."""
     if version == 4:
-        fast = _heartbeat_v4_short(buf, pos)
-        if fast is not None:
-            return fast
+        return decode_heartbeat_v4(buf, pos, version)
+    return _heartbeat_general(buf, pos, version)
+
+
+def _heartbeat_general(buf: bytes, pos: int, version: int) -> Any:
     r = _Reader(buf, pos, version >= 4)
     group_id = r.string()
     generation_id = r.int32()
@@ -259,38 +268,46 @@ def decode_heartbeat(buf: bytes, pos: int, version: int) -> Any:
     return HeartbeatRequestData(group_id, generation_id, member_id, instance)  # type: ignore[arg-type]
 
 
-def _heartbeat_v4_short(buf: bytes, pos: int) -> Any:
-    """Heartbeat v4 when every length fits in one varint byte and no tagged field is set:
-    what clients send. None for anything else (the general reader then handles it).
-    Read like _offset_commit_flexible_short."""
+def decode_heartbeat_v4(buf: bytes, start: int, version: int = 4) -> Any:
+    """Heartbeat v4, read straight when every length fits in one varint byte and no tagged
+    field is set (what clients send), else by the general reader. Read like
+    decode_offset_commit_flexible."""
     try:
-        n = buf[pos] - 1
+        n = buf[start] - 1
         if not 0 <= n < 127:
-            return None
-        end = pos + 1 + n
-        group_id = buf[pos + 1 : end].decode()
+            raise _NotShort
+        end = start + 1 + n
+        group_id = buf[start + 1 : end].decode()
         (generation_id,) = _I32.unpack_from(buf, end)
         pos = end + 4
         n = buf[pos] - 1
         if not 0 <= n < 127:
-            return None
+            raise _NotShort
         end = pos + 1 + n
         member_id = buf[pos + 1 : end].decode()
         n = buf[end] - 1  # group_instance_id, nullable
         if n < 0:
             if n < -1:
-                return None
+                raise _NotShort
             instance, pos = None, end + 1
         elif n < 127:
             pos = end + 1 + n
             instance = buf[end + 1 : pos].decode()
         else:
-            return None
+            raise _NotShort
         if pos != len(buf) - 1 or buf[pos] != 0:  # exactly the empty tagged-field section
-            return None
-    except (IndexError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
-        return None
-    return HeartbeatRequestData(group_id, generation_id, member_id, instance)
+            raise _NotShort
+        return HeartbeatRequestData(group_id, generation_id, member_id, instance)
+    except (IndexError, ValueError, struct.error):  # _NotShort and UnicodeDecodeError are ValueErrors
+        return _heartbeat_general(buf, start, 4)
+
+
+# Per (API key, version): the decoder to call directly, skipping the version dispatch.
+DECODERS = {
+    (8, 8): decode_offset_commit_flexible,
+    (8, 9): decode_offset_commit_flexible,
+    (12, 4): decode_heartbeat_v4,
+}
 
 
 @lru_cache(maxsize=64)

@@ -42,6 +42,7 @@ class KafkaConnection(asyncio.Protocol):
         self._writing_paused = False
         self._accepted = False
         self._closed = False
+        self._answered = self._on_deferred  # one bound method for every parked request
 
     # asyncio.Protocol
 
@@ -153,7 +154,7 @@ class KafkaConnection(asyncio.Protocol):
         if result.done:  # answered while it was being handled
             return self._emit(result.result(), out)
         self._waiting = result
-        result.add_callback(self._on_deferred)
+        result.add_callback(self._answered)
         return True
 
     def _update_reading(self) -> None:

@@ -127,7 +127,8 @@ class CoordinatorWriter:
             k = encode_key(r.key)
             v = None if r.value is None else encode_value(r.value)
             size = len(k) + (0 if v is None else len(v)) + _RECORD_OVERHEAD
-            self._check_size(size)
+            if size + _BATCH_OVERHEAD > self.max_message_bytes:
+                self._check_size(size)  # raises
             return [(self._partition_of(r.key.group), [(k, v)], records, size)]
         by_partition: dict[int, tuple[list[tuple[bytes, bytes | None]], list[CoordinatorRecord]]] = {}
         for r in records:

@@ -22,7 +22,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from protocol.api import API_TABLE, ApiKey, ApiSpec
 from protocol.errors import ErrorCode
-from protocol.fastpath import OffsetCommitResponseData
+from protocol.fastpath import DECODERS, OffsetCommitResponseData, encode_commit_rows
 from protocol.headers import (
     HeaderError,
     encode_response_header,
@@ -67,8 +67,9 @@ class _Route:
         self.version = version
         self.handler = handler
         self.direct = DIRECT.get(spec.key)  # (broker, request, version) -> body, no context
-        # (frame, body offset, version) -> request: the hand decoder itself where there is one
-        self.decode = spec.fast_decode or spec.decode
+        # (frame, body offset, version) -> request: the hand decoder for this very version
+        # where there is one
+        self.decode = DECODERS.get((int(spec.key), version)) or spec.fast_decode or spec.decode
         self.name = spec.name
         self.request_header = spec.request_header_version(version)
         # after the echoed correlation id: header v1 adds an empty tagged-field section
@@ -111,25 +112,30 @@ def _routes() -> dict[bytes, _Route]:
 
 class _Framed(Deferred[bytes | None]):
     """Completes with the framed answer (and times the request) once the handler's Deferred
-    completes. One object rather than a closure over five cells: a commit in flight keeps
-    fewer objects alive for the garbage collector to scan."""
+    completes: it is that Deferred's callback. One object rather than a closure over five
+    cells: a commit in flight keeps fewer objects alive for the garbage collector to scan."""
 
     __slots__ = ("_dispatcher", "_route", "_correlation", "_started")
 
     def __init__(self, dispatcher: Dispatcher, route: _Route, correlation: bytes, started: float) -> None:
-        super().__init__()
+        Deferred.__init__(self)
         self._dispatcher = dispatcher
         self._route = route
         self._correlation = correlation
         self._started = started
 
-    def answer(self, response: Any) -> None:
+    def __call__(self, response: Any) -> None:
+        """The handler's answer arrived."""
         route = self._route
-        framed = self._dispatcher._finish(route, self._correlation, response)
-        if isinstance(framed, Deferred):  # answered with yet another Deferred
-            framed.add_callback(self._complete_timed)
+        if type(response) is OffsetCommitResponseData:  # a durable commit, the usual answer
+            framed = route.frame(self._correlation, encode_commit_rows(route.version, response.rows))
         else:
-            self._complete_timed(framed)
+            framed = self._dispatcher._finish(route, self._correlation, response)
+            if isinstance(framed, Deferred):  # answered with yet another Deferred
+                framed.add_callback(self._complete_timed)
+                return
+        self._dispatcher.broker.metrics.observe_request(route.name, _perf_counter() - self._started)
+        self.complete(framed)
 
     def _complete_timed(self, framed: bytes | None) -> None:
         self._dispatcher.broker.metrics.observe_request(self._route.name, _perf_counter() - self._started)
@@ -181,7 +187,7 @@ class Dispatcher:
         """The framed answer to a parked request (a commit waiting for its fdatasync, a
         JoinGroup waiting for the rebalance)."""
         out = _Framed(self, route, correlation, started)
-        result.add_callback(out.answer)
+        result.add_callback(out)
         return out
 
     def _unrouted(self, frame: bytes) -> bytes:
@@ -207,7 +213,7 @@ class Dispatcher:
         if kind is bytes:
             return route.frame(correlation, result)
         if kind is OffsetCommitResponseData:
-            return route.frame(correlation, result.encode(route.version))
+            return route.frame(correlation, encode_commit_rows(route.version, result.rows))
         if isinstance(result, ApiMessage):
             return route.frame(correlation, route.spec.encode(result, route.version))
         if result is NO_RESPONSE:

@@ -51,6 +51,33 @@ def _all_error(version: int, entries: list[_Entry], code: ErrorCode) -> Coordina
     return CoordinatorResult(response=commit_response(version, [(t, p, code) for t, p, _ in entries]))
 
 
+class _CommitAppended:
+    """A commit's on_appended: its answer once its records are durable and replayed, or the
+    append's error with its pending commits undone. A callable object rather than a closure:
+    a commit waiting for its fdatasync keeps fewer objects alive for the garbage collector."""
+
+    __slots__ = ("group", "records", "entries", "version")
+
+    def __init__(self, group: GroupMetadata, records: list[CoordinatorRecord], entries: list[_Entry] | None,
+                 version: int) -> None:
+        self.group = group
+        self.records = records
+        self.entries = entries  # None when no partition was refused: the records say it all
+        self.version = version
+
+    def __call__(self, error: ErrorCode | None) -> Any:
+        if error is not None:
+            for r in self.records:
+                self.group.remove_pending_commit(r.key.topic, r.key.partition)  # type: ignore[union-attr]
+        ok = ErrorCode.NONE if error is None else error
+        if self.entries is None:
+            rows = [(r.key.topic, r.key.partition, ok) for r in self.records]  # type: ignore[union-attr]
+            return commit_response(self.version, rows)
+        return commit_response(self.version, [
+            (t, p, ErrorCode.OFFSET_METADATA_TOO_LARGE if v is None else ok) for t, p, v in self.entries
+        ])
+
+
 class OffsetsMixin(CoordinatorBase):
     # Uses MembershipMixin's member validation and session reset (both mixed into
     # GroupCoordinator).
@@ -141,19 +168,8 @@ class OffsetsMixin(CoordinatorBase):
             ))
         for r in records:
             group.add_pending_commit(r.key.topic, r.key.partition)  # type: ignore[union-attr]
-
-        def on_appended(error: ErrorCode | None) -> Any:
-            if error is not None:
-                for r in records:
-                    group.remove_pending_commit(r.key.topic, r.key.partition)  # type: ignore[union-attr]
-            ok = ErrorCode.NONE if error is None else error
-            if len(records) == len(entries):  # nothing refused: every row has the same code
-                return commit_response(version, [(t, p, ok) for t, p, _ in entries])
-            return commit_response(version, [
-                (t, p, ErrorCode.OFFSET_METADATA_TOO_LARGE if v is None else ok) for t, p, v in entries
-            ])
-
-        return CoordinatorResult(records=records, on_appended=on_appended)
+        refused = None if len(records) == len(entries) else entries
+        return CoordinatorResult(records=records, on_appended=_CommitAppended(group, records, refused, version))
 
     # ====================================================================== OffsetFetch
 

@@ -108,12 +108,28 @@ def _commit_v8(group="g", member="m", instance=None, topics=(("t", ((0, 5, -1, "
     ).encode())
 
 
-def test_offset_commit_short_path_reads_what_clients_send():
-    from protocol.fastpath import _offset_commit_flexible_short
+def _general_reader_calls(monkeypatch) -> list:
+    """Record the fallbacks of the straight OffsetCommit v8+ reader to the general one."""
+    import protocol.fastpath as fastpath
 
+    calls: list = []
+    general = fastpath._offset_commit_general
+
+    def spy(buf, pos, version):
+        calls.append(version)
+        return general(buf, pos, version)
+
+    monkeypatch.setattr(fastpath, "_offset_commit_general", spy)
+    return calls
+
+
+def test_offset_commit_straight_reader_reads_what_clients_send(monkeypatch):
+    from protocol.fastpath import decode_offset_commit
+
+    calls = _general_reader_calls(monkeypatch)
     body = _commit_v8(instance="i", topics=(("a", ((0, 5, 2, ""), (7, 2**40, -1, None))), ("b", ((1, 9, 0, "md"),))))
-    r = _offset_commit_flexible_short(body, 0)
-    assert r is not None
+    r = decode_offset_commit(body, 0, 8)
+    assert calls == []
     assert (r.group_id, r.generation_id_or_member_epoch, r.member_id, r.group_instance_id) == ("g", 3, "m", "i")
     assert [(t.name, [(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                       for p in t.partitions]) for t in r.topics] == [
@@ -127,15 +143,16 @@ def test_offset_commit_short_path_reads_what_clients_send():
     (_commit_v8()[:-3], None),                    # truncated
     (b"\x02\xff" + _commit_v8()[2:], None),       # not UTF-8
 ])
-def test_offset_commit_short_path_leaves_the_rest_to_the_general_reader(body, group):
-    from protocol.fastpath import _offset_commit_flexible_short, decode_offset_commit
+def test_offset_commit_straight_reader_leaves_the_rest_to_the_general_reader(monkeypatch, body, group):
+    from protocol.fastpath import decode_offset_commit
 
-    assert _offset_commit_flexible_short(body, 0) is None
+    calls = _general_reader_calls(monkeypatch)
     if group is None:
         with pytest.raises(ValueError):
             decode_offset_commit(body, 0, 8)
     else:
         assert decode_offset_commit(body, 0, 8).group_id == group
+    assert calls == [8]
 
 
 @given(version=st.integers(0, 9),
