@@ -27,7 +27,9 @@ Options (case-insensitive):
   (the active one, which a running broker appends to and Kafka's cleaner never reads);
 - `latestPerKey` (default false): only the last record of each key within each segment
   (a combiner for a per-key latest: the globally latest record of a key is the latest of
-  its own segment). Keyless records and control batches are left out in this mode;
+  its own segment). Keyless records and control batches are left out in this mode; records
+  of aborted or still-open transactions are not (the source does not follow transactions:
+  compaction checks them itself and then builds its own map);
 - `failOnCorrupt` (default true): false makes a corrupt or unreadable segment yield no rows
   instead of failing the query (the compaction pipeline re-reads such a segment in its
   per-partition step, which reports the error for that partition only).

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from sidecar.partition_io import Output
 
-__all__ = ["PartitionPlan", "code_zip", "get_spark", "run_spark"]
+__all__ = ["PartitionPlan", "cleanable_paths", "code_zip", "compact_planned_partition", "compaction_frame", "get_spark",
+           "run_spark", "slot_values", "spark_hash_int"]
 
 _PACKAGES = ("protocol", "storage", "server", "sidecar")
 
