@@ -191,50 +191,56 @@ def decode_offset_commit_flexible(buf: bytes, start: int, version: int) -> Any:
     field is set (what clients send), else by the general reader (which also raises for what
     is malformed). Strings are read inline: this runs for every commit.
 
-    A length byte b means b - 1 bytes (0 is null); b >= 0x80 would be a longer varint.
-    A slice past the end comes back short, which the final length check catches."""
-    pos = start
+    A length byte b in 1..127 means b - 1 bytes follow (0 is null; 128 and up would be a
+    longer varint). A slice past the end comes back short, which the final length check
+    catches."""
     try:
-        n = buf[pos] - 1
-        if not 0 <= n < 127:
+        b = buf[start]
+        if not 0 < b < 128:
             raise _NotShort
-        end = pos + 1 + n
-        group_id = buf[pos + 1 : end].decode()
+        end = start + b
+        group_id = buf[start + 1 : end].decode()
         (generation,) = _I32.unpack_from(buf, end)
         pos = end + 4
-        n = buf[pos] - 1
-        if not 0 <= n < 127:
+        b = buf[pos]
+        if not 0 < b < 128:
             raise _NotShort
-        end = pos + 1 + n
+        end = pos + b
         member_id = buf[pos + 1 : end].decode()
-        n = buf[end] - 1  # group_instance_id, nullable
-        if not -1 <= n < 127:
+        b = buf[end]  # group_instance_id, nullable
+        if b == 0:
+            instance, pos = None, end + 1
+        elif b < 128:
+            pos = end + b
+            instance = buf[end + 1 : pos].decode()
+        else:
             raise _NotShort
-        pos = end + 1 + max(n, 0)
-        instance = None if n < 0 else buf[end + 1 : pos].decode()
-        n_topics = buf[pos] - 1
-        if not 0 <= n_topics < 127:
+        b = buf[pos]
+        if not 0 < b < 128:
             raise _NotShort
         pos += 1
         topics = []
-        for _ in range(n_topics):
-            n = buf[pos] - 1
-            if not 0 <= n < 127:
+        for _ in range(b - 1):
+            b = buf[pos]
+            if not 0 < b < 128:
                 raise _NotShort
-            end = pos + 1 + n
+            end = pos + b
             name = buf[pos + 1 : end].decode()
-            n_partitions = buf[end] - 1
-            if not 0 <= n_partitions < 127:
+            b = buf[end]
+            if not 0 < b < 128:
                 raise _NotShort
             pos = end + 1
             partitions = []
-            for _ in range(n_partitions):
+            for _ in range(b - 1):
                 index, offset, epoch = _PARTITION_FIXED.unpack_from(buf, pos)
-                n = buf[pos + 16] - 1  # committed_metadata, nullable
-                if not -1 <= n < 127:
+                b = buf[pos + 16]  # committed_metadata, nullable
+                if b == 0:
+                    metadata, end = None, pos + 17
+                elif b < 128:
+                    end = pos + 16 + b
+                    metadata = buf[pos + 17 : end].decode()
+                else:
                     raise _NotShort
-                end = pos + 17 + max(n, 0)
-                metadata = None if n < 0 else buf[pos + 17 : end].decode()
                 if buf[end] != 0:  # a tagged field is set
                     raise _NotShort
                 pos = end + 1
@@ -273,25 +279,23 @@ def decode_heartbeat_v4(buf: bytes, start: int, version: int = 4) -> Any:
     field is set (what clients send), else by the general reader. Read like
     decode_offset_commit_flexible."""
     try:
-        n = buf[start] - 1
-        if not 0 <= n < 127:
+        b = buf[start]
+        if not 0 < b < 128:
             raise _NotShort
-        end = start + 1 + n
+        end = start + b
         group_id = buf[start + 1 : end].decode()
         (generation_id,) = _I32.unpack_from(buf, end)
         pos = end + 4
-        n = buf[pos] - 1
-        if not 0 <= n < 127:
+        b = buf[pos]
+        if not 0 < b < 128:
             raise _NotShort
-        end = pos + 1 + n
+        end = pos + b
         member_id = buf[pos + 1 : end].decode()
-        n = buf[end] - 1  # group_instance_id, nullable
-        if n < 0:
-            if n < -1:
-                raise _NotShort
+        b = buf[end]  # group_instance_id, nullable
+        if b == 0:
             instance, pos = None, end + 1
-        elif n < 127:
-            pos = end + 1 + n
+        elif b < 128:
+            pos = end + b
             instance = buf[end + 1 : pos].decode()
         else:
             raise _NotShort

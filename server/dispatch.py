@@ -171,7 +171,10 @@ class Dispatcher:
         ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id, client_host)
         result = route.handler(ctx, request, version)
         if isinstance(result, Deferred) and not result.done:
-            return self._later(route, correlation, started, result)
+            # parked (a commit waiting for its fdatasync, a JoinGroup for the rebalance)
+            framed = _Framed(self, route, correlation, started)
+            result.add_callback(framed)
+            return framed
         out = self._finish(route, correlation, result)
         if isinstance(out, Deferred):
             out.add_callback(lambda _r: self._observe(route, started))
@@ -181,14 +184,6 @@ class Dispatcher:
 
     def _observe(self, route: _Route, started: float) -> None:
         self.broker.metrics.observe_request(route.name, _perf_counter() - started)
-
-    def _later(self, route: _Route, correlation: bytes, started: float,
-               result: Deferred[Any]) -> Deferred[bytes | None]:
-        """The framed answer to a parked request (a commit waiting for its fdatasync, a
-        JoinGroup waiting for the rebalance)."""
-        out = _Framed(self, route, correlation, started)
-        result.add_callback(out)
-        return out
 
     def _unrouted(self, frame: bytes) -> bytes:
         """A request no route serves: answered (ApiVersions of an unknown version) or refused."""
