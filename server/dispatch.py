@@ -66,7 +66,7 @@ class _Route:
         self.spec = spec
         self.version = version
         self.handler = handler
-        self.direct = DIRECT.get(spec.key)  # (broker, request, version) -> body, no context
+        self.direct = DIRECT.get(spec.key)  # (broker, request, version) -> answer, no context
         # (frame, body offset, version) -> request: the hand decoder for this very version
         # where there is one
         self.decode = DECODERS.get((int(spec.key), version)) or spec.fast_decode or spec.decode
@@ -165,11 +165,14 @@ class Dispatcher:
             raise CloseConnection(f"malformed {route.spec.key.name} v{version} request: {e!r}") from None
 
         if route.direct is not None:
-            framed = route.frame(correlation, route.direct(self.broker, request, version))
-            self.broker.metrics.observe_request(route.name, _perf_counter() - started)
-            return framed
-        ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id, client_host)
-        result = route.handler(ctx, request, version)
+            result = route.direct(self.broker, request, version)
+            if type(result) is bytes:  # a heartbeat
+                framed = route.frame(correlation, result)
+                self.broker.metrics.observe_request(route.name, _perf_counter() - started)
+                return framed
+        else:
+            ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id, client_host)
+            result = route.handler(ctx, request, version)
         if isinstance(result, Deferred) and not result.done:
             # parked (a commit waiting for its fdatasync, a JoinGroup for the rebalance)
             framed = _Framed(self, route, correlation, started)

@@ -11,6 +11,7 @@ from typing import Any
 from protocol.coordinator_codec import CodecError, offset_key
 from protocol.coordinator_records import CoordinatorRecord, GroupKey, OffsetKey, OffsetValue
 from protocol.errors import ErrorCode
+from protocol.fastpath import OffsetCommitResponseData
 from server.group.base import CoordinatorBase, log
 from server.group.group import GroupMetadata
 from server.group.responses import (
@@ -71,8 +72,11 @@ class _CommitAppended:
                 self.group.remove_pending_commit(r.key.topic, r.key.partition)  # type: ignore[union-attr]
         ok = ErrorCode.NONE if error is None else error
         if self.entries is None:
-            rows = [(r.key.topic, r.key.partition, ok) for r in self.records]  # type: ignore[union-attr]
-            return commit_response(self.version, rows)
+            records = self.records
+            if len(records) == 1:  # one partition, the usual commit
+                key = records[0].key
+                return OffsetCommitResponseData(self.version, [(key.topic, key.partition, ok)])  # type: ignore[union-attr]
+            return commit_response(self.version, [(r.key.topic, r.key.partition, ok) for r in records])  # type: ignore[union-attr]
         return commit_response(self.version, [
             (t, p, ErrorCode.OFFSET_METADATA_TOO_LARGE if v is None else ok) for t, p, v in self.entries
         ])

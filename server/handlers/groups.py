@@ -46,26 +46,24 @@ def handle_heartbeat(ctx: RequestContext, req: Any, version: int) -> Any:
 
 
 def heartbeat_body(broker: Broker, req: Any, version: int) -> bytes:
-    """The hottest API of a coordinator: decoded by protocol/fastpath, answered from a cache,
-    and served without a RequestContext (see DIRECT)."""
+    """The hottest API of a coordinator: decoded by protocol/fastpath, answered from a cache."""
     return heartbeat_response_body(version, broker.coordinator.heartbeat_error(req, version))
-
-
-# Handlers the dispatcher calls as (broker, request, version) -> encoded body: those that
-# need nothing else from the request's context and answer at once.
-DIRECT: dict[int, Callable[[Broker, Any, int], bytes]] = {ApiKey.HEARTBEAT: heartbeat_body}
 
 
 @handles(ApiKey.OFFSET_COMMIT)
 def handle_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
+    return commit_offsets(ctx.broker, req, version)
+
+
+def commit_offsets(broker: Broker, req: Any, version: int) -> Any:
     """Kafka answers UNKNOWN_TOPIC_OR_PARTITION for topics that do not exist, before the
     coordinator sees the request; only the known topics are committed."""
-    topics = ctx.broker.topics
+    topics = broker.topics
     for t in req.topics:
         if topics.get(t.name) is None:
             break
     else:  # every topic exists: the usual case
-        return ctx.broker.runtime.submit(ctx.broker.coordinator.offset_commit(req, version))
+        return broker.runtime.submit(broker.coordinator.offset_commit(req, version))
     unknown = [t for t in req.topics if topics.get(t.name) is None]
     errors = [(t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for t in unknown for p in t.partitions]
     req.topics = [t for t in req.topics if topics.get(t.name) is not None]
@@ -75,12 +73,20 @@ def handle_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
     def merge(response: OffsetCommitResponseData) -> OffsetCommitResponseData:
         return commit_response(version, response.rows + errors)
 
-    answer = ctx.broker.runtime.submit(ctx.broker.coordinator.offset_commit(req, version))
+    answer = broker.runtime.submit(broker.coordinator.offset_commit(req, version))
     if isinstance(answer, Deferred):
         merged: Deferred[Any] = Deferred()
         answer.add_callback(lambda r: merged.complete(merge(r)))
         return merged
     return merge(answer)
+
+
+# The hot APIs, served without building a RequestContext (nor decoding the client id): the
+# dispatcher calls these as (broker, request, version); they answer like any handler.
+DIRECT: dict[int, Callable[[Broker, Any, int], Any]] = {
+    ApiKey.HEARTBEAT: heartbeat_body,
+    ApiKey.OFFSET_COMMIT: commit_offsets,
+}
 
 
 for _key, _method in (

@@ -127,3 +127,24 @@ def test_no_fd_leak_from_rounds(log):
         log.flush()
     # Rolls add segment files (3 fds each); flush rounds themselves leave nothing open.
     assert len(os.listdir("/proc/self/fd")) - before == 3 * (len(log.segments) - 1)
+
+
+async def test_rounds_bound_the_gil_switch_interval(log):
+    """A busy loop must hand the GIL to the flush thread within SWITCH_INTERVAL_S, not the
+    interpreter's default 5 ms (only ever lowered)."""
+    import sys
+
+    from storage.flusher import SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        _, last = log.append_records([(b"k", b"v")], 1)
+        await sync(log, last)
+        assert sys.getswitchinterval() == SWITCH_INTERVAL_S
+        sys.setswitchinterval(SWITCH_INTERVAL_S / 2)  # a lower choice stays
+        _, last = log.append_records([(b"k", b"v")], 2)
+        await sync(log, last)
+        assert sys.getswitchinterval() == SWITCH_INTERVAL_S / 2
+    finally:
+        sys.setswitchinterval(before)
