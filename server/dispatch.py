@@ -43,6 +43,7 @@ log = logging.getLogger("kcoord.dispatch")
 
 _perf_counter = time.perf_counter
 _CORRELATION = struct.Struct(">i")
+_U16 = struct.Struct(">H")
 
 
 class CloseConnection(Exception):
@@ -87,14 +88,15 @@ def _body_start(frame: bytes, header_version: int) -> int:
     finds it, without decoding the client id."""
     if header_version < 1:
         return 8
-    if len(frame) < 10:
-        raise HeaderError("truncated client_id")
-    n = (frame[8] << 8) | frame[9]
+    try:
+        n = _U16.unpack_from(frame, 8)[0]
+    except struct.error:
+        raise HeaderError("truncated client_id") from None
     pos = 10 + n if n < 0x8000 else 10  # a negative length is a null client id
     if pos > len(frame):
         raise HeaderError("truncated client_id")
     if header_version >= 2:  # tagged fields, nearly always none
-        pos = pos + 1 if pos < len(frame) and frame[pos] == 0 else skip_tagged_fields(frame, pos)
+        return pos + 1 if pos < len(frame) and frame[pos] == 0 else skip_tagged_fields(frame, pos)
     return pos
 
 
