@@ -89,17 +89,19 @@ class Broker:
     def start_background(self) -> None:
         """After the listeners are up: load __consumer_offsets (groups answer
         COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention task."""
-        self._background.append(asyncio.ensure_future(self._load_then_adopt_swaps()))
+        loading = asyncio.ensure_future(self.runtime.load_all())
+        self._background.append(loading)  # first: tests and tools await the load through it
+        self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
         self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])
         from server.data_plane import start_topic_retention  # topics' retention.ms / retention.bytes
 
         self._background.append(start_topic_retention(self))
 
-    async def _load_then_adopt_swaps(self) -> None:
-        """Load __consumer_offsets, then keep putting in place the segments the compaction
-        sidecar commits (storage/swap.py). Not while loading: the loader reads segments
-        across awaits."""
-        await self.runtime.load_all()
+    async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
+        """Once __consumer_offsets is loaded, keep putting in place the segments the
+        compaction sidecar commits (storage/swap.py). Not while loading: the loader reads
+        segments across awaits."""
+        await loading
         interval = self.config["kcoord.compaction.handoff.check.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
