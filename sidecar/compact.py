@@ -221,6 +221,7 @@ def run_pass(spark, log_dir: str, plans: list[PartitionPlan], options: dict, *, 
 def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
     """The whole job; returns the exit status (0 ok, 1 a partition failed, 2 refused)."""
     from sidecar.handoff import CleanerLock, DirectoryInUseError
+    from storage.swap import remove_cleaned
 
     log_dir = os.path.abspath(args.log_dir)
     if not os.path.isdir(log_dir):
@@ -251,6 +252,8 @@ def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
     own_spark = spark is None
     tmp = tempfile.mkdtemp(prefix="kcoord-compact-")
     try:
+        for d in partitions.values():
+            remove_cleaned(d)  # a killed compactor's leftovers: we hold the cleaner lock
         plans, skipped = plan_pass(log_dir, partitions, output_dir=output_dir,
                                    min_ratio=args.min_cleanable_ratio)
         for p, why in skipped.items():

@@ -8,6 +8,7 @@ started meanwhile is refused instead of racing it. SIGTERM / SIGINT end it after
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -20,6 +21,7 @@ import time
 from sidecar.compact import find_partitions, format_table, plan_pass, run_pass, topic_settings
 from sidecar.handoff import CleanerLock, DirectoryInUseError
 from sidecar.pipeline import code_zip, get_spark
+from storage.swap import remove_cleaned
 
 log = logging.getLogger("kcoord.sidecar")
 
@@ -47,11 +49,21 @@ def serve(config, master: str = "local[*]", *, max_passes: int | None = None, ou
     spark.sparkContext.addPyFile(code_zip(tmp))
     print(f"kcoord sidecar: cleaning {log_dir} on {master} every {backoff_s:g} s when the dirty "
           f"ratio reaches {ratio}", file=out, flush=True)
+    # A signal cancels the running pass: what its tasks already committed stays committed,
+    # the rest is never swapped in (storage/swap.py).
+    def cancel_on_stop() -> None:
+        stop.wait()
+        with contextlib.suppress(Exception):  # the session may be stopping already
+            spark.sparkContext.cancelAllJobs()
+
+    threading.Thread(target=cancel_on_stop, daemon=True).start()
     passes = 0
     try:
         while not stop.is_set():
-            registry_partitions, registry_segment_bytes = topic_settings(log_dir)
             partitions = find_partitions(log_dir, None)
+            for d in partitions.values():
+                remove_cleaned(d)  # a killed compactor's leftovers: we hold the cleaner lock
+            registry_partitions, registry_segment_bytes = topic_settings(log_dir)
             plans, _ = plan_pass(log_dir, partitions, output_dir=None, min_ratio=ratio)
             if plans:
                 options = dict(now_ms=int(time.time() * 1000),
@@ -60,7 +72,15 @@ def serve(config, master: str = "local[*]", *, max_passes: int | None = None, ou
                                verify=False, verify_mode="auto",
                                num_partitions=registry_partitions or config["offsets.topic.num.partitions"])
                 started = time.monotonic()
-                results, note = run_pass(spark, log_dir, plans, options, out=out)
+                try:
+                    results, note = run_pass(spark, log_dir, plans, options, out=out)
+                except Exception as e:  # noqa: BLE001 - a failed pass is retried after the backoff
+                    if stop.is_set():
+                        print("kcoord sidecar: pass cancelled", file=out, flush=True)
+                        break
+                    log.error("Compaction pass failed: %s", e)
+                    stop.wait(backoff_s)
+                    continue
                 print(f"pass {passes + 1}: {len(plans)} partition(s) in {time.monotonic() - started:.2f} s; "
                       f"segments {note}\n{format_table(results)}", file=out, flush=True)
                 passes += 1

@@ -108,7 +108,7 @@ class Committer:
 def test_commits_flow_while_the_sidecar_compacts(kcoord_factory, tmp_path):
     srv = kcoord_factory({
         "offsets.topic.num.partitions": str(PARTS),
-        "offsets.topic.segment.bytes": "8192",  # rolls every few dozen commits
+        "offsets.topic.segment.bytes": "65536",  # rolls every second or so
         "kcoord.compaction.handoff.check.ms": "100",
         "log.cleaner.backoff.ms": "300",
         "log.cleaner.min.cleanable.ratio": "0.3",
