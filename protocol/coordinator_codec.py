@@ -98,12 +98,14 @@ def _remember_offset_key(group: str, topic: str, partition: int) -> tuple[Offset
 
 
 def offset_key(group: str, topic: str, partition: int) -> OffsetKey:
-    """OffsetKey(group, topic, partition), shared between the commits of that partition.
-    CodecError if it could not be encoded (a string longer than an int16 length)."""
+    """OffsetKey(group, topic, partition), shared between the commits of that partition."""
     entry = _OFFSET_KEYS.get((group, topic, partition))
-    if entry is None:
-        entry = _remember_offset_key(group, topic, partition)
-    return entry[0]
+    if entry is not None:
+        return entry[0]
+    try:
+        return _remember_offset_key(group, topic, partition)[0]
+    except CodecError:  # not encodable: encode_key says so when the record is written
+        return OffsetKey(group, topic, partition)
 
 
 def encode_key(key: Key) -> bytes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.coordinator_codec import CodecError, offset_key
+from protocol.coordinator_codec import offset_key
 from protocol.coordinator_records import CoordinatorRecord, GroupKey, OffsetKey, OffsetValue
 from protocol.errors import ErrorCode
 from protocol.fastpath import OffsetCommitResponseData
@@ -36,8 +36,8 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
 
 _INT64_MAX = 2**63 - 1
 
-# (topic, partition, value to store or None when its metadata is too large)
-_Entry = tuple[str, int, "OffsetValue | None"]
+# (topic, partition, whether its metadata is over offset.metadata.max.bytes)
+_Row = tuple[str, int, bool]
 
 
 def _java_length(s: str) -> int:
@@ -47,9 +47,21 @@ def _java_length(s: str) -> int:
     return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _all_error(version: int, entries: list[_Entry], code: ErrorCode) -> CoordinatorResult:
+def _too_large(metadata: str | None, max_meta: int) -> bool:
+    meta = metadata or ""
+    return (len(meta) if meta.isascii() else _java_length(meta)) > max_meta
+
+
+def _rows(topics: Any, max_meta: int) -> list[_Row]:
+    """Every requested partition, in request order, and whether its metadata is refused."""
+    return [(t.name, p.partition_index, _too_large(p.committed_metadata, max_meta))
+            for t in topics for p in t.partitions]
+
+
+def _all_error(version: int, topics: Any, code: ErrorCode) -> CoordinatorResult:
     """A commit refused as a whole: every partition answers `code`."""
-    return CoordinatorResult(response=commit_response(version, [(t, p, code) for t, p, _ in entries]))
+    return CoordinatorResult(response=commit_response(
+        version, [(t.name, p.partition_index, code) for t in topics for p in t.partitions]))
 
 
 class _CommitAppended:
@@ -57,13 +69,13 @@ class _CommitAppended:
     append's error with its pending commits undone. A callable object rather than a closure:
     a commit waiting for its fdatasync keeps fewer objects alive for the garbage collector."""
 
-    __slots__ = ("group", "records", "entries", "version")
+    __slots__ = ("group", "records", "rows", "version")
 
-    def __init__(self, group: GroupMetadata, records: list[CoordinatorRecord], entries: list[_Entry] | None,
+    def __init__(self, group: GroupMetadata, records: list[CoordinatorRecord], rows: list[_Row] | None,
                  version: int) -> None:
         self.group = group
         self.records = records
-        self.entries = entries  # None when no partition was refused: the records say it all
+        self.rows = rows  # None when no partition was refused: the records say it all
         self.version = version
 
     def __call__(self, error: ErrorCode | None) -> Any:
@@ -71,14 +83,14 @@ class _CommitAppended:
             for r in self.records:
                 self.group.remove_pending_commit(r.key.topic, r.key.partition)  # type: ignore[union-attr]
         ok = ErrorCode.NONE if error is None else error
-        if self.entries is None:
+        if self.rows is None:
             records = self.records
             if len(records) == 1:  # one partition, the usual commit
                 key = records[0].key
                 return OffsetCommitResponseData(self.version, [(key.topic, key.partition, ok)])  # type: ignore[union-attr]
             return commit_response(self.version, [(r.key.topic, r.key.partition, ok) for r in records])  # type: ignore[union-attr]
         return commit_response(self.version, [
-            (t, p, ErrorCode.OFFSET_METADATA_TOO_LARGE if v is None else ok) for t, p, v in self.entries
+            (t, p, ErrorCode.OFFSET_METADATA_TOO_LARGE if too_large else ok) for t, p, too_large in self.rows
         ])
 
 
@@ -96,49 +108,32 @@ class OffsetsMixin(CoordinatorBase):
         else:
             generation, member_id = -1, ""
         instance_id = req.group_instance_id if version >= 7 else None
-        retention = req.retention_time_ms if 2 <= version <= 4 else -1
-        # v2-v4 may ask for a retention: that is the only case with an explicit expire timestamp
-        # clamped: a retention near Long.MAX_VALUE must not overflow the int64 on disk
-        expire = None if retention == -1 else min(now + retention, _INT64_MAX)
-        entries = self._commit_entries(req.topics, version, now, expire)
+        topics = req.topics
         err = self._validate(group_id, "offset_commit")
         if err is not None:
-            return _all_error(version, entries, err)
+            return _all_error(version, topics, err)
         group = self._groups.get(group_id)
         if group is None:
             if generation >= 0:
                 # a commit from an older generation of a group that is gone
-                return _all_error(version, entries, ErrorCode.ILLEGAL_GENERATION)
+                return _all_error(version, topics, ErrorCode.ILLEGAL_GENERATION)
             # not using group management: the group exists only to hold offsets
             log.info("Creating simple consumer group %s via manual offset commit.", group_id)
             group = self._new_group(group_id)
         err = self._validate_offset_commit(group, generation, member_id, instance_id)
         if err is not None:
-            return _all_error(version, entries, err)
+            return _all_error(version, topics, err)
         if group.state is COMPLETING:
             # the member knows the new generation but has no assignment yet
-            return _all_error(version, entries, ErrorCode.REBALANCE_IN_PROGRESS)
+            return _all_error(version, topics, ErrorCode.REBALANCE_IN_PROGRESS)
         if group.state in (STABLE, PREPARING):
             # commits are allowed while preparing: the heartbeat tells the member to rejoin
             self._complete_and_schedule_next_heartbeat(group, group.members[member_id])  # type: ignore[attr-defined]
-        return self._store_offsets(group, entries, version)
-
-    def _commit_entries(self, topics: Any, version: int, now: int, expire: int | None) -> list[_Entry]:
-        """(topic, partition, value) per requested partition; value None when its metadata
-        is over offset.metadata.max.bytes."""
-        max_meta = self.config.offset_metadata_max_bytes
-        entries: list[_Entry] = []
-        for t in topics:
-            topic = t.name
-            for p in t.partitions:
-                meta = p.committed_metadata or ""
-                if (len(meta) if meta.isascii() else _java_length(meta)) > max_meta:
-                    entries.append((topic, p.partition_index, None))
-                    continue
-                ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
-                epoch = p.committed_leader_epoch if version >= 6 else -1
-                entries.append((topic, p.partition_index, OffsetValue(p.committed_offset, meta, ts, epoch, expire)))
-        return entries
+        retention = req.retention_time_ms if 2 <= version <= 4 else -1
+        # v2-v4 may ask for a retention: that is the only case with an explicit expire timestamp
+        # clamped: a retention near Long.MAX_VALUE must not overflow the int64 on disk
+        expire = None if retention == -1 else min(now + retention, _INT64_MAX)
+        return self._store_offsets(group, topics, version, now, expire)
 
     def _validate_offset_commit(
         self, group: GroupMetadata, generation: int, member_id: str, instance_id: str | None
@@ -157,23 +152,30 @@ class OffsetsMixin(CoordinatorBase):
         # a group with members only takes commits from them
         return ErrorCode.UNKNOWN_MEMBER_ID if group.state is not EMPTY else None
 
-    def _store_offsets(self, group: GroupMetadata, entries: list[_Entry], version: int) -> CoordinatorResult:
+    def _store_offsets(self, group: GroupMetadata, topics: Any, version: int, now: int,
+                       expire: int | None) -> CoordinatorResult:
+        """One record per partition whose metadata is within offset.metadata.max.bytes."""
+        max_meta = self.config.offset_metadata_max_bytes
         gid = group.group_id
         records: list[CoordinatorRecord] = []
-        try:
-            for t, p, v in entries:
-                if v is not None:
-                    records.append(CoordinatorRecord(offset_key(gid, t, p), v))
-        except CodecError:  # a name too long for a record: the append refuses it (and says why)
-            records = [CoordinatorRecord(OffsetKey(gid, t, p), v) for t, p, v in entries if v is not None]
+        refused = False
+        for t in topics:
+            topic = t.name
+            for p in t.partitions:
+                meta = p.committed_metadata or ""
+                if (len(meta) if meta.isascii() else _java_length(meta)) > max_meta:  # _too_large, inline
+                    refused = True
+                    continue
+                ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+                epoch = p.committed_leader_epoch if version >= 6 else -1
+                value = OffsetValue(p.committed_offset, meta, ts, epoch, expire)
+                records.append(CoordinatorRecord(offset_key(gid, topic, p.partition_index), value))
         if not records:
-            return CoordinatorResult(response=commit_response(
-                version, [(t, p, ErrorCode.OFFSET_METADATA_TOO_LARGE) for t, p, _ in entries]
-            ))
+            return _all_error(version, topics, ErrorCode.OFFSET_METADATA_TOO_LARGE)
         for r in records:
             group.add_pending_commit(r.key.topic, r.key.partition)  # type: ignore[union-attr]
-        refused = None if len(records) == len(entries) else entries
-        return CoordinatorResult(records=records, on_appended=_CommitAppended(group, records, refused, version))
+        rows = _rows(topics, max_meta) if refused else None
+        return CoordinatorResult(records=records, on_appended=_CommitAppended(group, records, rows, version))
 
     # ====================================================================== OffsetFetch
 
