@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import gc
 import logging
 import os
 from typing import TYPE_CHECKING
@@ -90,6 +91,9 @@ class Broker:
         """After the listeners are up: load __consumer_offsets (groups answer
         COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention task."""
         loading = asyncio.ensure_future(self.runtime.load_all())
+        # What start-up and loading built lives as long as the server: keep it out of every
+        # later full garbage collection (they cost ~1.4% of the CPU under commit load).
+        loading.add_done_callback(lambda _: gc.freeze())
         self._background.append(loading)  # first: tests and tools await the load through it
         self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
         self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])

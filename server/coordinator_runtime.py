@@ -47,6 +47,30 @@ def keep_latest(latest: dict[bytes, bytes | None], key: bytes, value: bytes | No
 _LOAD_YIELD_EVERY = 20_000
 
 
+class _PendingResponse(Deferred[Any]):
+    """The response to a request whose records are being appended. The writer calls it with
+    the append's outcome; it replays (on_appended) and completes with the response. One
+    object per commit in flight instead of a Deferred and a closure: every commit makes one."""
+
+    __slots__ = ("_metrics", "_records", "_on_appended")
+
+    def __init__(self, metrics: Metrics, records: list[CoordinatorRecord],
+                 on_appended: Callable[[ErrorCode | None], Any]) -> None:
+        super().__init__()
+        self._metrics = metrics
+        self._records = records
+        self._on_appended = on_appended
+
+    def __call__(self, code: ErrorCode | None) -> None:
+        if code is None:
+            self._metrics.records_applied(self._records)
+        response = self._on_appended(code)
+        if isinstance(response, Deferred):
+            response.add_callback(self.complete)
+        else:
+            self.complete(response)
+
+
 class CoordinatorRuntime:
     def __init__(
         self,
@@ -84,20 +108,8 @@ class CoordinatorRuntime:
         if not result.records:
             return result.response
         assert result.on_appended is not None, "a result with records needs on_appended"
-        on_appended = result.on_appended
-        records = result.records
-        out: Deferred[Any] = Deferred()
-
-        def answer(code: ErrorCode | None) -> None:
-            if code is None:
-                self.metrics.records_applied(records)
-            response = on_appended(code)
-            if isinstance(response, Deferred):
-                response.add_callback(out.complete)
-            else:
-                out.complete(response)
-
-        self.writer.write(result.records, answer)
+        out = _PendingResponse(self.metrics, result.records, result.on_appended)
+        self.writer.write(result.records, out)
         return out
 
     def write_background(self, result: CoordinatorResult) -> None:
