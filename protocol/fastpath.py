@@ -186,6 +186,30 @@ class _NotShort(ValueError):
     """The request is not in the shape the straight readers take: use the general one."""
 
 
+def _member_prefix(buf: bytes, start: int) -> tuple[str, int, str, str | None, int]:
+    """(group_id, generation, member_id, group_instance_id, position after them): the fields
+    every flexible member request starts with, read straight (see below); raises _NotShort
+    (or IndexError / UnicodeDecodeError) for anything else."""
+    b = buf[start]
+    if not 0 < b < 128:
+        raise _NotShort
+    end = start + b
+    group_id = buf[start + 1 : end].decode()
+    (generation,) = _I32.unpack_from(buf, end)
+    pos = end + 4
+    b = buf[pos]
+    if not 0 < b < 128:
+        raise _NotShort
+    end = pos + b
+    member_id = buf[pos + 1 : end].decode()
+    b = buf[end]  # group_instance_id, nullable
+    if b == 0:
+        return group_id, generation, member_id, None, end + 1
+    if b < 128:
+        return group_id, generation, member_id, buf[end + 1 : end + b].decode(), end + b
+    raise _NotShort
+
+
 def decode_offset_commit_flexible(buf: bytes, start: int, version: int) -> Any:
     """OffsetCommit v8+. Read straight when every length fits one varint byte and no tagged
     field is set (what clients send), else by the general reader (which also raises for what
@@ -195,26 +219,7 @@ def decode_offset_commit_flexible(buf: bytes, start: int, version: int) -> Any:
     longer varint). A slice past the end comes back short, which the final length check
     catches."""
     try:
-        b = buf[start]
-        if not 0 < b < 128:
-            raise _NotShort
-        end = start + b
-        group_id = buf[start + 1 : end].decode()
-        (generation,) = _I32.unpack_from(buf, end)
-        pos = end + 4
-        b = buf[pos]
-        if not 0 < b < 128:
-            raise _NotShort
-        end = pos + b
-        member_id = buf[pos + 1 : end].decode()
-        b = buf[end]  # group_instance_id, nullable
-        if b == 0:
-            instance, pos = None, end + 1
-        elif b < 128:
-            pos = end + b
-            instance = buf[end + 1 : pos].decode()
-        else:
-            raise _NotShort
+        group_id, generation, member_id, instance, pos = _member_prefix(buf, start)
         b = buf[pos]
         if not 0 < b < 128:
             raise _NotShort
@@ -279,26 +284,7 @@ def decode_heartbeat_v4(buf: bytes, start: int, version: int = 4) -> Any:
     field is set (what clients send), else by the general reader. Read like
     decode_offset_commit_flexible."""
     try:
-        b = buf[start]
-        if not 0 < b < 128:
-            raise _NotShort
-        end = start + b
-        group_id = buf[start + 1 : end].decode()
-        (generation_id,) = _I32.unpack_from(buf, end)
-        pos = end + 4
-        b = buf[pos]
-        if not 0 < b < 128:
-            raise _NotShort
-        end = pos + b
-        member_id = buf[pos + 1 : end].decode()
-        b = buf[end]  # group_instance_id, nullable
-        if b == 0:
-            instance, pos = None, end + 1
-        elif b < 128:
-            pos = end + b
-            instance = buf[end + 1 : pos].decode()
-        else:
-            raise _NotShort
+        group_id, generation_id, member_id, instance, pos = _member_prefix(buf, start)
         if pos != len(buf) - 1 or buf[pos] != 0:  # exactly the empty tagged-field section
             raise _NotShort
         return HeartbeatRequestData(group_id, generation_id, member_id, instance)
