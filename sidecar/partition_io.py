@@ -43,14 +43,6 @@ class OutputCheckError(RuntimeError):
     """The written directory does not reload as exactly what was written."""
 
 
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_partition_dir(target: str, segments: list[Segment], source_dir: str | None = None,
                         expected_log_end: int | None = None) -> None:
     """Write `segments` (oldest first, the last one active) as a Kafka partition directory.
@@ -70,7 +62,7 @@ def write_partition_dir(target: str, segments: list[Segment], source_dir: str | 
             if _SEGMENT_FILE.match(name) and name != active_txn:
                 continue
             shutil.copy2(src, os.path.join(target, name))
-            _fsync_file(os.path.join(target, name))
+            fsync_dir(os.path.join(target, name))
     for seg in segments:
         path = os.path.join(target, segment_name(seg.base_offset) + ".log")
         with open(path, "wb") as f:
@@ -91,7 +83,7 @@ def write_partition_dir(target: str, segments: list[Segment], source_dir: str | 
         plog.close()
     for name in os.listdir(target):
         if name.endswith((".index", ".timeindex")):
-            _fsync_file(os.path.join(target, name))
+            fsync_dir(os.path.join(target, name))
     fsync_dir(target)
 
 

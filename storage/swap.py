@@ -40,6 +40,7 @@ SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 
 
 def fsync_dir(path: str) -> None:
+    """fsync a directory (its entries), or any file, by path."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
