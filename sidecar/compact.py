@@ -132,8 +132,7 @@ def plan_pass(log_dir: str, partitions: dict[int, str], *, output_dir: str | Non
         if ratio < min_ratio:
             skipped[p] = f"dirty ratio {ratio:.2f} below {min_ratio}"
             continue
-        plans.append(PartitionPlan(p, d, closed, SwapOutput(d, fingerprints(d, closed)), active_base=active,
-                                   extra={"dirty_ratio": ratio}))
+        plans.append(PartitionPlan(p, d, closed, SwapOutput(d, fingerprints(d, closed)), active_base=active))
     return plans, skipped
 
 
@@ -220,7 +219,7 @@ def run_pass(spark, log_dir: str, plans: list[PartitionPlan], options: dict, *, 
 
 def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
     """The whole job; returns the exit status (0 ok, 1 a partition failed, 2 refused)."""
-    from sidecar.handoff import CleanerLock, DirectoryInUseError
+    from sidecar.handoff import CleanerLock
     from storage.swap import remove_cleaned
 
     log_dir = os.path.abspath(args.log_dir)
@@ -243,11 +242,8 @@ def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
                   file=sys.stderr)
             return 2
         os.makedirs(output_dir, exist_ok=True)
-    lock = CleanerLock(log_dir)
-    try:
-        lock.acquire()
-    except DirectoryInUseError as e:
-        print(f"kcoord-compact: {e}", file=sys.stderr)
+    lock = CleanerLock.acquire_or_report(log_dir, "kcoord-compact")
+    if lock is None:
         return 2
     own_spark = spark is None
     tmp = tempfile.mkdtemp(prefix="kcoord-compact-")

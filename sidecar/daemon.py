@@ -19,7 +19,7 @@ import threading
 import time
 
 from sidecar.compact import find_partitions, format_table, plan_pass, run_pass, topic_settings
-from sidecar.handoff import CleanerLock, DirectoryInUseError
+from sidecar.handoff import CleanerLock
 from sidecar.pipeline import code_zip, get_spark
 from storage.swap import remove_cleaned
 
@@ -32,11 +32,8 @@ def serve(config, master: str = "local[*]", *, max_passes: int | None = None, ou
     """Run until signalled (or `max_passes` passes that found work, for tests)."""
     log_dir = os.path.abspath(str(config.log_dir))
     os.makedirs(log_dir, exist_ok=True)
-    lock = CleanerLock(log_dir)
-    try:
-        lock.acquire()
-    except DirectoryInUseError as e:
-        print(f"kcoord sidecar: {e}", file=sys.stderr)
+    lock = CleanerLock.acquire_or_report(log_dir, "kcoord sidecar")
+    if lock is None:
         return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

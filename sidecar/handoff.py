@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import sys
 import time
 from collections.abc import Iterable
 
@@ -93,6 +94,17 @@ class CleanerLock(_FileLock):
 
     path_name = CLEANER_LOCK_FILE
     what = "another compactor (kcoord compact or kcoord sidecar) works on this log directory"
+
+    @classmethod
+    def acquire_or_report(cls, log_dir: str, prog: str) -> CleanerLock | None:
+        """The lock, held; or None after saying on stderr who holds it."""
+        lock = cls(log_dir)
+        try:
+            lock.acquire()
+        except DirectoryInUseError as e:
+            print(f"{prog}: {e}", file=sys.stderr)
+            return None
+        return lock
 
 
 def closed_segments(partition_dir: str) -> tuple[list[int], int | None]:

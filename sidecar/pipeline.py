@@ -21,7 +21,7 @@ import logging
 import os
 import sys
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sidecar.partition_io import Output
 
@@ -42,7 +42,6 @@ class PartitionPlan:
     # The active segment's base offset when it is not read (in place: the server appends to
     # it); compaction then gets an empty stand-in for it. None: `bases` ends with the active one.
     active_base: int | None = None
-    extra: dict = field(default_factory=dict)
 
     def paths(self) -> list[str]:
         from storage.segment import segment_name
