@@ -8,10 +8,8 @@ from typing import Any
 
 from kafka.protocol.admin import CreateTopicsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from server.context import RequestContext
-from server.handlers.registry import handles
 from server.topics import TOPIC_CONFIG_DEFAULTS, validate_topic_name
 
 Result = CreateTopicsResponse.CreatableTopicResult
@@ -105,7 +103,6 @@ def _config_entries(configs: dict[str, str]) -> list[Any]:
     ]
 
 
-@handles(ApiKey.CREATE_TOPICS)
 def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
     counts = Counter(t.name for t in req.topics)
     results = []

@@ -34,7 +34,6 @@ from aiokafka.errors import UnsupportedCodecError
 from aiokafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.producer import ProduceResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from server.context import RequestContext
 from server.data_plane import (
@@ -46,7 +45,7 @@ from server.data_plane import (
     partition_log,
     segment_bytes,
 )
-from server.handlers.registry import NO_RESPONSE, handles
+from server.handlers.registry import NO_RESPONSE
 from storage.batch import (
     CorruptBatchError,
     client_batch_problem,
@@ -272,7 +271,6 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
     return _response(version, req, results)
 
 
-@handles(ApiKey.PRODUCE)
 def handle_produce(ctx: RequestContext, req: Any, version: int) -> Any:
     acks = req.acks
     if any(_is_transactional(p.records) for t in req.topic_data for p in t.partition_data):
