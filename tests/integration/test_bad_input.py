@@ -141,7 +141,7 @@ class LogWatch:
         new = self.srv.log_text()[self.start:]
         return [ln for ln in new.splitlines() if ln.startswith("[") and self.peer in ln]
 
-    def exactly_one(self, *needles: str, wait: float = 3.0) -> str:
+    def exactly_one(self, *needles: str, wait: float = 30.0) -> str:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and not self.lines():
             time.sleep(0.02)

@@ -62,7 +62,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   admin           BOOTSTRAP TOPIC PARTITIONS GROUP
  *   findcoordinator BOOTSTRAP GROUP
  *   produce         BOOTSTRAP TOPIC N [KEY_PREFIX]   (keys KEY_PREFIX+i, default "k"; values "v"+i)
- *   consume         BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]
+ *   consume         BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]  (idle: since the
+ *                   first assignment or the last record; before an assignment it waits)
  *   readhex         BOOTSTRAP TOPIC PARTITION   (keys and values as hex, e.g. __consumer_offsets)
  *   member          BOOTSTRAP TOPIC GROUP [INSTANCE_ID|"" [SESSION_MS [CLIENT_ID]]]
  *
@@ -467,7 +468,9 @@ public final class KcoordClient {
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         int count = 0;
         int commitFailures = 0;
-        final long[] lastActivity = {System.currentTimeMillis()};
+        // The idle clock starts at the first assignment: joining can take longer than IDLE_MS on
+        // a busy machine, and a consumer that gave up before it was assigned tested nothing.
+        final long[] lastActivity = {Long.MAX_VALUE};
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
             consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
                 @Override
@@ -489,7 +492,7 @@ public final class KcoordClient {
             while (count < maxMessages) {
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
                 if (records.isEmpty()) {
-                    if (System.currentTimeMillis() - lastActivity[0] > idleMs) {
+                    if (lastActivity[0] != Long.MAX_VALUE && System.currentTimeMillis() - lastActivity[0] > idleMs) {
                         emit("idle", "ms", idleMs);
                         break;
                     }

@@ -175,7 +175,9 @@ async function consume(bootstrap, topic, group, maxMessages, idleMs) {
   })
   let count = 0
   let commitFailures = 0
-  let lastActivity = Date.now()
+  // The idle clock starts at the first assignment: joining can take longer than IDLE_MS on a
+  // busy machine, and a consumer that gave up before it was assigned tested nothing.
+  let lastActivity = null
   consumer.on(consumer.events.GROUP_JOIN, e => {
     lastActivity = Date.now()
     const parts = []
@@ -228,7 +230,7 @@ async function consume(bootstrap, topic, group, maxMessages, idleMs) {
     },
   })
   const idleTimer = setInterval(() => {
-    if (Date.now() - lastActivity > idleMs) {
+    if (lastActivity !== null && Date.now() - lastActivity > idleMs) {
       emit('idle', { ms: idleMs })
       finish()
     }
@@ -258,7 +260,10 @@ function usage() {
 async function readHex(bootstrap, topic, group, idleMs) {
   const kafka = makeKafka(bootstrap, 'kcoord-kafkajs-reader')
   const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000, heartbeatInterval: 1000 })
-  let lastActivity = Date.now()
+  let lastActivity = null // idle is counted from the assignment on (joining may be slow)
+  consumer.on(consumer.events.GROUP_JOIN, () => {
+    lastActivity = Date.now()
+  })
   await withTimeout(consumer.connect(), CALL_TIMEOUT_MS, 'connect')
   await withTimeout(consumer.subscribe({ topics: [topic], fromBeginning: true }), CALL_TIMEOUT_MS, 'subscribe')
   await consumer.run({
@@ -273,7 +278,7 @@ async function readHex(bootstrap, topic, group, idleMs) {
       })
     },
   })
-  while (Date.now() - lastActivity < idleMs) {
+  while (lastActivity === null || Date.now() - lastActivity < idleMs) {
     await new Promise(r => setTimeout(r, 100))
   }
   await withTimeout(consumer.disconnect(), 15000, 'disconnect').catch(() => {})
