@@ -61,7 +61,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  *   admin           BOOTSTRAP TOPIC PARTITIONS GROUP
  *   findcoordinator BOOTSTRAP GROUP
- *   produce         BOOTSTRAP TOPIC N [KEY_PREFIX]   (keys KEY_PREFIX+i, default "k"; values "v"+i)
+ *   produce         BOOTSTRAP TOPIC N [KEY_PREFIX [COMPRESSION]]   (keys KEY_PREFIX+i, default "k";
+ *                   values "v"+i; compression.type, default none)
  *   consume         BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]  (idle: since the
  *                   first assignment or the last record; before an assignment it waits)
  *   readhex         BOOTSTRAP TOPIC PARTITION   (keys and values as hex, e.g. __consumer_offsets)
@@ -98,7 +99,8 @@ public final class KcoordClient {
                 break;
             case "produce":
                 need(args, 4);
-                rc = produce(args[1], args[2], Integer.parseInt(args[3]), args.length > 4 ? args[4] : "k");
+                rc = produce(args[1], args[2], Integer.parseInt(args[3]), args.length > 4 ? args[4] : "k",
+                        args.length > 5 ? args[5] : "none");
                 break;
             case "consume":
                 need(args, 6);
@@ -132,7 +134,7 @@ public final class KcoordClient {
     private static void usage() {
         System.err.println("usage: KcoordClient admin BOOTSTRAP TOPIC PARTITIONS GROUP\n"
                 + "       KcoordClient findcoordinator BOOTSTRAP GROUP\n"
-                + "       KcoordClient produce BOOTSTRAP TOPIC N [KEY_PREFIX]\n"
+                + "       KcoordClient produce BOOTSTRAP TOPIC N [KEY_PREFIX [COMPRESSION]]\n"
                 + "       KcoordClient consume BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]\n"
                 + "       KcoordClient member BOOTSTRAP TOPIC GROUP [INSTANCE_ID [SESSION_MS [CLIENT_ID]]]");
         System.exit(2);
@@ -375,8 +377,10 @@ public final class KcoordClient {
 
     // ---- produce ----
 
-    static int produce(String bootstrap, String topic, int n, String keyPrefix) throws Exception {
+    static int produce(String bootstrap, String topic, int n, String keyPrefix, String compression)
+            throws Exception {
         Properties p = common(bootstrap, "kcoord-java-producer");
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
         // Defaults otherwise: enable.idempotence=true, acks=all.
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
