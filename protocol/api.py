@@ -17,6 +17,8 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
@@ -77,6 +79,7 @@ class ApiKey(IntEnum):
     LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
@@ -230,6 +233,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, 0, 5),
         _spec(ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse, 0, 7),
+        _spec(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
         _spec(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, 0, 5),
         _spec(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
         _spec(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),

@@ -41,6 +41,7 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "num.partitions": (int, 1),
     "default.replication.factor": (int, 1),
     "auto.create.topics.enable": (_bool, True),
+    "delete.topic.enable": (_bool, True),
     "message.max.bytes": (int, 1048588),
     "socket.request.max.bytes": (int, 104857600),
     "max.connections": (int, 2147483647),

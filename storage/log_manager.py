@@ -1,7 +1,7 @@
 """LogManager: the partition logs under one log directory (Kafka's log.dirs entry).
 
 Owns discovering `topic-N` directories at start-up, creating new ones (with their
-`partition.metadata`), looking logs up, and closing them all.
+`partition.metadata`), looking logs up, forgetting deleted ones, and closing them all.
 """
 from __future__ import annotations
 
@@ -73,6 +73,17 @@ class LogManager:
             write_partition_metadata(path, topic_id)
             self.topic_ids.setdefault(topic, topic_id)
         self.logs[(topic, partition)] = log
+        return log
+
+    def remove(self, topic: str, partition: int) -> PartitionLog | None:
+        """Forget and close the log of a deleted partition (its directory is the caller's to
+        rename and remove). Parked readers holding it see `deleted`."""
+        log = self.logs.pop((topic, partition), None)
+        if log is not None:
+            log.deleted = True
+            log.close()
+        if not any(t == topic for t, _ in self.logs):
+            self.topic_ids.pop(topic, None)
         return log
 
     def partitions(self, topic: str) -> list[int]:
