@@ -12,9 +12,8 @@ from enum import IntEnum
 from functools import cache
 from typing import Any
 
-from kafka.protocol.admin import (
-    CreateTopicsRequest,
-    CreateTopicsResponse,
+# the admin schemas' own modules: kafka.protocol.admin's __init__ loads every admin schema
+from kafka.protocol.admin.groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
@@ -22,6 +21,7 @@ from kafka.protocol.admin import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
+from kafka.protocol.admin.topics import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
     FetchRequest,
