@@ -12,17 +12,20 @@ from enum import IntEnum
 from functools import cache
 from typing import Any
 
-from kafka.protocol.admin import (
-    CreateTopicsRequest,
-    CreateTopicsResponse,
+# the admin schemas' own modules: kafka.protocol.admin's __init__ loads every admin schema
+from kafka.protocol.admin.groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+)
+from kafka.protocol.admin.topics import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (

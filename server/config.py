@@ -5,7 +5,6 @@ then `--override name=value` flags, exactly like kafka-server-start.
 """
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -172,6 +171,8 @@ class Config:
             p = Path(path)
             text = p.read_text()
             if p.suffix == ".toml":
+                import tomllib
+
                 values.update(_flatten_toml(tomllib.loads(text)))
             else:
                 values.update(parse_properties(text))
