@@ -18,6 +18,7 @@ go to set_background_writer().
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -59,6 +60,7 @@ class GroupCoordinator:
         self.list_groups = groups.list_groups
         # delete_groups (below) needs both managers
         self.expire_offsets = offsets.expire_offsets  # the retention task, no request
+        self.on_partitions_deleted = offsets.on_partitions_deleted  # DeleteTopics
 
         # ---- the records: key type -> replay(key, value) ----
         self._replayers: dict[type, Callable[[Any, Any], None]] = {
@@ -119,8 +121,10 @@ class GroupCoordinator:
             on_loaded = self._on_loaded.get(g.TYPE)
             if on_loaded is not None:
                 on_loaded(g)
-        log.info("Finished loading offsets and group metadata from __consumer_offsets-%d: %d groups, "
-                 "%d offsets", partition, n_groups, n_offsets)
+        # an empty partition is not worth a line at INFO (a new server has 50 of them)
+        log.log(logging.INFO if n_groups else logging.DEBUG,
+                "Finished loading offsets and group metadata from __consumer_offsets-%d: %d groups, "
+                "%d offsets", partition, n_groups, n_offsets)
 
     # ====================================================================== DeleteGroups
 

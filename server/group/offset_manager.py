@@ -382,3 +382,43 @@ class OffsetMetadataManager:
         if condition is None:
             return []
         return store.expired(now, retention_ms, condition.base_timestamp, condition.keep_topics, set(store.pending))
+
+    # ====================================================================== deleted topics
+
+    def on_partitions_deleted(self, partitions: dict[str, set[int]]) -> CoordinatorResult:
+        """Tombstones for every group's offsets of deleted partitions (committed, or appended
+        and not yet replayed: the tombstone follows the commit in the log), and for Empty
+        groups left without offsets (Kafka's cleanupGroupMetadata on deleted partitions).
+
+        Records may span several groups (contiguous per group): route each by
+        partition_of(record.key.group). The response (with no records) and on_appended's
+        answer are the append's error, None when it succeeded."""
+        records: list[CoordinatorRecord] = []
+        died: list[Group] = []
+        removed = 0
+        for group_id, store in list(self.offsets_by_group.items()):
+            group = self._groups.get(group_id)
+            if group is None or group.is_dead():
+                continue
+            topics = store.topics()
+            gone = [(t, p) for t in partitions if t in topics for p in store.partitions(t) if p in partitions[t]]
+            gone += [(t, p) for t, p in store.pending if p in partitions.get(t, ()) and (t, p) not in gone]
+            if not gone:
+                continue
+            records.extend(CoordinatorRecord(OffsetKey(group_id, t, p), None) for t, p in gone)
+            removed += len(gone)
+            committed = sum(1 for tp in gone if tp in store)
+            if self._maybe_delete_group(group, committed, records):
+                died.append(group)
+        if removed:
+            log.info("Removed %d offsets of deleted partitions of %s", removed, ", ".join(sorted(partitions)))
+
+        def on_appended(error: ErrorCode | None) -> ErrorCode | None:
+            if error is not None:
+                log.error("Failed to append %d tombstones for offsets of deleted partitions: %s",
+                          len(records), error.name)
+                for g in died:
+                    self.groups.revive(g)
+            return error  # the caller's answer: None once durable and replayed
+
+        return CoordinatorResult(records=records, on_appended=on_appended if records else None)

@@ -15,6 +15,7 @@ from protocol.api import ApiKey
 from server.handlers import (
     api_versions,
     create_topics,
+    delete_topics,
     fetch,
     find_coordinator,
     groups,
@@ -56,6 +57,7 @@ _TABLE = (
     Route(ApiKey.INIT_PRODUCER_ID, init_producer_id.handle_init_producer_id),
     Route(ApiKey.DELETE_GROUPS, groups.handle_delete_groups),
     Route(ApiKey.OFFSET_DELETE, groups.handle_offset_delete),
+    Route(ApiKey.DELETE_TOPICS, delete_topics.handle_delete_topics),
 )
 
 
