@@ -49,6 +49,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, 
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from protocol.api import API_TABLE, ApiKey, _generic_decoder
+from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from server.broker import Broker
 from server.config import Config
 from server.deferred import Deferred
@@ -167,6 +168,13 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
             return DeleteTopicsRequest(version=v, timeout_ms=5000, topics=[
                 T(name=f"fuzz-created-{v}", topic_id=uuid.UUID(int=0))])
         return DeleteTopicsRequest(version=v, timeout_ms=5000, topic_names=[f"fuzz-created-{v}"])
+    if api == ApiKey.CONSUMER_GROUP_HEARTBEAT:  # a member joining (epoch 0)
+        return ConsumerGroupHeartbeatRequest(
+            version=v, group_id=f"fuzz-cg-{v}", member_id=f"fuzz-member-{v}", member_epoch=0, instance_id=None,
+            rack_id=None, rebalance_timeout_ms=30000, subscribed_topic_names=[TOPIC], subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=[])
+    if api == ApiKey.CONSUMER_GROUP_DESCRIBE:  # the group the heartbeat seed of this version made
+        return ConsumerGroupDescribeRequest(version=v, group_ids=[f"fuzz-cg-{v}"], include_authorized_operations=False)
     raise AssertionError(f"no seed for API {api}: add one when an API is added to API_TABLE")
 
 
