@@ -67,6 +67,7 @@ class GroupCoordinator:
         self.describe_groups = groups.describe_groups
         self.list_groups = groups.list_groups
         self.consumer_group_heartbeat = consumer.heartbeat  # (request, version, client_id, client_host)
+        self.consumer_group_keepalive = consumer.keepalive  # its steady state: the body, or None
         self.consumer_group_describe = consumer.describe
         # delete_groups (below) needs both managers
         self.expire_offsets = offsets.expire_offsets  # the retention task, no request

@@ -58,8 +58,11 @@ def handle_delete_groups(ctx: RequestContext, req: Any, version: int) -> Any:
 
 def handle_consumer_group_heartbeat(ctx: RequestContext, req: Any, version: int) -> Any:
     coordinator = ctx.broker.coordinator
-    result = coordinator.consumer_group_heartbeat(req, version, ctx.client_id or "", "/" + ctx.client_host)
-    return ctx.broker.runtime.submit(result)
+    client_id, host = ctx.client_id or "", "/" + ctx.client_host
+    body = coordinator.consumer_group_keepalive(req, version, client_id, host)  # the steady state
+    if body is not None:
+        return body
+    return ctx.broker.runtime.submit(coordinator.consumer_group_heartbeat(req, version, client_id, host))
 
 
 def handle_consumer_group_describe(ctx: RequestContext, req: Any, version: int) -> Any:

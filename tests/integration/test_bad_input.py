@@ -35,6 +35,8 @@ EXPECTED_RANGES = {
     42: (0, 2), 47: (0, 0),
 }
 EXPECTED_RANGES[20] = (0, 6)  # DeleteTopics
+EXPECTED_RANGES[68] = (0, 1)  # ConsumerGroupHeartbeat
+EXPECTED_RANGES[69] = (0, 1)  # ConsumerGroupDescribe
 
 
 @pytest.fixture(scope="module")

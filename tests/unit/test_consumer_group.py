@@ -138,6 +138,14 @@ def test_steady_heartbeat_writes_nothing_and_omits_the_assignment() -> None:
     n = len(h.log)
     r = done(h.cg_heartbeat(G, "m", 1))  # a keep-alive: nothing but the epoch
     assert r.error_code == 0 and r.assignment is None and len(h.log) == n
+    # the server's fast path for it answers the same bytes
+    from protocol.messages import ConsumerGroupHeartbeatRequest as R
+
+    req = R(version=1, group_id=G, member_id="m", member_epoch=1, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+            topic_partitions=None)
+    assert h.coord.consumer_group_keepalive(req, 1, "client", "/127.0.0.1") == r.encode()
+    assert h.coord.consumer_group_keepalive(req, 1, "other-client", "/127.0.0.1") is None  # a change: the full path
 
 
 def test_subscription_change_bumps_the_epoch_and_reassigns() -> None:
@@ -435,3 +443,33 @@ def test_replay_of_the_records_equals_the_live_state() -> None:
     converge(clients[:3])
     done(h.commit(G, {("t", 0): 3}, member_id="m0", generation=clients[0].epoch, version=9))
     assert replayed_state(h) == live_state(h.coord)
+
+
+def test_offset_fetch_v9_checks_the_member_epoch() -> None:
+    from kafka.protocol.consumer import OffsetFetchRequest as F
+    from test_group_helpers import wire
+
+    h = ConsumerHarness()
+    Client(h, "m").join()
+
+    def fetch(member: str | None, epoch: int) -> int:
+        req = F(version=9, require_stable=False, groups=[F.OffsetFetchRequestGroup(
+            group_id=G, member_id=member, member_epoch=epoch, topics=None)])
+        return done(h.run(h.coord.offset_fetch(wire(req, 9), 9))).groups[0].error_code
+
+    assert fetch("m", 1) == 0
+    assert fetch(None, -1) == 0  # an admin client
+    assert fetch("m", 7) == E.STALE_MEMBER_EPOCH
+    assert fetch("ghost", 1) == E.UNKNOWN_MEMBER_ID
+
+
+def test_classic_members_convert_an_empty_consumer_group_back_keeping_offsets() -> None:
+    h = ConsumerHarness(group_initial_rebalance_delay_ms=0)
+    c = Client(h, "m")
+    c.join()
+    done(h.commit(G, {("t", 0): 9}, member_id="m", generation=1, version=9))
+    done(h.cg_heartbeat(G, "m", -1))
+    assert group(h).state_name() == "Empty"
+    stable_group(h, G, 1, protocols=[("range", sub("t"))])
+    assert h.coord.group(G).TYPE == "classic" and h.offsets(G) == {("t", 0): 9}
+    assert replayed_state(h) == live_state(h.coord)  # no consumer group left in the log

@@ -227,9 +227,15 @@ class ClassicMembership:
         unknown = j.member_id == ""
         group = self._groups.get(group_id)
         if group is not None and group.__class__ is not ClassicGroup:
-            # another group type holds the id (Kafka: classic members cannot join it here)
-            j.callback(JoinResult(j.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-            return None
+            if group.is_dead() or group.num_members():
+                # another group type holds the id (Kafka: classic members cannot join it here)
+                j.callback(JoinResult(j.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+                return None
+            # an Empty group of another type becomes a classic group; its offsets stay
+            log.info("Converting the empty %s group %s to a classic group.", group.TYPE, group_id)
+            self.manager.remove_group(group_id)
+            self._emit(CoordinatorResult(records=group.tombstones(), on_appended=lambda error: None))
+            group = None
         if group is None:
             # only a brand-new member creates the group
             if not unknown:

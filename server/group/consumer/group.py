@@ -62,6 +62,9 @@ class ConsumerGroup:
         self.partition_epochs: dict[UUID, dict[int, int]] = {}
         self.dead = False
         self.state = ConsumerGroupState.EMPTY
+        # members not reconciled to the target assignment epoch: the state in O(1) per change
+        self._unreconciled: set[str] = set()
+        self._reconciled_to = -1
         # the topic registry's change count when the subscription metadata was last computed
         self.metadata_version = -1
         # members whose heartbeat waits for the next target assignment (see protocol.py)
@@ -80,6 +83,10 @@ class ConsumerGroup:
         self._add_epochs(new)
         if new.instance_id is not None:
             self.static_members[new.instance_id] = new.member_id
+        if new.is_reconciled_to(self._reconciled_to):
+            self._unreconciled.discard(new.member_id)
+        else:
+            self._unreconciled.add(new.member_id)
         self.refresh_state()
 
     def remove_member(self, member_id: str) -> None:
@@ -90,6 +97,7 @@ class ConsumerGroup:
         self._remove_epochs(old)
         if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
             del self.static_members[old.instance_id]
+        self._unreconciled.discard(member_id)
         self.refresh_state()
 
     def static_member(self, instance_id: str | None) -> ConsumerGroupMember | None:
@@ -166,11 +174,10 @@ class ConsumerGroup:
             self.state = ConsumerGroupState.ASSIGNING
         else:
             epoch = self.assignment_epoch
-            self.state = ConsumerGroupState.STABLE
-            for m in self.members.values():
-                if not m.is_reconciled_to(epoch):
-                    self.state = ConsumerGroupState.RECONCILING
-                    break
+            if epoch != self._reconciled_to:  # a new target: everyone is measured against it
+                self._reconciled_to = epoch
+                self._unreconciled = {mid for mid, m in self.members.items() if not m.is_reconciled_to(epoch)}
+            self.state = ConsumerGroupState.RECONCILING if self._unreconciled else ConsumerGroupState.STABLE
 
     # ---- the Group interface (server/group/types.py) -----------------------------------------
 

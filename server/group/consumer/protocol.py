@@ -21,7 +21,6 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import Any, Protocol
 
 from protocol.coordinator_records import (
@@ -43,7 +42,8 @@ from protocol.coordinator_records import (
     TopicMetadata,
 )
 from protocol.errors import ErrorCode
-from protocol.messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from protocol.fastpath import ConsumerGroupHeartbeatResponseData, consumer_group_keepalive_body
+from protocol.messages import ConsumerGroupDescribeResponse
 from server.deferred import Deferred
 from server.group.consumer import assignors
 from server.group.consumer.group import ConsumerGroup, ConsumerGroupState
@@ -60,9 +60,6 @@ from server.group.result import CoordinatorResult
 
 log = logging.getLogger("kcoord.group")
 
-_Resp = ConsumerGroupHeartbeatResponse
-_RespAssignment = ConsumerGroupHeartbeatResponse.Assignment
-_RespTP = ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions
 _Described = ConsumerGroupDescribeResponse.DescribedGroup
 _DescribedMember = ConsumerGroupDescribeResponse.DescribedGroup.Member
 _DAssignment = ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment
@@ -108,12 +105,9 @@ def kafka_uuid() -> str:
 
 def _response(version: int, code: ErrorCode, message: str | None = None, member_id: str | None = None,
               epoch: int = 0, interval: int = 0, assignment: Assignment | None = None) -> Any:
-    return _Resp(
-        version=version, throttle_time_ms=0, error_code=int(code), error_message=message, member_id=member_id,
-        member_epoch=epoch, heartbeat_interval_ms=interval,
-        assignment=None if assignment is None else _RespAssignment(
-            topic_partitions=[_RespTP(topic_id=t, partitions=sorted(ps)) for t, ps in assignment.items()]),
-    )
+    return ConsumerGroupHeartbeatResponseData(
+        version, int(code), message, member_id, epoch, interval,
+        None if assignment is None else [(t, sorted(ps)) for t, ps in assignment.items()])
 
 
 class _Waiter:
@@ -213,6 +207,28 @@ class ConsumerGroupProtocol:
         except FencedMemberEpoch as f:
             return CoordinatorResult(response=_response(version, ErrorCode.FENCED_MEMBER_EPOCH, str(f)))
 
+    def keepalive(self, req: Any, version: int, client_id: str, client_host: str) -> bytes | None:
+        """The answer (its body) to the keep-alive of a reconciled member of a settled group,
+        which changes nothing but the member's session; None for any other heartbeat."""
+        epoch = req.member_epoch
+        if (epoch <= 0 or req.topic_partitions is not None or req.subscribed_topic_names is not None
+                or req.rebalance_timeout_ms != -1 or req.instance_id is not None or req.rack_id is not None
+                or req.server_assignor is not None or (version >= 1 and req.subscribed_topic_regex is not None)):
+            return None
+        group = self._groups.get(req.group_id)
+        if (group.__class__ is not ConsumerGroup or group.group_epoch != epoch or group.assignment_epoch != epoch
+                or group.metadata_version != self.topics.changes):
+            return None
+        member = group.members.get(req.member_id)
+        if (member is None or member.member_epoch != epoch or member.state is not MemberState.STABLE
+                or member.instance_id is not None or member.client_id != client_id
+                or member.client_host != client_host or member.classic is not None):
+            return None
+        mid = member.member_id
+        self.timers.schedule(("session", group.group_id, mid), self.config.group_consumer_session_timeout_ms,
+                             lambda: self._fence_expired(group.group_id, mid, "the member session expired."))
+        return consumer_group_keepalive_body(version, mid, epoch, self.config.group_consumer_heartbeat_interval_ms)
+
     def _check_request(self, req: Any, version: int) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
         if req.instance_id == "":
@@ -297,7 +313,7 @@ class ConsumerGroupProtocol:
             changes["subscribed_topic_names"] = tuple(sorted(set(req.subscribed_topic_names)))
         if regex is not None:
             changes["subscribed_topic_regex"] = regex or None
-        updated = replace(member, **changes)
+        updated = member.evolve(**changes)
         bump = False
         if old is None or not updated.same_metadata(old):
             self._apply(records, undo, [CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, member_id),
@@ -548,7 +564,7 @@ class ConsumerGroupProtocol:
                             f"{member.member_id}.")
             if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 # a static member leaving for a while keeps its place and its target assignment
-                leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
+                leaving = member.evolve(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
                 records: list[CoordinatorRecord] = []
                 undo: list[CoordinatorRecord] = []
                 self._apply(records, undo, [CoordinatorRecord(
