@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from server.config_catalogue import check_static
+
 
 def _bool(v: Any) -> bool:
     if isinstance(v, bool):
@@ -26,6 +28,15 @@ def _bool(v: Any) -> bool:
 
 def _str(v: Any) -> str:
     return str(v).strip()
+
+
+def _text(v: Any) -> str:
+    """A value from a file or flag as Kafka's properties would hold it (TOML values too)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(_text(x) for x in v)
+    return str(v)
 
 
 # name -> (parser, default): the settings kcoord honours. Like Kafka, other names (a stock
@@ -132,18 +143,43 @@ class Config:
     def __init__(self, values: dict[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {k: d for k, (_, d) in SETTINGS.items()}
         self.unknown: dict[str, Any] = {}
+        # every name given (file or --override) as text: Kafka's STATIC_BROKER_CONFIG layer
+        self.given: dict[str, str] = {}
         for k, v in (values or {}).items():
             self.set(k, v)
 
     def set(self, name: str, value: Any) -> None:
+        try:
+            check_static(name, value)  # Kafka's type and range rules, where the catalogue has them
+        except ValueError as e:
+            raise ValueError(f"bad value for {name}: {value!r} ({e})") from None
+        self.given[name] = _text(value)
         if name not in SETTINGS:
-            self.unknown[name] = value
+            from server.config_catalogue import BROKER_CONFIGS
+
+            if name not in BROKER_CONFIGS:  # a broker default of topic configs is known
+                self.unknown[name] = value
             return
+        self._parse_into(name, value)
+
+    def _parse_into(self, name: str, value: Any) -> None:
         parser, _ = SETTINGS[name]
         try:
             self._values[name] = parser(value)
         except (TypeError, ValueError) as e:
             raise ValueError(f"bad value for {name}: {value!r} ({e})") from None
+
+    def apply(self, name: str, value: str | None) -> None:
+        """A dynamic broker config (server/config_layers.py) changed: `value` is the effective
+        dynamic text, None when none is left (the static or default value comes back)."""
+        if name not in SETTINGS:
+            return
+        if value is None:
+            value = self.given.get(name)
+        if value is None:
+            self._values[name] = SETTINGS[name][1]
+        else:
+            self._parse_into(name, value)
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

@@ -45,6 +45,7 @@ from server.data_plane import (
     max_message_bytes,
     partition_log,
     segment_bytes,
+    timestamp_bounds,
 )
 from server.handlers.registry import NO_RESPONSE, handles
 from storage.batch import (
@@ -96,8 +97,7 @@ def _records_problem(records: Any, version: int) -> KafkaError | None:
 
 
 def _timestamp_problem(ctx: RequestContext, topic: Any, data: bytes, now: int) -> tuple[int, str] | None:
-    before = int(topic.config("message.timestamp.before.max.ms") or _LONG_MAX)
-    after = int(topic.config("message.timestamp.after.max.ms") or _LONG_MAX)
+    before, after = timestamp_bounds(ctx.broker, topic)
     if before >= _LONG_MAX and after >= _LONG_MAX:
         return None
     for i, r in enumerate(DefaultRecordBatch(data)):
@@ -156,7 +156,7 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     append_time = log_append_time(broker, topic)
     now = broker.clock.now_ms()
     try:
-        if "compact" in cleanup_policy(topic):
+        if "compact" in cleanup_policy(broker, topic):
             for i, r in enumerate(DefaultRecordBatch(records)):
                 if r.key is None:
                     res = _Result(ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key in "

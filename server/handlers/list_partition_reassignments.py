@@ -1,0 +1,18 @@
+"""ListPartitionReassignments v0: a single broker never moves replicas, so no reassignment is
+ever in progress; topics that do not exist are left out, as Kafka's controller does."""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import ListPartitionReassignmentsResponse
+
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from server.context import RequestContext
+from server.handlers.registry import handles
+
+
+@handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+def handle_list_partition_reassignments(ctx: RequestContext, req: Any, version: int) -> Any:
+    return ListPartitionReassignmentsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                              error_message=None, topics=[])
