@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode, KafkaError
 from server import broker_logger
-from server.config import parse_listener
 from server.config_catalogue import (
     TOPIC_CONFIGS,
     ConfigError,
@@ -243,14 +242,6 @@ def _check_broker_configs(broker: Broker, new: dict[str, str], per_node: bool) -
         if only_node:
             raise _invalid_request("Cannot update these configs at default cluster level, broker id must be "
                                    f"specified: Set({', '.join(only_node)})")
-    if new.get("advertised.listeners"):
-        try:
-            for spec in new["advertised.listeners"].split(","):
-                if spec.strip():
-                    parse_listener(spec.strip())
-        except ValueError as e:
-            raise _invalid_request(f"Invalid value {new['advertised.listeners']} for configuration "
-                                   f"advertised.listeners: {e}") from None
 
 
 # ---------------------------------------------------------------------------- committing

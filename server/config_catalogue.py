@@ -371,11 +371,12 @@ RO, PB, CW = Dynamic.READ_ONLY, Dynamic.PER_BROKER, Dynamic.CLUSTER_WIDE
 # Broker configs: the settings kcoord honours (server/config.py SETTINGS; defaults are kcoord's,
 # tests/unit/test_config_catalogue.py keeps the two in step) and the broker defaults behind every
 # topic config. Dynamic modes are Kafka's (DynamicBrokerConfig.AllDynamicConfigs), except
-# `listeners`: a listener is bound once at start-up here, so it is read-only.
+# `listeners` and `advertised.listeners` (per-broker in Kafka): kcoord binds its listeners and
+# their advertised endpoints once at start-up, so they are read-only here.
 BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     _b("listeners", S, "PLAINTEXT://127.0.0.1:9092", "Addresses the broker listens on (NAME://host:port)."),
     _b("advertised.listeners", S, None, "Addresses given to clients in Metadata and FindCoordinator; "
-       "null means the listeners.", None, PB),
+       "null means the listeners."),
     _b("node.id", INT, 1, "Id of this node in the cluster."),
     _b("broker.id", INT, -1, "Older name of node.id; used when set."),
     _b("log.dirs", S, "./data", "Directory holding the partition logs (the first of a comma list)."),
@@ -510,10 +511,10 @@ class TopicConfigError(ConfigError):
 # ---------------------------------------------------------------------------- settings glue
 
 
-def inferred_key(name: str, parser: Callable[[Any], Any] | None, default: Any) -> ConfigKey:
+def inferred_key(name: str, default: Any, secret: bool) -> ConfigKey:
     """A setting kcoord has that this table does not describe (kcoord's own, or one another part
-    added): typed from its parser, read-only; names that look like secrets are PASSWORD."""
-    if re.search(r"(password|secret|jaas\.config|\.key)$", name):
+    of the server added): typed from its default, read-only; a secret is a PASSWORD."""
+    if secret:
         ctype = ConfigType.PASSWORD
     elif isinstance(default, bool):
         ctype = ConfigType.BOOLEAN
@@ -521,9 +522,15 @@ def inferred_key(name: str, parser: Callable[[Any], Any] | None, default: Any) -
         ctype = ConfigType.INT if -2**31 <= default < 2**31 else ConfigType.LONG
     elif isinstance(default, float):
         ctype = ConfigType.DOUBLE
+    elif isinstance(default, list | tuple):
+        ctype = ConfigType.LIST
     else:
         ctype = ConfigType.STRING
-    return ConfigKey(name, ctype, default if default not in ("",) else None, "", None, (), Dynamic.READ_ONLY)
+    if isinstance(default, list | tuple):
+        default = [str(x) for x in default]
+    elif secret or default == "":
+        default = None
+    return ConfigKey(name, ctype, default, "", None, (), Dynamic.READ_ONLY)
 
 
 def check_static(name: str, raw: Any) -> None:

@@ -34,6 +34,7 @@ from server.config_catalogue import (
     inferred_key,
     value_text,
 )
+from server.security.settings import Password
 from server.topics import Topic, atomic_write
 
 log = logging.getLogger("kcoord.configs")
@@ -69,7 +70,7 @@ def broker_config_key(name: str) -> ConfigKey | None:
         return key
     if name in SETTINGS:
         parser, default = SETTINGS[name]
-        return inferred_key(name, parser, default)
+        return inferred_key(name, default, parser is Password)
     return None
 
 

@@ -101,9 +101,11 @@ def apply_topic_configs(broker: Broker, topic: Topic) -> None:
         return
     size = segment_bytes(broker, topic)
     for p in range(topic.partitions):
-        plog = broker.logs.get(topic.name, p)
+        plog = broker.logs.existing(topic.name, p)
         if plog is not None:
             plog.segment_bytes = size
+        elif topic.name == OFFSETS_TOPIC:  # declared, created at first use: with the new size
+            broker.logs.declare(topic.name, p, segment_bytes=size, topic_id=topic.topic_id)
 
 
 def leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import AlterPartitionReassignmentsResponse
+from kafka.protocol.admin.topics import AlterPartitionReassignmentsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import DescribeClusterResponse
+from kafka.protocol.admin.cluster import DescribeClusterResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -34,10 +34,13 @@ def handle_describe_cluster(ctx: RequestContext, req: Any, version: int) -> Any:
                                        endpoint_type=BROKER_ENDPOINT, cluster_id="", controller_id=-1, brokers=[],
                                        authorized_operations=None)
     node = broker.config.node_id
-    host, port = broker.config.advertised
+    # the endpoint of the listener the request came in on; none when that listener is not
+    # advertised, and then no controller either (Kafka names only a listed broker)
+    endpoint = ctx.advertised
+    brokers = [] if endpoint is None else [BrokerOut(broker_id=node, host=endpoint[0], port=endpoint[1], rack=None)]
     return DescribeClusterResponse(
         version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
-        endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id, controller_id=node,
-        brokers=[BrokerOut(broker_id=node, host=host, port=port, rack=None)],
+        endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id, controller_id=node if brokers else -1,
+        brokers=brokers,
         authorized_operations=set(CLUSTER_OPERATIONS) if req.include_cluster_authorized_operations else None,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import DescribeConfigsResponse
+from kafka.protocol.admin.configs import DescribeConfigsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError

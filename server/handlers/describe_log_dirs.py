@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kafka.protocol.admin import DescribeLogDirsResponse
+from kafka.protocol.admin.cluster import DescribeLogDirsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, error_code_of

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kafka.protocol.admin import DescribeTopicPartitionsResponse
+from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError

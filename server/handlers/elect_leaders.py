@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import ElectLeadersResponse
+from kafka.protocol.admin.topics import ElectLeadersResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import ListPartitionReassignmentsResponse
+from kafka.protocol.admin.topics import ListPartitionReassignmentsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode

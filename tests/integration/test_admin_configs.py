@@ -269,7 +269,7 @@ def test_java_admin_configs(kcoord_factory):
                      ["legacy", "topic", topic, "retention.ms=110000", "cleanup.policy=compact"],
                      ["describe-configs", "topic", topic, "synonyms"],
                      ["incremental", "broker", "", "set:message.max.bytes=2000000"],
-                     ["incremental", "broker", "1", "set:advertised.listeners=PLAINTEXT://127.0.0.1:" + str(srv.port)],
+                     ["incremental", "broker", "1", "set:log.retention.bytes=1000000"],
                      ["incremental", "broker", "", "set:advertised.listeners=PLAINTEXT://127.0.0.1:1"],
                      ["incremental", "broker", "1", "set:num.partitions=3"],
                      ["describe-configs", "broker", "1", "synonyms"],
@@ -293,7 +293,7 @@ def test_java_admin_configs(kcoord_factory):
     assert first["retention.ms"]["type"] == "LONG" and first["retention.ms"]["doc"]
     assert first["retention.ms"]["synonyms"][0] == ["retention.ms", "90000", "DYNAMIC_TOPIC_CONFIG"]
     assert "Value must be at least -1" in out[4]["message"]
-    assert "Cannot update these configs at default cluster level" in out[10]["message"]
+    assert "Cannot update these configs dynamically: Set(advertised.listeners)" in out[10]["message"]
     assert "Cannot update these configs dynamically: Set(num.partitions)" in out[11]["message"]
     assert "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN" in out[14]["message"]
     after = out[7]["entries"]
@@ -302,7 +302,8 @@ def test_java_admin_configs(kcoord_factory):
     broker = out[12]["entries"]
     assert broker["message.max.bytes"]["value"] == "2000000"
     assert broker["message.max.bytes"]["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
-    assert broker["advertised.listeners"]["source"] == "DYNAMIC_BROKER_CONFIG"
+    assert broker["log.retention.bytes"]["source"] == "DYNAMIC_BROKER_CONFIG"
+    assert broker["advertised.listeners"]["read_only"] is True
     assert broker["num.partitions"]["read_only"] is True
     assert out[15]["entries"]["kcoord.dispatch"]["value"] == "DEBUG"
 
