@@ -152,7 +152,10 @@ class CoordinatorWriter:
                              f"{size} bytes of coordinator records exceed max.message.bytes")
 
     def _log(self, partition: int) -> PartitionLog:
-        plog = self.logs.get(OFFSETS_TOPIC, partition)
+        try:
+            plog = self.logs.get(OFFSETS_TOPIC, partition)  # a declared partition's log is created here
+        except OSError as e:  # its log directory is offline
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from e
         if plog is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{OFFSETS_TOPIC}-{partition} has no log")
         return plog

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from kafka.protocol.admin import (
     CreateTopicsRequest,
     DeleteGroupsRequest,
+    DeleteTopicsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
 )
@@ -160,6 +161,12 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
         T = OffsetDeleteRequest.OffsetDeleteRequestTopic
         return OffsetDeleteRequest(version=v, group_id="fuzz-no-such-group", topics=[
             T(name=TOPIC, partitions=[T.OffsetDeleteRequestPartition(partition_index=0)])])
+    if api == ApiKey.DELETE_TOPICS:  # the topic the CreateTopics seed of this version made
+        if v >= 6:
+            T = DeleteTopicsRequest.DeleteTopicState
+            return DeleteTopicsRequest(version=v, timeout_ms=5000, topics=[
+                T(name=f"fuzz-created-{v}", topic_id=uuid.UUID(int=0))])
+        return DeleteTopicsRequest(version=v, timeout_ms=5000, topic_names=[f"fuzz-created-{v}"])
     raise AssertionError(f"no seed for API {api}: add one when an API is added to API_TABLE")
 
 

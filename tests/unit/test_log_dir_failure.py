@@ -96,3 +96,16 @@ def test_listeners_hear_of_each_directory_once():
     with pytest.raises(LogDirOfflineError, match="first"):
         ch.check("/a")
     ch.check("/b")
+
+
+async def test_a_partition_first_written_after_the_failure_is_refused_too(tmp_path):
+    """A declared __consumer_offsets partition gets its directory at its first write: not in
+    an offline directory."""
+    logs = LogManager(str(tmp_path / "data"))
+    logs.declare(OFFSETS_TOPIC, 0)
+    logs.failures.fail(os.path.abspath(logs.log_dir), "Error while syncing test", OSError(errno.EIO, "EIO"))
+    writer = CoordinatorWriter(logs, 1, lambda r: None, SystemClock(), 5.0, 1048588)
+    done: list = []
+    writer.write([CoordinatorRecord(OffsetKey("g", "t", 0), OffsetValue(offset=1))], done.append)
+    assert done == [ErrorCode.NOT_COORDINATOR] and writer.pending == 0
+    assert not (tmp_path / "data" / f"{OFFSETS_TOPIC}-0").exists()
