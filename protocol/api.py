@@ -1,8 +1,10 @@
 """The API table: key -> (name, request/response classes, the version range kcoord serves).
 
-Handlers are attached by server/handlers; this table is what ApiVersions advertises and what
-the dispatcher checks versions against. Advertise exactly what is implemented: clients such as
-kafka-python guess the broker's version from these maxima.
+These are the wire facts of each API; how the server serves it (handler, hand-written fast
+path, direct call) is declared in server/handlers/routes.py. This table is what ApiVersions
+advertises (for the APIs that have a route) and what the dispatcher checks versions against.
+Advertise exactly what is implemented: clients such as kafka-python guess the broker's
+version from these maxima.
 """
 from __future__ import annotations
 
@@ -85,8 +87,6 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from protocol.fastpath import decode_heartbeat, decode_offset_commit, encode_offset_commit_response
-
 
 class ApiKey(IntEnum):
     PRODUCE = 0
@@ -134,10 +134,6 @@ class ApiSpec:
     response: type[ApiMessage]
     min_version: int
     max_version: int
-    # (frame, body offset, version) -> request object; for hot APIs, else the generic class
-    fast_decode: Callable[[bytes, int, int], Any] | None = None
-    # (response object, version) -> body bytes; for hot APIs, else the generic encoder
-    fast_encode: Callable[[Any, int], bytes] | None = None
     # header versions by API version, computed once (they are looked up on every request)
     request_headers: tuple[int, ...] = ()
     response_headers: tuple[int, ...] = ()
@@ -161,8 +157,6 @@ class ApiSpec:
         """The request body at frame[pos:]. Raises ValueError for a body that does not decode,
         including one whose fields claim more bytes than the frame holds (kafka-python's
         compiled decoders read past the end silently; Kafka refuses such a request)."""
-        if self.fast_decode is not None:
-            return self.fast_decode(frame, pos, version)
         request, end = _generic_decoder(self.request, version)(memoryview(frame), pos)
         if end > len(frame):
             raise ValueError(f"request body needs {end - pos} bytes, the frame has {len(frame) - pos}")
@@ -170,8 +164,6 @@ class ApiSpec:
         return request
 
     def encode(self, response: Any, version: int) -> bytes:
-        if self.fast_encode is not None:
-            return self.fast_encode(response, version)
         return response.encode(version=version)
 
     def is_flexible(self, version: int) -> bool:
@@ -241,10 +233,8 @@ def _check_non_null(obj: Any, plan: _Plan) -> None:
             raise ValueError(f"null element in {attr}")
 
 
-def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, hi: int,
-          fast: Callable[[bytes, int, int], Any] | None = None,
-          fast_encode: Callable[[Any, int], bytes] | None = None) -> ApiSpec:
-    return ApiSpec(key, req, resp, lo, hi, fast, fast_encode)
+def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, hi: int) -> ApiSpec:
+    return ApiSpec(key, req, resp, lo, hi)
 
 
 # The versions kcoord serves (see DESIGN.md: what Java 3.9 and librdkafka 2.16 send).
@@ -255,12 +245,11 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.FETCH, FetchRequest, FetchResponse, 4, 17),
         _spec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, 0, 9),
         _spec(ApiKey.METADATA, MetadataRequest, MetadataResponse, 0, 12),
-        _spec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 0, 9,
-              decode_offset_commit, encode_offset_commit_response),
+        _spec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 0, 9),
         _spec(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, 0, 9),
         _spec(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
         _spec(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, 0, 9),
-        _spec(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, 0, 4, decode_heartbeat),
+        _spec(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, 0, 4),
         _spec(ApiKey.LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
         _spec(ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse, 0, 5),
         _spec(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),

@@ -7,16 +7,13 @@ from typing import Any
 
 from kafka.protocol.admin.configs import AlterConfigsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from server.config_admin import DUPLICATE_RESOURCE, commit, duplicates, plan_legacy
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 Out = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-@handles(ApiKey.ALTER_CONFIGS)
 def handle_alter_configs(ctx: RequestContext, req: Any, version: int) -> Any:
     dup = duplicates(req.resources)
     out = []

@@ -7,10 +7,8 @@ from typing import Any
 
 from kafka.protocol.admin.topics import AlterPartitionReassignmentsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 TopicOut = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionOut = TopicOut.ReassignablePartitionResponse
@@ -39,7 +37,6 @@ def _outcome(node: int, partitions: int | None, topic: str, p: Any) -> tuple[Err
     return ErrorCode.NONE, None  # [this node]: the current assignment, nothing moves
 
 
-@handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 def handle_alter_partition_reassignments(ctx: RequestContext, req: Any, version: int) -> Any:
     node = ctx.broker.config.node_id
     out = []

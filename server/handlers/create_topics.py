@@ -8,11 +8,9 @@ from typing import Any
 
 from kafka.protocol.admin.topics import CreateTopicsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from server.config_catalogue import TOPIC_CONFIGS, ConfigError, check_topic_configs
 from server.context import RequestContext
-from server.handlers.registry import handles
 from server.topics import validate_topic_name
 
 Result = CreateTopicsResponse.CreatableTopicResult
@@ -93,7 +91,6 @@ def _config_entries(ctx: RequestContext, configs: dict[str, str]) -> list[Any]:
     return out
 
 
-@handles(ApiKey.CREATE_TOPICS)
 def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
     counts = Counter(t.name for t in req.topics)
     results = []

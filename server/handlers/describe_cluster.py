@@ -7,10 +7,8 @@ from typing import Any
 
 from kafka.protocol.admin.cluster import DescribeClusterResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 BrokerOut = DescribeClusterResponse.DescribeClusterBroker
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
@@ -20,7 +18,6 @@ _ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
 CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
 
 
-@handles(ApiKey.DESCRIBE_CLUSTER)
 def handle_describe_cluster(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     wanted = req.endpoint_type if version >= 1 else BROKER_ENDPOINT

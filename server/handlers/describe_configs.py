@@ -7,19 +7,16 @@ from typing import Any
 
 from kafka.protocol.admin.configs import DescribeConfigsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from server.config_admin import describe
 from server.config_catalogue import ConfigSource
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
 ConfigOut = Result.DescribeConfigsResourceResult
 SynonymOut = ConfigOut.DescribeConfigsSynonym
 
 
-@handles(ApiKey.DESCRIBE_CONFIGS)
 def handle_describe_configs(ctx: RequestContext, req: Any, version: int) -> Any:
     synonyms = version >= 1 and bool(req.include_synonyms)
     docs = version >= 3 and bool(req.include_documentation)

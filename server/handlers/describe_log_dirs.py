@@ -8,10 +8,8 @@ from typing import Any
 
 from kafka.protocol.admin.cluster import DescribeLogDirsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, error_code_of
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
 TopicOut = Result.DescribeLogDirsTopic
@@ -19,7 +17,6 @@ PartitionOut = TopicOut.DescribeLogDirsPartition
 _LONG_MAX = 2**63 - 1
 
 
-@handles(ApiKey.DESCRIBE_LOG_DIRS)
 def handle_describe_log_dirs(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     path = os.path.abspath(broker.log_dir)

@@ -9,10 +9,8 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from server.context import RequestContext
-from server.handlers.registry import handles
 from server.topics import validate_topic_name
 
 TopicOut = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
@@ -33,7 +31,6 @@ def _error_response(req: Any, code: ErrorCode) -> Any:
                  topic_authorized_operations=-2**31) for t in req.topics])
 
 
-@handles(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
 def handle_describe_topic_partitions(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     node = broker.config.node_id

@@ -8,10 +8,8 @@ from typing import Any
 
 from kafka.protocol.admin.topics import ElectLeadersResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 Result = ElectLeadersResponse.ReplicaElectionResult
 PartitionOut = Result.PartitionResult
@@ -19,7 +17,6 @@ PREFERRED, UNCLEAN = 0, 1
 NOT_NEEDED = "Leader election not needed for topic partition."
 
 
-@handles(ApiKey.ELECT_LEADERS)
 def handle_elect_leaders(ctx: RequestContext, req: Any, version: int) -> Any:
     topics = ctx.broker.topics
     election = req.election_type if version >= 1 else PREFERRED

@@ -7,17 +7,14 @@ from typing import Any
 
 from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from server import broker_logger
 from server.config_admin import DUPLICATE_RESOURCE, commit, duplicates, plan_incremental
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 Out = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
-@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 def handle_incremental_alter_configs(ctx: RequestContext, req: Any, version: int) -> Any:
     dup = duplicates(req.resources)
     out = []

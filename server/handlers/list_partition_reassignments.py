@@ -6,13 +6,10 @@ from typing import Any
 
 from kafka.protocol.admin.topics import ListPartitionReassignmentsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 
-@handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 def handle_list_partition_reassignments(ctx: RequestContext, req: Any, version: int) -> Any:
     return ListPartitionReassignmentsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                               error_message=None, topics=[])
