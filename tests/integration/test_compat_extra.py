@@ -156,7 +156,7 @@ def read_offsets_confluent(bootstrap: str, partition: int) -> list[tuple[bytes, 
         end = c.get_watermark_offsets(tp, timeout=10)[1]
         c.assign([tp])
         out: list[tuple[bytes, bytes]] = []
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         last = -1
         while last < end - 1 and time.monotonic() < deadline:
             m = c.poll(0.5)
