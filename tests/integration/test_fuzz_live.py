@@ -43,8 +43,10 @@ from protocol.api import API_TABLE, ApiKey
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 FRAMES = int(os.environ.get("KCOORD_FUZZ_FRAMES", "100000"))
-# whichever comes first; the budget is a bound for a busy machine (a quiet one needs ~60 s)
+# whichever comes first: a quiet machine sends all the frames in ~60 s; on a busy one the budget
+# ends the run, which must still have delivered MIN_DELIVERED frames (the rate is not asserted)
 TIME_BUDGET = float(os.environ.get("KCOORD_FUZZ_SECONDS", "360"))
+MIN_DELIVERED = min(FRAMES, 25_000)
 SEED = int(os.environ.get("KCOORD_FUZZ_SEED", "20240811"))
 CORPUS_FILE = os.environ.get("KCOORD_FUZZ_CORPUS")  # replay a saved corpus instead of capturing
 CONNECTIONS, BATCH, IDLE = 10, 4, 1.0  # batch: ~2 frames are processed per connection (most
@@ -318,7 +320,7 @@ def test_server_survives_100k_mutated_frames(live: LiveRun) -> None:
     # Every generated frame reached the server (frames never read after a close were resent),
     # except those still queued when the time budget ran out.
     assert st.delivered + st.unsent >= st.generated, st.summary()
-    assert st.delivered >= 0.9 * FRAMES, (
+    assert st.delivered >= MIN_DELIVERED, (
         f"only {st.delivered} of {FRAMES} frames delivered within {TIME_BUDGET:.0f}s: {st.summary()}")
     # Non-vacuity: the mutations reach handlers, they are not all refused at the decoder.
     assert st.answered > st.delivered // 4, st.summary()
