@@ -53,7 +53,8 @@ CONNECTIONS, BATCH, IDLE = 10, 4, 1.0  # batch: ~2 frames are processed per conn
 # mutations that do not decode close it); idle: a request parked longer is left to the server
 RSS_LIMIT_KB = 200 * 1024
 RSS_GROWTH_LIMIT_KB = 100 * 1024  # over the RSS measured when the fuzzing starts
-SLICE = 10.0  # seconds: the healthy group must make progress in every slice (of a shared machine)
+SLICE = 20.0  # seconds: the healthy group must make progress in every slice (of a shared machine)
+HEALTHY_SESSION_MS = 30_000  # a member starved of CPU for a few seconds is not a rebalance
 MAX_REBALANCES = 1
 HEALTHY_PARTITIONS = 4
 PRODUCE_PER_SECOND = 40
@@ -101,7 +102,8 @@ class HealthyGroup:
         self._thread.start()
         for lib in ("kafka-python", "confluent"):
             self.members.append(python_member(lib, self.srv.bootstrap, self.topic, self.group,
-                                              name=f"healthy-{lib}", deadline=600))
+                                              name=f"healthy-{lib}", deadline=900,
+                                              session_timeout_ms=HEALTHY_SESSION_MS))
         wait_balanced(self.members, HEALTHY_PARTITIONS, 90, "the healthy group's first balance")
         return self
 
