@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
 
-.PHONY: setup test-setup clients rdkafka-setup rdkafka-suite run test unit integration bench lint up down clean
+.PHONY: setup test-setup clients rdkafka-setup rdkafka-suite run test test-loaded unit integration bench lint up down clean
 
 # The server alone: what `make run` needs.
 setup: $(STAMP)
@@ -47,6 +47,11 @@ rdkafka-suite: setup clients rdkafka-setup
 	@rc=0; for p in $(RDKAFKA_GROUP_PROTOCOLS); do \
 	  $(BIN)/python scripts/rdkafka_suite.py run --jobs $(RDKAFKA_JOBS) --group-protocol $$p $(ARGS) || rc=$$?; \
 	done; exit $$rc
+
+# The whole suite twice in a row from a fresh clone of HEAD while a CPU-bound process keeps
+# one core busy (scripts/test-loaded.sh; results in .cache/loaded/summary.txt).
+test-loaded:
+	bash scripts/test-loaded.sh
 
 unit: test-setup
 	$(BIN)/python -m pytest -q tests/unit tests/property

@@ -3,7 +3,8 @@ API, and consumer lag per group and partition computed by the broker — kept fo
 too, since their committed offsets stay (a consumer that is down still has lag).
 
 Everything is read on the event loop at scrape time (the HTTP endpoint runs on the loop, not
-in a thread), so nothing is shared across threads. Request latency is kept in plain counters
+in a thread), so nothing is shared across threads. prometheus_client is imported at the first
+scrape: a server without the metrics listener never loads it (start-up time). Request latency is kept in plain counters
 on the hot path (a few hundred nanoseconds a request) and exposed as a histogram.
 """
 from __future__ import annotations
@@ -14,12 +15,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.exposition import generate_latest
-from prometheus_client.registry import Collector, CollectorRegistry
-
 from protocol.coordinator_records import CoordinatorRecord, GroupValue, OffsetKey
-from server.group.state import GroupState
+from server.group.classic.state import GroupState
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -71,30 +68,41 @@ class Metrics:
                 self.rebalances_completed += 1
 
     def render(self, broker: Broker) -> bytes:
+        from prometheus_client.exposition import generate_latest
+        from prometheus_client.registry import CollectorRegistry
+
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Collector(self, broker))
         return generate_latest(registry)
 
 
-class _Collector(Collector):
+class _Collector:
+    """A prometheus_client collector (anything with collect() registers)."""
+
     def __init__(self, metrics: Metrics, broker: Broker) -> None:
         self.m = metrics
         self.broker = broker
 
-    def collect(self):  # type: ignore[override]
+    def collect(self):  # noqa: ANN201 - yields prometheus_client metric families
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
         m, broker = self.m, self.broker
         groups = GaugeMetricFamily("kcoord_groups", "Consumer groups by state (Kafka: NumGroups<State>)",
                                    labels=["state"])
-        by_state = dict.fromkeys(GroupState, 0)
+        by_state = {s.value: 0 for s in GroupState}
         n_offsets = 0
         lag = GaugeMetricFamily("kcoord_consumer_lag",
                                 "Log end offset minus committed offset, per group and partition",
                                 labels=["group", "topic", "partition"])
         group_lag = GaugeMetricFamily("kcoord_consumer_group_lag", "Total lag of a group", labels=["group"])
-        for g in broker.coordinator.groups():
-            by_state[g.state] += 1
+        coordinator = broker.coordinator
+        for g in coordinator.groups():
+            state = g.state_name()
+            by_state[state] = by_state.get(state, 0) + 1
             total = 0
-            for topic, partition, value in g.offsets.items():
+            any_offset = False
+            for topic, partition, value in coordinator.committed_offsets(g.group_id):
+                any_offset = True
                 n_offsets += 1
                 plog = broker.logs.get(topic, partition) if broker.logs is not None else None
                 if plog is None:
@@ -102,10 +110,10 @@ class _Collector(Collector):
                 behind = max(plog.log_end_offset - value.offset, 0)
                 total += behind
                 lag.add_metric([g.group_id, topic, str(partition)], behind)
-            if len(g.offsets):
+            if any_offset:
                 group_lag.add_metric([g.group_id], total)
         for state, n in by_state.items():
-            groups.add_metric([state.value], n)
+            groups.add_metric([state], n)
         yield groups
         yield GaugeMetricFamily("kcoord_offsets", "Committed offsets held (Kafka: NumOffsets)", value=n_offsets)
         yield lag

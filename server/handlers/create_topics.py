@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsResponse
+from kafka.protocol.admin.topics import CreateTopicsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from server.context import RequestContext
-from server.handlers.registry import handles
 from server.topics import TOPIC_CONFIG_DEFAULTS, validate_topic_name
 
 Result = CreateTopicsResponse.CreatableTopicResult
@@ -30,6 +28,8 @@ def _plan(ctx: RequestContext, t: Any) -> tuple[int, dict[str, str]]:
     validate_topic_name(t.name)
     if broker.topics.get(t.name) is not None:
         raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+    if broker.topics.is_deleting(t.name):  # only while its deletion is being finished
+        raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' is marked for deletion.")
     other = broker.topics.colliding(t.name)
     if other is not None:
         raise KafkaError(
@@ -105,7 +105,6 @@ def _config_entries(configs: dict[str, str]) -> list[Any]:
     ]
 
 
-@handles(ApiKey.CREATE_TOPICS)
 def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
     counts = Counter(t.name for t in req.topics)
     results = []
