@@ -6,8 +6,8 @@
     kcoord sidecar [server.properties|server.toml] [--override name=value ...] [--master URL]
     kcoord dump PATH... [--json]
     kcoord groups|offsets [--log-dir DIR]
-    kcoord topics|configs|consumer-groups ...   kafka-topics.sh, kafka-configs.sh and
-                    kafka-consumer-groups.sh, over the wire to any Kafka-protocol server
+    kcoord topics|configs|consumer-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
+                    kafka-consumer-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 from server.config import Config
 
 # `kcoord <tool>`: Kafka's command-line tools (server/kafkatools), module by name
-TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups"}
+TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups", "acls": "acls"}
 
 
 def _serve(args: argparse.Namespace) -> int:

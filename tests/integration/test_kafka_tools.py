@@ -313,3 +313,27 @@ def test_tools_answer_a_server_that_is_not_there(tmp_path: Path):
     port = free_port()
     r = tool("topics", "--bootstrap-server", f"127.0.0.1:{port}", "--list", timeout=30)
     assert r.returncode == 1 and r.stdout.startswith("Error while executing topic command : ")
+
+
+# ---- kafka-acls.sh -------------------------------------------------------------------------
+
+
+def test_acls_tool_as_librdkafka_runs_it(kcoord):
+    """0109/0115/0119's invocations: what Kafka's AclCommand prints, then the server's answer
+    (without an authorizer a Kafka broker refuses ACLs, and the tool exits 1)."""
+    topic = unique("rdkafkatest_0109-unauthorized")
+    env = {**os.environ, "KAFKA_PATH": str(ROOT)}
+    cmd = (f"$KAFKA_PATH/bin/kafka-acls.sh --bootstrap-server {kcoord.bootstrap} --add --deny-principal 'User:*' "
+           f"--operation All --deny-host '*' --topic '{topic}'")
+    r = subprocess.run(["sh", "-c", cmd], env=env, capture_output=True, text=True, timeout=60)
+    lines = r.stdout.split("\n")
+    assert lines[:3] == [f"Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, "
+                         "patternType=LITERAL)`: ",
+                         " \t(principal=User:*, host=*, operation=ALL, permissionType=DENY) ", ""], r.stdout
+    # (the server's words: SECURITY_DISABLED's, or that it does not serve CreateAcls at all)
+    assert r.returncode == 1 and lines[3].startswith("Error while executing ACL command: "), r.stdout
+    r = tool("acls", "--bootstrap-server", kcoord.bootstrap, "--add", "--allow-principal", "User:a", "--operation",
+             "IdempotentWrite", "--topic", topic)
+    assert r.returncode == 1 and r.stderr.startswith(
+        "ResourceType TOPIC only supports operations All, Alter, AlterConfigs, Create, Delete, Describe, "
+        "DescribeConfigs, Read, Write")

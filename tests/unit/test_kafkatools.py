@@ -111,3 +111,23 @@ def test_misuse_is_answered_with_usage_and_exit_1(capsys):
     assert "Duplicate entity type(s) specified: topics" in capsys.readouterr().err
     assert configs.main(["--bootstrap-server", "x:1", "--describe", "--entity-name", "t", "--topic", "t"]) == 1
     assert "--entity-{type,name,default} should not be used" in capsys.readouterr().err
+
+
+def test_acl_operations_principals_and_roles():
+    from server.kafkatools import acls
+
+    assert acls.operation("IdempotentWrite") == "IDEMPOTENT_WRITE" and acls.operation("all") == "ALL"
+    with pytest.raises(acls.UsageError):
+        acls.operation("Fly")
+    with pytest.raises(acls.UsageError, match="principalType:principalName"):
+        acls.principal("alice")
+    p = acls.parser()
+    o = p.parse_args(["--bootstrap-server", "x:1", "--add", "--producer", "--consumer", "--idempotent",
+                      "--allow-principal", "User:a", "--topic", "t", "--group", "g"])
+    plan = acls.resource_acls(p, o, "LITERAL")
+    ops = {f: sorted(e[2] for e in es) for f, es in plan.items()}
+    assert ops == {("TOPIC", "t", "LITERAL"): ["CREATE", "DESCRIBE", "READ", "WRITE"],
+                   ("GROUP", "g", "LITERAL"): ["READ"],
+                   ("CLUSTER", "kafka-cluster", "LITERAL"): ["IDEMPOTENT_WRITE"]}
+    assert acls.entry_text(("User:a", "*", "READ", "ALLOW")) == \
+        "(principal=User:a, host=*, operation=READ, permissionType=ALLOW)"
