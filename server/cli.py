@@ -6,6 +6,8 @@
     kcoord sidecar [server.properties|server.toml] [--override name=value ...] [--master URL]
     kcoord dump PATH... [--json]
     kcoord groups|offsets [--log-dir DIR]
+    kcoord topics|configs|consumer-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
+                    kafka-consumer-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
 """
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ import argparse
 import sys
 
 from server.config import Config
+
+# `kcoord <tool>`: Kafka's command-line tools (server/kafkatools), module by name
+TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups", "acls": "acls"}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -75,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         from server.inspect import main as inspect_main
 
         return inspect_main(argv)
+    if argv and argv[0] in TOOLS:
+        import importlib
+
+        return importlib.import_module(f"server.kafkatools.{TOOLS[argv[0]]}").main(argv[1:])
 
     parser = argparse.ArgumentParser(prog="kcoord", description="Kafka-compatible group coordinator")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -94,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("dump", help="decode __consumer_offsets segments: dump PATH... [--json]")
     sub.add_parser("groups", help="groups rebuilt from the log: groups [--log-dir DIR]")
     sub.add_parser("offsets", help="offsets rebuilt from the log: offsets [--log-dir DIR]")
+    for tool in TOOLS:
+        sub.add_parser(tool, help=f"kafka-{tool}.sh, with its flags, against any Kafka-protocol server")
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
