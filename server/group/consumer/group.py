@@ -70,6 +70,7 @@ class ConsumerGroup:
         # members whose heartbeat waits for the next target assignment (see protocol.py)
         self.awaiting_assignment: list = []
         self.assignment_scheduled = False
+        self.regex_resolution_scheduled = False
 
     # ---- members ---------------------------------------------------------------------------
 

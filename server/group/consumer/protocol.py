@@ -321,8 +321,9 @@ class ConsumerGroupProtocol:
             if old is None or updated.subscribed_topic_names != old.subscribed_topic_names \
                     or updated.subscribed_topic_regex != old.subscribed_topic_regex:
                 bump = True
-        if updated.subscribed_topic_regex is not None:
-            self._maybe_resolve_regex(group, updated.subscribed_topic_regex, records, undo)
+        # a new regex is resolved after this turn's assignment, as Kafka resolves them
+        # asynchronously: the member first gets its named topics, the matches later
+        new_regex = updated.subscribed_topic_regex is not None and updated.subscribed_topic_regex not in group.regexes
         if bump or group.metadata_version != self.topics.changes:
             bump = self._refresh_metadata(group, records, undo) or bump
         if bump:
@@ -340,7 +341,11 @@ class ConsumerGroupProtocol:
             if not group.assignment_scheduled:
                 group.assignment_scheduled = True
                 self.manager.at_end_of_turn(lambda: self._assign(group))
+            if new_regex:
+                self._resolve_regexes_later(group)
             return CoordinatorResult(response=w.deferred)
+        if new_regex:
+            self._resolve_regexes_later(group)
         response = self._reconcile_and_answer(group, member_id, old, owned, full, records, undo, version)
         return self._result(records, undo, response)
 
@@ -514,7 +519,8 @@ class ConsumerGroupProtocol:
         if group.metadata_version != topics.changes:
             group.metadata_version = topics.changes
             for regex in list(group.regex_counts):
-                self._maybe_resolve_regex(group, regex, records, undo, force=True)
+                if regex in group.regexes:  # new ones resolve after the turn (_resolve_regexes_later)
+                    self._maybe_resolve_regex(group, regex, records, undo, force=True)
         metadata = {}
         for name in sorted(group.subscribed_topic_names()):
             m = topics.metadata(name)
@@ -525,6 +531,29 @@ class ConsumerGroupProtocol:
         self._apply(records, undo, [CoordinatorRecord(ConsumerGroupPartitionMetadataKey(group.group_id),
                                                       ConsumerGroupPartitionMetadataValue(metadata))])
         return True
+
+    def _resolve_regexes_later(self, group: ConsumerGroup) -> None:
+        if group.regex_resolution_scheduled:
+            return
+        group.regex_resolution_scheduled = True
+
+        def resolve() -> None:
+            group.regex_resolution_scheduled = False
+            if group.dead or self._groups.get(group.group_id) is not group:
+                return
+            records: list[CoordinatorRecord] = []
+            undo: list[CoordinatorRecord] = []
+            for regex in list(group.regex_counts):
+                if regex not in group.regexes:
+                    self._maybe_resolve_regex(group, regex, records, undo)
+            if records and self._refresh_metadata(group, records, undo):
+                self._apply(records, undo, [CoordinatorRecord(
+                    ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(group.group_epoch + 1))])
+                log.info("[GroupId %s] Bumped group epoch to %d: a subscription regex resolved.",
+                         group.group_id, group.group_epoch)
+            self._emit(records, undo)
+
+        self.manager.at_end_of_turn(resolve)
 
     def _maybe_resolve_regex(self, group: ConsumerGroup, regex: str, records: list[CoordinatorRecord],
                              undo: list[CoordinatorRecord], force: bool = False) -> None:
