@@ -17,6 +17,7 @@ from server.group.config import GroupConfig
 from server.group.coordinator import GroupCoordinator
 from server.metrics import Metrics
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
+from server.txn.service import TxnService
 from storage.log_manager import LogManager
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Broker:
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime
         self.data_plane: DataPlane
+        self.txn: TxnService
         self._background: list[asyncio.Task[None]] = []
         self._lock_fd: int | None = None
 
@@ -84,6 +86,7 @@ class Broker:
             on_append=lambda p: self.data_plane.appended(OFFSETS_TOPIC, p),
             metrics=self.metrics,
         )
+        self.txn = TxnService(self)  # the transaction coordinator, beside the group's
         log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, cfg.node_id,
                  len(self.topics.topics), self.log_dir)
 
@@ -96,6 +99,7 @@ class Broker:
         loading.add_done_callback(lambda _: gc.freeze())
         self._background.append(loading)  # first: tests and tools await the load through it
         self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
+        self._background.append(asyncio.ensure_future(self.txn.run(loading)))
         self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])
         from server.data_plane import start_topic_retention  # topics' retention.ms / retention.bytes
 
@@ -177,6 +181,7 @@ class Broker:
     async def stop(self) -> None:
         for task in self._background:
             task.cancel()
+        await self.txn.stop()
         await self.runtime.stop()
         if self.logs is not None:
             self.logs.close()

@@ -2,8 +2,9 @@
 share: the fetch purgatory, producer state, effective topic configs, leader-epoch checks and
 the topic retention task.
 
-kcoord is a single broker: it leads every partition at leader epoch 0, the high watermark and
-the last stable offset are the log end offset, and there are no transactions.
+kcoord is a single broker: it leads every partition at leader epoch 0 and the high watermark is
+the log end offset; the last stable offset is the first offset of the oldest open transaction
+(server/partition_txns.py), the log end offset when none is open.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
+from server.partition_txns import PartitionTxnStates
 from server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
 from server.purgatory import Purgatory
 from server.topics import OFFSETS_TOPIC, Topic
@@ -34,6 +36,7 @@ class DataPlane:
         self.fetch_purgatory = Purgatory(broker.clock, "fetch")
         self.producer_ids = ProducerIdManager(broker.log_dir)
         self.producers = ProducerStates(self.producer_ids)
+        self.txns = PartitionTxnStates()  # open and aborted transactions per partition
         self.parked: set = set()  # DelayedFetch operations waiting in the purgatory
 
     def complete_parked(self) -> int:

@@ -53,6 +53,8 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, AdminMixin):
             group = self._new_group(key.group)
         group.offsets.put(key.topic, key.partition, value)
         group.remove_pending_commit(key.topic, key.partition)
+        if self.txn_offsets is not None:  # a later commit beats earlier transactional offsets
+            self.txn_offsets.committed(key)
 
     def _replay_group(self, group_id: str, value: GroupValue | None) -> None:
         group = self._groups.get(group_id)

@@ -24,6 +24,7 @@ from server.group.responses import (
 )
 from server.group.result import CoordinatorResult
 from server.group.state import GroupState
+from server.group.txn_offsets import PendingTxnOffsets
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     GroupState.EMPTY,
@@ -97,6 +98,11 @@ class _CommitAppended:
 class OffsetsMixin(CoordinatorBase):
     # Uses MembershipMixin's member validation and session reset (both mixed into
     # GroupCoordinator).
+
+    # Offsets written inside open transactions (server/group/txn_offsets.py), set by the
+    # broker: they make OffsetFetch require_stable answer UNSTABLE_OFFSET_COMMIT and keep
+    # retention away from their partitions.
+    txn_offsets: PendingTxnOffsets | None = None
 
     # ====================================================================== OffsetCommit
 
@@ -208,6 +214,9 @@ class OffsetsMixin(CoordinatorBase):
             return ErrorCode.NONE, [(t, p, -1, -1, "", missing) for t, parts in (topics or []) for p in parts]
         wanted = group.offsets.keys() if topics is None else [(t, p) for t, parts in topics for p in parts]
         pending = group.pending_offset_commits
+        txn = self.txn_offsets
+        if require_stable and txn is not None and txn.has_group(group_id):
+            pending = txn.pending_partitions(group_id).union(pending)
         rows: list[FetchRow] = []
         for t, p in wanted:
             if require_stable and (t, p) in pending:
@@ -268,7 +277,9 @@ class OffsetsMixin(CoordinatorBase):
     def _maybe_die_with_offsets(self, group: GroupMetadata, n_removed: int, records: list[CoordinatorRecord]) -> bool:
         """An Empty group left without offsets is Dead and gets a tombstone (Kafka's
         cleanupGroupMetadata). Returns whether it died."""
-        if group.state is EMPTY and len(group.offsets) == n_removed and not group.pending_offset_commits:
+        txn = self.txn_offsets
+        if group.state is EMPTY and len(group.offsets) == n_removed and not group.pending_offset_commits \
+                and (txn is None or not txn.has_group(group.group_id)):
             log.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
             self._mark_dead(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
             records.append(CoordinatorRecord(GroupKey(group.group_id), None))
@@ -308,9 +319,10 @@ class OffsetsMixin(CoordinatorBase):
 
         return CoordinatorResult(records=records, on_appended=on_appended if records else None)
 
-    @staticmethod
-    def _expired_offsets(group: GroupMetadata, now: int, retention_ms: int) -> list[tuple[str, int]]:
+    def _expired_offsets(self, group: GroupMetadata, now: int, retention_ms: int) -> list[tuple[str, int]]:
         pending = set(group.pending_offset_commits)
+        if self.txn_offsets is not None:
+            pending |= self.txn_offsets.pending_partitions(group.group_id)
         if group.protocol_type is not None and group.state is EMPTY:
             # KIP-211: the retention clock starts when the group became Empty (commit time for
             # groups loaded from the old schema without a state timestamp)
