@@ -1,0 +1,156 @@
+"""Transactions with real clients: confluent-kafka (librdkafka) commit and abort paths, a
+read_committed consumer that never sees an aborted record, KIP-447 offsets
+(send_offsets_to_transaction, a read_committed consumer's committed() waiting for the
+transaction), a zombie producer fenced by a second instance with the same transactional.id,
+a transaction aborted by the coordinator's timeout; and kafkajs transactions with sendOffsets."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from clientlib import run_node
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import committed, unique
+
+
+def topics(bootstrap: str, *names: str, partitions: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+        f.result(30)
+
+
+def txn_producer(bootstrap: str, tid: str, **extra) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def read(bootstrap: str, topic: str, isolation: str, expect: int, partitions: int = 2) -> list[str]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("r"), "isolation.level": isolation,
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[str] = []
+    last = time.monotonic()
+    deadline = last + 60
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.3)
+            if m is not None and not m.error():
+                out.append(m.value().decode())
+                last = time.monotonic()
+            elif len(out) >= expect and time.monotonic() - last > 1.5:
+                break
+    finally:
+        c.close()
+    return out
+
+
+@pytest.mark.compat("confluent-kafka (librdkafka)", "transactions")
+def test_commit_and_abort_read_committed(kcoord):
+    b = kcoord.bootstrap
+    out = unique("txn-out")
+    topics(b, out)
+    p = txn_producer(b, unique("tx"))
+    want = []
+    for n in range(6):
+        p.begin_transaction()
+        for i in range(20):
+            p.produce(out, key=f"{n}-{i}", value=f"t{n}-{i}")
+        if n % 2:
+            p.flush(30)  # on the broker before the abort (librdkafka drops what it has not sent)
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            want += [f"t{n}-{i}" for i in range(20)]
+    committed_values = read(b, out, "read_committed", len(want))
+    assert sorted(committed_values) == sorted(want)
+    everything = read(b, out, "read_uncommitted", 120)
+    assert len(everything) == 120 and set(want) < set(everything)
+
+
+@pytest.mark.compat("confluent-kafka (librdkafka)", "transactions")
+def test_send_offsets_to_transaction(kcoord):
+    b = kcoord.bootstrap
+    src, out, group = unique("txn-in"), unique("txn-out"), unique("txn-g")
+    topics(b, src, out)
+    meta = Consumer({"bootstrap.servers": b, "group.id": group}).consumer_group_metadata()
+    p = txn_producer(b, unique("tx"))
+    p.begin_transaction()
+    p.produce(out, value="x")
+    p.send_offsets_to_transaction([TopicPartition(src, 0, 10), TopicPartition(src, 1, 20)], meta, 30)
+    p.commit_transaction(30)
+    assert committed(b, group, src) == {0: 10, 1: 20}
+    p.begin_transaction()
+    p.produce(out, value="y")
+    p.send_offsets_to_transaction([TopicPartition(src, 0, 99)], meta, 30)
+    p.abort_transaction(30)
+    assert committed(b, group, src) == {0: 10, 1: 20}
+
+    # KIP-447: a read_committed consumer's committed() waits while the offsets are pending
+    p.begin_transaction()
+    p.produce(out, value="z")
+    p.send_offsets_to_transaction([TopicPartition(src, 0, 30)], meta, 30)
+    c = Consumer({"bootstrap.servers": b, "group.id": group, "isolation.level": "read_committed"})
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(c.committed([TopicPartition(src, 0)], timeout=30)))
+    t.start()
+    time.sleep(1.0)  # committed() is retrying UNSTABLE_OFFSET_COMMIT meanwhile
+    assert not got, "committed() answered while the offsets were still pending"
+    p.commit_transaction(30)
+    t.join(40)
+    c.close()
+    assert got and got[0][0].offset == 30
+
+
+@pytest.mark.compat("confluent-kafka (librdkafka)", "transactions")
+def test_zombie_producer_is_fenced(kcoord):
+    b = kcoord.bootstrap
+    out, tid = unique("txn-out"), unique("tx")
+    topics(b, out)
+    zombie = txn_producer(b, tid)
+    zombie.begin_transaction()
+    zombie.produce(out, value="zombie")
+    zombie.flush(10)
+    fresh = txn_producer(b, tid)  # fences the zombie and aborts its open transaction
+    fresh.begin_transaction()
+    fresh.produce(out, value="fresh")
+    fresh.commit_transaction(30)
+    with pytest.raises(KafkaException) as e:
+        zombie.produce(out, value="late")
+        zombie.commit_transaction(15)
+    err = e.value.args[0]
+    assert err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                          KafkaError.INVALID_PRODUCER_EPOCH), err
+    assert read(b, out, "read_committed", 1) == ["fresh"]
+
+
+@pytest.mark.compat("confluent-kafka (librdkafka)", "transactions")
+def test_transaction_past_its_timeout_is_aborted(kcoord_factory):
+    srv = kcoord_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+    b = srv.bootstrap
+    out = unique("txn-out")
+    topics(b, out)
+    p = txn_producer(b, unique("tx"), **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    p.produce(out, value="never")
+    p.flush(10)
+    time.sleep(3.5)  # past the timeout: the coordinator aborts and bumps the epoch
+    with pytest.raises(KafkaException):
+        p.commit_transaction(15)
+    # the open transaction no longer holds read_committed readers back
+    assert read(b, out, "read_committed", 0) == []
+    assert "never" in read(b, out, "read_uncommitted", 1)
+
+
+@pytest.mark.compat("kafkajs", "transactions")
+def test_kafkajs_transactions_with_send_offsets(kcoord):
+    b = kcoord.bootstrap
+    src, out, group = unique("js-in"), unique("js-out"), unique("js-g")
+    topics(b, src, out, partitions=1)
+    res = run_node("txn.js", b, out, src, group, unique("js-tx"), timeout=90)
+    assert [r["kind"] for r in res.records()] == ["committed", "aborted", "offsets", "read"], res.describe()
+    assert res.one("offsets")["offsets"] == {f"{src}-0": 10}
+    assert sorted(res.one("read")["values"]) == sorted(f"c-{i}" for i in range(10))
+    assert committed(b, group, src) == {0: 10}
