@@ -150,6 +150,7 @@ class ProducerEntry:
     epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    coordinator_epoch: int = -1  # of its last transaction marker (-1: none)
 
     @property
     def last_seq(self) -> int:
@@ -230,7 +231,7 @@ class PartitionProducerState:
         entry.add_batch(h.producer_epoch, batch_last_sequence(h), base_offset + h.last_offset_delta,
                         h.last_offset_delta, h.max_timestamp)
 
-    def apply_marker(self, producer_id: int, producer_epoch: int, timestamp: int) -> None:
+    def apply_marker(self, producer_id: int, producer_epoch: int, timestamp: int, coordinator_epoch: int = 0) -> None:
         """A transaction marker of `producer_id` was written: its epoch is the producer's
         current one from now on (a coordinator's fencing bump included), as Kafka's
         ProducerStateManager does; the sequence state of an older epoch is dropped."""
@@ -241,6 +242,7 @@ class PartitionProducerState:
             entry.batches.clear()
             entry.epoch = producer_epoch
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        entry.coordinator_epoch = coordinator_epoch
 
     def evict_before(self, log_start_offset: int) -> int:
         """Drop producers whose last batch is below the log start (retention deleted them)."""

@@ -4,5 +4,6 @@ from server.handlers.registry import HANDLERS, NO_RESPONSE, handles
 from server.handlers import api_versions, create_topics, fetch, find_coordinator, groups, init_producer_id, list_offsets, metadata, produce  # noqa: E402,F401  isort: skip
 from server.handlers import delete_topics  # noqa: E402,F401  isort: skip  (topic lifecycle)
 from server.handlers import add_offsets_to_txn, add_partitions_to_txn, end_txn, txn_offset_commit  # noqa: E402,F401  isort: skip
+from server.handlers import describe_producers, describe_transactions, list_transactions  # noqa: E402,F401  isort: skip
 
 __all__ = ["HANDLERS", "NO_RESPONSE", "handles"]

@@ -47,6 +47,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from txn_seeds import ERROR_BY_DESIGN as TXN_ERROR_BY_DESIGN
 from txn_seeds import TXN_APIS, txn_request
 
 from protocol.api import API_TABLE, ApiKey, _generic_decoder
@@ -382,9 +383,7 @@ def test_every_seed_is_answered_without_error(env: Env) -> None:
     # design; they still prove the request decoded and reached the coordinator.
     expected_errors = {n for n in kinds if n.startswith(("HEARTBEAT", "SYNC_GROUP", "LEAVE_GROUP",
                                                          "DELETE_GROUPS", "OFFSET_DELETE",
-                                                         # an unknown transactional id (txn_seeds.py)
-                                                         "ADD_PARTITIONS_TO_TXN", "ADD_OFFSETS_TO_TXN",
-                                                         "END_TXN", "TXN_OFFSET_COMMIT"))}
+                                                         *TXN_ERROR_BY_DESIGN))}
     # JoinGroup v4+ from a new dynamic member: MEMBER_ID_REQUIRED, by design.
     expected_errors |= {f"JOIN_GROUP{v}" for v in ("v4", "v5", "v6", "v7", "v8", "v9")}
     unexpected = {n: k for n, k in bad.items() if not (n in expected_errors and k == "error")}

@@ -1,11 +1,17 @@
 """Seeds of the transaction APIs for the dispatch fuzzers (tests/property/test_fuzz_dispatch.py):
 one valid request per served version. They name a transactional id the coordinator does not
-know, so they are answered with an error by design (INVALID_PRODUCER_ID_MAPPING): that still
-proves each decoded and reached the transaction coordinator."""
+know, so most are answered with an error by design (ERROR_BY_DESIGN: INVALID_PRODUCER_ID_MAPPING,
+TRANSACTIONAL_ID_NOT_FOUND, COORDINATOR_NOT_AVAILABLE): that still proves each decoded and
+reached the transaction coordinator."""
 from __future__ import annotations
 
 from typing import Any
 
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
 from kafka.protocol.producer.transaction import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -16,7 +22,11 @@ from kafka.protocol.producer.transaction import (
 from protocol.api import ApiKey
 
 TXN_APIS = frozenset({ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
-                      ApiKey.TXN_OFFSET_COMMIT})
+                      ApiKey.TXN_OFFSET_COMMIT, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,
+                      ApiKey.LIST_TRANSACTIONS})
+# seeds answered with an error by design (the id is unknown, or no transaction coordinator yet)
+ERROR_BY_DESIGN = ("ADD_PARTITIONS_TO_TXN", "ADD_OFFSETS_TO_TXN", "END_TXN", "TXN_OFFSET_COMMIT",
+                   "DESCRIBE_TRANSACTIONS", "LIST_TRANSACTIONS")
 TID = "fuzz-tx"
 
 
@@ -44,4 +54,11 @@ def txn_request(api: int, v: int, topic: str, group: str) -> Any:
             member_id="", group_instance_id=None,
             topics=[T(name=topic, partitions=[P(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
                                                  committed_metadata="")])])
+    if api == ApiKey.DESCRIBE_PRODUCERS:
+        T = DescribeProducersRequest.TopicRequest
+        return DescribeProducersRequest(version=v, topics=[T(name=topic, partition_indexes=[0])])
+    if api == ApiKey.DESCRIBE_TRANSACTIONS:
+        return DescribeTransactionsRequest(version=v, transactional_ids=[TID])
+    if api == ApiKey.LIST_TRANSACTIONS:
+        return ListTransactionsRequest(version=v, state_filters=[], producer_id_filters=[], duration_filter=-1)
     raise AssertionError(f"not a transaction API: {api}")

@@ -295,3 +295,39 @@ async def test_open_transactional_offsets_survive_a_restart(tmp_path):
         assert await c.offsets(G, {"in": [0]}) == {("in", 0): (5, 0)}
     finally:
         await b.stop()
+
+
+async def test_describe_list_and_describe_producers(broker):
+    c = TxnClient(broker)
+    assert (await c.list()).error_code == E.COORDINATOR_NOT_AVAILABLE  # no __transaction_state yet
+    pid, epoch = await begin(c, "a")
+    await begin(c, "b")
+    await c.add("a", pid, epoch, {"t": [1, 0]})
+    await c.produce("a", "t", 0, [b"x", b"y"], pid, epoch)
+    d = await c.describe("a", "b", "nope", "")
+    a = d["a"]
+    assert (a.error_code, a.transaction_state, a.producer_id, a.producer_epoch, a.transaction_timeout_ms) == (
+        0, "Ongoing", pid, epoch, 60000)
+    assert a.transaction_start_time_ms == broker.clock.now_ms()
+    assert [(t.topic, t.partitions) for t in a.topics] == [("t", [0, 1])]
+    assert (d["b"].error_code, d["b"].transaction_state, d["b"].topics) == (0, "Empty", [])
+    assert d["nope"].error_code == E.TRANSACTIONAL_ID_NOT_FOUND and d[""].error_code == E.INVALID_REQUEST
+    r = await c.list()
+    assert r.error_code == 0 and sorted((s.transactional_id, s.transaction_state) for s in r.transaction_states) == [
+        ("a", "Ongoing"), ("b", "Empty")]
+    r = await c.list(states=["Ongoing", "Nope"])
+    assert [s.transactional_id for s in r.transaction_states] == ["a"] and r.unknown_state_filters == ["Nope"]
+    assert [s.transactional_id for s in (await c.list(pids=[pid])).transaction_states] == ["a"]
+    broker.clock.advance(10_000)
+    assert [s.transactional_id for s in (await c.list(states=["Ongoing"], duration=9_999)).transaction_states] == ["a"]
+    assert (await c.list(states=["Ongoing"], duration=10_000)).transaction_states == []
+    assert len((await c.list(duration=10_000, version=0)).transaction_states) == 2  # v0 has no duration
+    ps = await c.producers("t", 0, 1, 7)
+    (p0,) = ps[0].active_producers
+    assert (p0.producer_id, p0.producer_epoch, p0.last_sequence, p0.current_txn_start_offset,
+            p0.coordinator_epoch) == (pid, epoch, 1, 0, -1)
+    assert ps[1].active_producers == [] and ps[7].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    await c.end("a", pid, epoch, commit=True)
+    (p0,) = (await c.producers("t", 0))[0].active_producers
+    assert (p0.current_txn_start_offset, p0.coordinator_epoch) == (-1, 0)
+    assert (await c.describe("a"))["a"].transaction_state == "CompleteCommit"

@@ -89,3 +89,25 @@ class TxnClient:
     async def fetch(self, topic: str, p: int, offset: int = 0, isolation: int = 1) -> Any:
         r = await self.ask(ApiKey.FETCH, fetch_req([(topic, p, offset)], isolation_level=isolation), 12)
         return r.responses[0].partitions[0]
+
+    async def describe(self, *tids: str) -> Any:
+        from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+
+        r = await self.ask(ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest(
+            version=0, transactional_ids=list(tids)), 0)
+        return {s.transactional_id: s for s in r.transaction_states}
+
+    async def list(self, states: list[str] | None = None, pids: list[int] | None = None, duration: int = -1,
+                   version: int = 1) -> Any:
+        from kafka.protocol.admin.transactions import ListTransactionsRequest
+
+        return await self.ask(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest(
+            version=version, state_filters=states or [], producer_id_filters=pids or [], duration_filter=duration),
+            version)
+
+    async def producers(self, topic: str, *parts: int) -> Any:
+        from kafka.protocol.admin.transactions import DescribeProducersRequest
+
+        r = await self.ask(ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest(version=0, topics=[
+            DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=list(parts))]), 0)
+        return {p.partition_index: p for p in r.topics[0].partitions}
