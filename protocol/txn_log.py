@@ -73,7 +73,7 @@ class TxnValue:
     previous_producer_id: int = NO_PRODUCER_ID
     next_producer_id: int = NO_PRODUCER_ID
     client_transaction_version: int = 0
-    last_producer_epoch: int = field(default=-1, compare=False)
+    last_producer_epoch: int = field(default=-1, compare=False, metadata={"memory_only": True})
 
 
 @dataclass(slots=True)

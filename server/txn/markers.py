@@ -83,6 +83,7 @@ class MarkerWriter:
                 break
             code = await wait(self.service.runtime.submit_deferred(result))
             if code is None:
+                self.service.counters.completed["commit" if job.commit else "abort"] += 1
                 break
             log.error("Writing the Complete state of %s failed: %s; retrying", job.transactional_id, code.name)
             done.complete(None)

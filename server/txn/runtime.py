@@ -21,6 +21,7 @@ from server.clock import Clock
 from server.deferred import Deferred
 from server.txn.coordinator import TransactionCoordinator
 from server.txn.log_writer import TXN_TOPIC, TxnLogWriter
+from server.txn.metrics import TxnCounters
 from server.txn.result import TxnResult
 from storage.log_manager import LogManager
 
@@ -31,7 +32,8 @@ _LOAD_YIELD_EVERY = 20_000
 
 class TxnRuntime:
     def __init__(self, coordinator: TransactionCoordinator, logs: LogManager, clock: Clock,
-                 request_timeout_ms: int, max_message_bytes: int, load_buffer_size: int = 5242880) -> None:
+                 request_timeout_ms: int, max_message_bytes: int, load_buffer_size: int = 5242880,
+                 counters: TxnCounters | None = None) -> None:
         self.coordinator = coordinator
         self.logs = logs
         self.clock = clock
@@ -40,6 +42,7 @@ class TxnRuntime:
         self.writer = TxnLogWriter(logs, coordinator.partition_of, coordinator.replay, clock,
                                    self.request_timeout_s, max_message_bytes)
         self._tasks: list[asyncio.Task[None]] = []
+        self.counters = counters or TxnCounters()
 
     # ---------------------------------------------------------------- live writes
 
@@ -130,6 +133,7 @@ class TxnRuntime:
         results = self.coordinator.abort_timed_out()
         for r in results:
             self.submit(r)
+        self.counters.timed_out += len(results)
         return len(results)
 
     def expire_transactional_ids(self) -> int:

@@ -20,6 +20,7 @@ from server.txn.group_log import GroupTxnLog
 from server.txn.log_writer import TXN_TOPIC
 from server.txn.markers import MarkerWriter
 from server.txn.metadata import TxnConfig
+from server.txn.metrics import TxnCounters
 from server.txn.runtime import TxnRuntime
 
 if TYPE_CHECKING:
@@ -41,8 +42,10 @@ class TxnService:
         self.coordinator = TransactionCoordinator(
             TxnConfig(cfg["transaction.max.timeout.ms"], cfg["transactional.id.expiration.ms"]),
             broker.clock, self.num_partitions, ids.generate, ids.ensure_above)
+        self.counters = TxnCounters()
         self.runtime = TxnRuntime(self.coordinator, broker.logs, broker.clock, cfg["request.timeout.ms"],
-                                  cfg["message.max.bytes"], cfg["transaction.state.log.load.buffer.size"])
+                                  cfg["message.max.bytes"], cfg["transaction.state.log.load.buffer.size"],
+                                  self.counters)
         self.markers = MarkerWriter(broker, self)
         self.coordinator.set_marker_writer(self.markers)
         if broker.topics.get(TXN_TOPIC) is not None:

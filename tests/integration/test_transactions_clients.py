@@ -154,3 +154,26 @@ def test_kafkajs_transactions_with_send_offsets(kcoord):
     assert res.one("offsets")["offsets"] == {f"{src}-0": 10}
     assert sorted(res.one("read")["values"]) == sorted(f"c-{i}" for i in range(10))
     assert committed(b, group, src) == {0: 10}
+
+
+@pytest.mark.compat("confluent-kafka (librdkafka)", "transactions")
+def test_transaction_metrics(kcoord_factory):
+    from conftest import free_port
+    from test_metrics import scrape, value
+
+    port = free_port()
+    srv = kcoord_factory({"kcoord.metrics.listener": f"http://127.0.0.1:{port}"})
+    out = unique("txn-out")
+    topics(srv.bootstrap, out)
+    p = txn_producer(srv.bootstrap, unique("tx"))
+    for commit in (True, False):
+        p.begin_transaction()
+        p.produce(out, value="x")
+        p.flush(10)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    m = scrape(port)
+    assert value(m["kcoord_transactions"], "kcoord_transactions", state="CompleteAbort") == 1
+    assert value(m["kcoord_transactions"], "kcoord_transactions", state="Ongoing") == 0
+    assert value(m["kcoord_transactions_completed"], "kcoord_transactions_completed_total", result="commit") == 1
+    assert value(m["kcoord_transactions_completed"], "kcoord_transactions_completed_total", result="abort") == 1
+    assert value(m["kcoord_transactions_timed_out"], "kcoord_transactions_timed_out_total") == 0
