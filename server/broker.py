@@ -18,6 +18,7 @@ from server.group.coordinator import GroupCoordinator
 from server.metrics import Metrics
 from server.topic_deletion import TopicDeleter
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
+from server.txn.log_writer import TXN_TOPIC
 from server.txn.service import TxnService
 from storage.log_manager import LogManager
 
@@ -111,15 +112,16 @@ class Broker:
 
     async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
         """Once __consumer_offsets is loaded, keep putting in place the segments the
-        compaction sidecar commits (storage/swap.py). Not while loading: the loader reads
-        segments across awaits."""
+        compaction sidecar commits (storage/swap.py); __transaction_state's once it is loaded
+        too. Not while loading: the loaders read segments across awaits."""
         await loading
         interval = self.config["kcoord.compaction.handoff.check.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
             assert self.logs is not None
-            for p in self.logs.partitions(OFFSETS_TOPIC):
-                plog = self.logs.get(OFFSETS_TOPIC, p)
+            topics = [OFFSETS_TOPIC] + ([TXN_TOPIC] if self.txn.loaded else [])
+            for topic, p in [(t, p) for t in topics for p in self.logs.partitions(t)]:
+                plog = self.logs.get(topic, p)
                 if plog is None:
                     continue
                 try:

@@ -1,9 +1,11 @@
 """kcoord-compact: one pass of the PySpark job that compacts the __consumer_offsets partitions
-of a kcoord (or Kafka) log directory the way Kafka's log cleaner does (cleanup.policy=compact).
+(or, with --topic, the __transaction_state ones) of a kcoord (or Kafka) log directory the way
+Kafka's log cleaner does (cleanup.policy=compact).
 
     kcoord-compact /data --in-place --verify          # the server may keep running
     kcoord-compact /data --output /data-compacted     # a compacted copy
     kcoord-compact /data --in-place --master spark://host:7077
+    kcoord-compact /data --in-place --topic __transaction_state
 
 In place, only closed segments are read, and the cleaned ones are handed to the partition
 directory with Kafka's .cleaned -> .swap protocol (sidecar/handoff.py, storage/swap.py): a
@@ -36,7 +38,11 @@ log = logging.getLogger("kcoord.compact")
 __all__ = ["get_spark", "main", "parse_args", "plan_pass", "run", "run_pass"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_PARTITION_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
+TXN_TOPIC = "__transaction_state"
+# The compacted coordinator topics, each cleaned in its own pass (partition numbers repeat).
+COMPACTED_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC)
+# --verify replays each side as the server loads that topic (sidecar/verify.py)
+VERIFY_MODES = {OFFSETS_TOPIC: "auto", TXN_TOPIC: "transactions"}
 
 
 # ------------------------------------------------------------------------------ arguments
@@ -47,6 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="kcoord-compact",
         description="Compact __consumer_offsets like Kafka's log cleaner (cleanup.policy=compact), with Spark.")
     p.add_argument("log_dir", help="the server's log.dirs directory (holds __consumer_offsets-N/)")
+    p.add_argument("--topic", choices=COMPACTED_TOPICS, default=OFFSETS_TOPIC,
+                   help="the coordinator topic to compact (default __consumer_offsets)")
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--output", "-o", help="write compacted partition directories here")
     out.add_argument("--in-place", action="store_true",
@@ -66,8 +74,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--verify", action="store_true",
                    help="replay input and output through the coordinator's start-up replay "
                         "and fail unless groups and committed offsets are identical")
-    p.add_argument("--verify-mode", choices=("auto", "coordinator", "last-value"), default="auto",
-                   help="auto: the GroupCoordinator's replay when available, else last value per key")
+    p.add_argument("--verify-mode", choices=("auto", "coordinator", "last-value", "transactions"), default="auto",
+                   help="auto: the topic's coordinator replay (GroupCoordinator when available, else last value "
+                        "per key; TransactionCoordinator for __transaction_state)")
     p.add_argument("--handoff-timeout", type=float, default=60.0,
                    help="in place: seconds to wait for a running server to swap the segments in")
     p.add_argument("--json", action="store_true", help="also print the per-partition stats as JSON lines")
@@ -77,18 +86,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # ------------------------------------------------------------------------------ discovery
 
 
-def find_partitions(log_dir: str, only: set[int] | None) -> dict[int, str]:
+def find_partitions(log_dir: str, only: set[int] | None, topic: str = OFFSETS_TOPIC) -> dict[int, str]:
+    pattern = re.compile(rf"^{re.escape(topic)}-(\d+)$")
     out = {}
     for name in os.listdir(log_dir):
-        m = _PARTITION_DIR.match(name)
+        m = pattern.match(name)
         path = os.path.join(log_dir, name)
         if m and os.path.isdir(path) and (only is None or int(m.group(1)) in only):
             out[int(m.group(1))] = path
     return dict(sorted(out.items()))
 
 
-def topic_settings(log_dir: str) -> tuple[int | None, int | None]:
-    """(partition count, segment.bytes) of __consumer_offsets from kcoord's registry, if any."""
+def topic_settings(log_dir: str, topic: str = OFFSETS_TOPIC) -> tuple[int | None, int | None]:
+    """(partition count, segment.bytes) of the topic from kcoord's registry, if any."""
     try:
         with open(os.path.join(log_dir, "kcoord-topics.json")) as f:
             reg = json.load(f)
@@ -96,7 +106,7 @@ def topic_settings(log_dir: str) -> tuple[int | None, int | None]:
         return None, None
     topics = reg.get("topics", []) if isinstance(reg, dict) else []
     for t in topics if isinstance(topics, list) else []:
-        if isinstance(t, dict) and t.get("name") == OFFSETS_TOPIC:
+        if isinstance(t, dict) and t.get("name") == topic:
             seg = (t.get("configs") or {}).get("segment.bytes")
             return t.get("partitions"), int(seg) if seg else None
     return None, None
@@ -106,7 +116,7 @@ def topic_settings(log_dir: str) -> tuple[int | None, int | None]:
 
 
 def plan_pass(log_dir: str, partitions: dict[int, str], *, output_dir: str | None,
-              min_ratio: float = 0.0) -> tuple[list[PartitionPlan], dict[int, str]]:
+              min_ratio: float = 0.0, topic: str = OFFSETS_TOPIC) -> tuple[list[PartitionPlan], dict[int, str]]:
     """What this pass does per partition, and why the others are skipped."""
     from sidecar.checkpoint import dirty_ratio, read_checkpoint
     from sidecar.handoff import closed_segments, fingerprints
@@ -128,7 +138,7 @@ def plan_pass(log_dir: str, partitions: dict[int, str], *, output_dir: str | Non
         if not closed:
             skipped[p] = "only the active segment (nothing to clean)"
             continue
-        ratio = dirty_ratio(d, closed, checkpoint.get((OFFSETS_TOPIC, p), 0))
+        ratio = dirty_ratio(d, closed, checkpoint.get((topic, p), 0))
         if ratio < min_ratio:
             skipped[p] = f"dirty ratio {ratio:.2f} below {min_ratio}"
             continue
@@ -212,9 +222,13 @@ def run_pass(spark, log_dir: str, plans: list[PartitionPlan], options: dict, *, 
         note = finish(log_dir, [pl.directory for pl in swapped if pl.partition in published], handoff_timeout)
         failed = {r["partition"] for r in results if r["extra"].get("error")}
         # Kafka's cleaner checkpoint: where the next dirty range starts (the dirty ratio).
-        write_checkpoint(log_dir, {(OFFSETS_TOPIC, pl.partition): pl.active_base
+        write_checkpoint(log_dir, {(_topic_of(pl.directory), pl.partition): pl.active_base
                                    for pl in swapped if pl.partition not in failed})
     return results, note
+
+
+def _topic_of(partition_dir: str) -> str:
+    return os.path.basename(os.path.normpath(partition_dir)).rpartition("-")[0]
 
 
 def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
@@ -227,13 +241,15 @@ def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
         print(f"kcoord-compact: {log_dir} is not a directory", file=sys.stderr)
         return 2
     only = {int(x) for x in args.partitions.split(",")} if args.partitions else None
-    registry_partitions, registry_segment_bytes = topic_settings(log_dir)
+    topic = args.topic
+    registry_partitions, registry_segment_bytes = topic_settings(log_dir, topic)
     segment_bytes = args.segment_bytes or registry_segment_bytes or DEFAULT_SEGMENT_BYTES
     now_ms = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
-    partitions = find_partitions(log_dir, only)
+    partitions = find_partitions(log_dir, only, topic)
     if not partitions:
-        print(f"kcoord-compact: no {OFFSETS_TOPIC}-N directories in {log_dir}", file=sys.stderr)
+        print(f"kcoord-compact: no {topic}-N directories in {log_dir}", file=sys.stderr)
         return 2
+    verify_mode = VERIFY_MODES[topic] if args.verify_mode == "auto" else args.verify_mode
     output_dir = None
     if args.output:
         output_dir = os.path.abspath(args.output)
@@ -251,11 +267,11 @@ def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
         for d in partitions.values():
             remove_cleaned(d)  # a killed compactor's leftovers: we hold the cleaner lock
         plans, skipped = plan_pass(log_dir, partitions, output_dir=output_dir,
-                                   min_ratio=args.min_cleanable_ratio)
+                                   min_ratio=args.min_cleanable_ratio, topic=topic)
         for p, why in skipped.items():
             print(f"partition {p}: skipped, {why}", file=out)
         options = dict(now_ms=now_ms, delete_retention_ms=args.delete_retention_ms,
-                       segment_bytes=segment_bytes, verify=args.verify, verify_mode=args.verify_mode,
+                       segment_bytes=segment_bytes, verify=args.verify, verify_mode=verify_mode,
                        num_partitions=registry_partitions or (max(partitions) + 1))
         started = time.monotonic()
         if own_spark:

@@ -48,6 +48,7 @@ class TxnService:
                                   self.counters)
         self.markers = MarkerWriter(broker, self)
         self.coordinator.set_marker_writer(self.markers)
+        self.loaded = False  # __transaction_state's records are replayed (or there are none)
         if broker.topics.get(TXN_TOPIC) is not None:
             self._fix_segment_bytes()
             self.coordinator.active = True
@@ -90,6 +91,7 @@ class TxnService:
         await group_loading
         if self._needs_load:
             await self.runtime.load_all(self.num_partitions)
+        self.loaded = True
         cfg = self.broker.config
         self.runtime.start_periodic(cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                                     cfg["transaction.remove.expired.transaction.cleanup.interval.ms"])
