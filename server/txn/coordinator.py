@@ -386,7 +386,8 @@ class TransactionCoordinator:
                 log.debug("Completed %s of %s", target, job.transactional_id)
             return error
 
-        return TxnResult(records=[TxnRecord(TxnKey(job.transactional_id), value)], on_appended=on_appended)
+        return TxnResult(records=[TxnRecord(TxnKey(job.transactional_id), value)], on_appended=on_appended,
+                         durable=False)
 
     # ================================================================== timeouts / expiration
 

@@ -5,6 +5,8 @@ one event-loop turn go to each partition as one batch, which waits for the parti
 fdatasync round (group commit). Once durable, each write's records are replayed in append
 order and its `done(None)` runs; a failure answers `done(code)` (already mapped for clients)
 and replays nothing. request.timeout.ms bounds the wait, as Kafka's transaction log appends.
+A write made with durable=False (CompleteCommit / CompleteAbort, see TxnResult.durable) is
+replayed and answered as soon as it is appended.
 """
 from __future__ import annotations
 
@@ -27,12 +29,13 @@ _RECORD_OVERHEAD = 24
 
 
 class _Write:
-    __slots__ = ("done", "left", "finished")
+    __slots__ = ("done", "left", "finished", "durable")
 
-    def __init__(self, done: Done, parts: int) -> None:
+    def __init__(self, done: Done, parts: int, durable: bool) -> None:
         self.done = done
         self.left = parts
         self.finished = False
+        self.durable = durable
 
     def finish(self, code: ErrorCode | None) -> None:
         if not self.finished:
@@ -63,7 +66,7 @@ class TxnLogWriter:
         self._staged: dict[int, _Staged] = {}
         self._flush_scheduled = False
 
-    def write(self, records: list[TxnRecord], done: Done) -> None:
+    def write(self, records: list[TxnRecord], done: Done, durable: bool = True) -> None:
         """Stage `records`; `done` runs exactly once: None once durable and replayed, or the
         code the client should see."""
         by_partition: dict[int, tuple[list[tuple[bytes, bytes | None]], list[TxnRecord], int]] = {}
@@ -86,7 +89,7 @@ class TxnLogWriter:
             done(txn_append_error(error_code_of(e)))
             return
         self.pending += 1
-        write = _Write(self._counted(done), len(by_partition))
+        write = _Write(self._counted(done), len(by_partition), durable)
         for p, (kvs, recs, size) in by_partition.items():
             staged = self._staged.get(p)
             if staged is not None and staged.size + size > self.max_message_bytes:
@@ -124,6 +127,16 @@ class TxnLogWriter:
             self._fail(staged, txn_append_error(error_code_of(e)))
             return
 
+        for write, recs in staged.entries:
+            if not write.durable:
+                for r in recs:
+                    self.replay(r)
+                write.left -= 1
+                if write.left == 0:
+                    write.finish(None)
+        if all(not w.durable for w, _ in staged.entries):
+            return
+
         def timed_out() -> None:
             log.warning("%d records to %s-%d not durable within request.timeout.ms", len(staged.kvs), TXN_TOPIC,
                         partition)
@@ -138,6 +151,8 @@ class TxnLogWriter:
                 self._fail(staged, txn_append_error(error_code_of(exc)))
                 return
             for write, recs in staged.entries:
+                if not write.durable:
+                    continue  # replayed at the append
                 # Replayed even if its writer already heard of a timeout: the log has them.
                 for r in recs:
                     self.replay(r)
@@ -150,4 +165,5 @@ class TxnLogWriter:
     @staticmethod
     def _fail(staged: _Staged, code: ErrorCode) -> None:
         for write, _ in staged.entries:
-            write.finish(code)
+            if write.durable:
+                write.finish(code)

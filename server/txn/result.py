@@ -23,6 +23,11 @@ class TxnResult:
     records: list[TxnRecord] = field(default_factory=list)
     response: Any = None
     on_appended: Callable[[ErrorCode | None], Any] | None = None
+    # False only for CompleteCommit / CompleteAbort: replayed once appended, without waiting
+    # for its fdatasync. Nothing acknowledged depends on it being on disk (the decision and
+    # the markers already are), a restart that lost it finishes the prepared transaction
+    # again, and any later record of the id is durable only once it is (one log, in order).
+    durable: bool = True
 
 
 @dataclass(frozen=True, slots=True)

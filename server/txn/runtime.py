@@ -62,7 +62,7 @@ class TxnRuntime:
             else:
                 out.complete(response)
 
-        self.writer.write(result.records, done)
+        self.writer.write(result.records, done, durable=result.durable)
         return out
 
     def submit_deferred(self, result: TxnResult) -> Deferred[Any]:
