@@ -1,12 +1,13 @@
 """TxnOffsetCommit on the group side (Kafka's OffsetMetadataManager.commitTransactionalOffset):
 which group accepts the commit and the offset records to write, transactionally, for it.
 
-Validation is ClassicGroup.validateOffsetCommit with isTransactional: a Dead group is
-COORDINATOR_NOT_AVAILABLE; generation -1 on an Empty group (or a group that does not exist,
-which is created to hold the offsets) is accepted; a request naming a member (v3+) must name a
-current member of the current generation (UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID /
-ILLEGAL_GENERATION); unlike OffsetCommit a group without member fields in the request is
-accepted in any state, and CompletingRebalance is not refused. Partitions whose metadata is
+Validation is the group's validate_offset_commit with transactional=True (Kafka's
+ClassicGroup.validateOffsetCommit with isTransactional): a Dead group is COORDINATOR_NOT_AVAILABLE;
+generation -1 on an Empty group (or a group that does not exist, which is created to hold the
+offsets) is accepted; a request naming a member (v3+) must name a current member of the current
+generation (UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID / ILLEGAL_GENERATION); unlike OffsetCommit a
+group without member fields in the request is accepted in any state, and CompletingRebalance
+is not refused. Partitions whose metadata is
 over offset.metadata.max.bytes answer OFFSET_METADATA_TOO_LARGE and write nothing.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from protocol.coordinator_codec import offset_key
 from protocol.coordinator_records import CoordinatorRecord, OffsetValue
 from protocol.errors import ErrorCode
-from server.group.state import GroupState
+from server.group.group_manager import GroupMetadataManager
 
 # (topic, partition, error)
 Row = tuple[str, int, ErrorCode]
@@ -26,36 +27,25 @@ def _java_length(s: str) -> int:
     return len(s) if s.isascii() else len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def validate_txn_offset_commit(coordinator: Any, req: Any, version: int) -> ErrorCode | None:
+def validate_txn_offset_commit(groups: GroupMetadataManager, req: Any, version: int) -> ErrorCode | None:
     """The group-level error of a TxnOffsetCommit, None if it may be written. Creates the
     (simple, Empty) group that will hold the offsets when there is none, as Kafka does."""
     group_id = req.group_id
     if not group_id:
         return ErrorCode.INVALID_GROUP_ID
-    err = coordinator._validate(group_id, "offset_commit")
+    err = groups.validate(group_id, "offset_commit")
     if err is not None:
         return err
     generation = req.generation_id if version >= 3 else -1
     member_id = (req.member_id or "") if version >= 3 else ""
     instance_id = req.group_instance_id if version >= 3 else None
-    group = coordinator.group(group_id)
+    group = groups.group(group_id)
     if group is None:
         if generation >= 0:
             return ErrorCode.ILLEGAL_GENERATION
-        # a simple group, to hold the offsets (Kafka creates it the same way)
-        coordinator._new_group(group_id)
+        groups.new_classic_group(group_id)  # a simple group, to hold the offsets
         return None
-    if group.state is GroupState.DEAD:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if generation < 0 and group.state is GroupState.EMPTY:
-        return None
-    if generation >= 0 or member_id or instance_id is not None:
-        err = coordinator._validate_current_member(group, member_id, instance_id)
-        if err is not None:
-            return err
-        if generation != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-    return None
+    return group.validate_offset_commit(member_id, instance_id, generation, True, version)
 
 
 def txn_offset_records(req: Any, version: int, now_ms: int, max_metadata: int) -> tuple[list[Row], list[CoordinatorRecord]]:

@@ -9,15 +9,12 @@ from typing import Any
 
 from kafka.protocol.producer.transaction import AddOffsetsToTxnResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, fenced_for_version
 from server.context import RequestContext
 from server.deferred import then
-from server.handlers.registry import handles
 from storage.log_manager import OFFSETS_TOPIC
 
 
-@handles(ApiKey.ADD_OFFSETS_TO_TXN)
 def handle_add_offsets_to_txn(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     partition = broker.coordinator.partition_of(req.group_id)

@@ -16,12 +16,10 @@ from typing import Any
 
 from kafka.protocol.producer.transaction import AddPartitionsToTxnResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, fenced_for_version
 from server.context import RequestContext
 from server.data_plane import partition_log
 from server.deferred import gather, then
-from server.handlers.registry import handles
 
 _Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 _TopicResult = _Result.AddPartitionsToTxnTopicResult
@@ -74,7 +72,6 @@ def _one(ctx: RequestContext, version: int, transactional_id: str, producer_id: 
     return then(ctx.broker.txn.runtime.submit(result), per_partition)
 
 
-@handles(ApiKey.ADD_PARTITIONS_TO_TXN)
 def handle_add_partitions_to_txn(ctx: RequestContext, req: Any, version: int) -> Any:
     if version < 4:
         answer = _one(ctx, version, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,

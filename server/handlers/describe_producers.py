@@ -10,18 +10,15 @@ from typing import Any
 
 from kafka.protocol.admin.transactions import DescribeProducersResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import data_plane, partition_log
-from server.handlers.registry import handles
 
 _Topic = DescribeProducersResponse.TopicResponse
 _Partition = _Topic.PartitionResponse
 _Producer = _Partition.ProducerState
 
 
-@handles(ApiKey.DESCRIBE_PRODUCERS)
 def handle_describe_producers(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     dp = data_plane(broker)

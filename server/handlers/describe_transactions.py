@@ -10,16 +10,13 @@ from typing import Any
 
 from kafka.protocol.admin.transactions import DescribeTransactionsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 _State = DescribeTransactionsResponse.TransactionState
 _Topic = _State.TopicData
 
 
-@handles(ApiKey.DESCRIBE_TRANSACTIONS)
 def handle_describe_transactions(ctx: RequestContext, req: Any, version: int) -> Any:
     coordinator = ctx.broker.txn.coordinator
     states = []

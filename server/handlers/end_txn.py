@@ -10,14 +10,11 @@ from typing import Any
 
 from kafka.protocol.producer.transaction import EndTxnResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, fenced_for_version
 from server.context import RequestContext
 from server.deferred import then
-from server.handlers.registry import handles
 
 
-@handles(ApiKey.END_TXN)
 def handle_end_txn(ctx: RequestContext, req: Any, version: int) -> Any:
     txn = ctx.broker.txn
     result = txn.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed))

@@ -10,14 +10,11 @@ from typing import Any
 
 from kafka.protocol.admin.transactions import ListTransactionsResponse
 
-from protocol.api import ApiKey
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 _State = ListTransactionsResponse.TransactionState
 
 
-@handles(ApiKey.LIST_TRANSACTIONS)
 def handle_list_transactions(ctx: RequestContext, req: Any, version: int) -> Any:
     duration = req.duration_filter if version >= 1 else -1
     code, unknown, found = ctx.broker.txn.coordinator.list_transactions(

@@ -19,13 +19,11 @@ from typing import Any
 
 from kafka.protocol.producer.transaction import TxnOffsetCommitResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import partition_log
 from server.deferred import then
 from server.group.txn_offset_commit import Row, txn_offset_records, validate_txn_offset_commit
-from server.handlers.registry import handles
 from storage.log_manager import OFFSETS_TOPIC
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
@@ -45,7 +43,6 @@ def _response(version: int, rows: list[Row]) -> Any:
                                    topics=[_Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-@handles(ApiKey.TXN_OFFSET_COMMIT)
 def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     unknown: list[Row] = []
@@ -79,7 +76,7 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any
             code = ErrorCode.INVALID_TXN_STATE
         if code != ErrorCode.NONE:
             return all_rows(code)
-    err = validate_txn_offset_commit(broker.coordinator, req, version)
+    err = validate_txn_offset_commit(broker.coordinator.group_manager, req, version)
     if err is not None:
         return all_rows(err)
     rows, records = txn_offset_records(req, version, broker.clock.now_ms(), broker.config["offset.metadata.max.bytes"])

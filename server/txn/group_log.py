@@ -137,10 +137,7 @@ class GroupTxnLog:
     def _add_pending(self, producer_id: int, record: CoordinatorRecord) -> None:
         """Replay of a transactional offset record. Its group exists from now on (an Empty
         simple group if it had none), as Kafka's replay of an offset record creates it."""
-        coordinator = self.broker.coordinator
-        group = record.key.group  # type: ignore[union-attr]
-        if coordinator.group(group) is None:
-            coordinator._new_group(group)
+        self.broker.coordinator.group_manager.classic_group_for_offsets(record.key.group)  # type: ignore[union-attr]
         self.pending.add(producer_id, record.key, record.value)  # type: ignore[arg-type]
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
 if TYPE_CHECKING:
     from server.broker import Broker
 
@@ -21,6 +19,8 @@ class TxnCounters:
 
 
 def txn_metric_families(broker: Broker) -> Iterator[object]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # at the first scrape
+
     txn = getattr(broker, "txn", None)
     if txn is None:
         return

@@ -35,7 +35,7 @@ class TxnService:
         cfg = broker.config
         assert broker.logs is not None
         self.pending = PendingTxnOffsets()
-        broker.coordinator.txn_offsets = self.pending
+        broker.coordinator.offset_manager.txn_offsets = self.pending
         self.group_log = GroupTxnLog(broker, self.pending)
         broker.runtime.load_hooks.append(self.group_log.on_partition_loaded)
         ids = broker.data_plane.producer_ids
