@@ -2,7 +2,8 @@
 read_committed consumer that never sees an aborted record, KIP-447 offsets
 (send_offsets_to_transaction, a read_committed consumer's committed() waiting for the
 transaction), a zombie producer fenced by a second instance with the same transactional.id,
-a transaction aborted by the coordinator's timeout; and kafkajs transactions with sendOffsets."""
+a transaction aborted by the coordinator's timeout; kafkajs transactions with sendOffsets; the
+transactional producers of kafka-python and aiokafka."""
 from __future__ import annotations
 
 import threading
@@ -13,6 +14,8 @@ from clientlib import run_node
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import committed, unique
+from kafka.structs import OffsetAndMetadata as OffsetAndMetadata_
+from kafka.structs import TopicPartition as TopicPartition_
 
 
 def topics(bootstrap: str, *names: str, partitions: int = 2) -> None:
@@ -47,7 +50,7 @@ def read(bootstrap: str, topic: str, isolation: str, expect: int, partitions: in
     return out
 
 
-@pytest.mark.compat("confluent-kafka (librdkafka)", "transactions")
+@pytest.mark.compat("confluent-kafka", "transactions")
 def test_commit_and_abort_read_committed(kcoord):
     b = kcoord.bootstrap
     out = unique("txn-out")
@@ -70,7 +73,7 @@ def test_commit_and_abort_read_committed(kcoord):
     assert len(everything) == 120 and set(want) < set(everything)
 
 
-@pytest.mark.compat("confluent-kafka (librdkafka)", "transactions")
+@pytest.mark.compat("confluent-kafka", "transactions")
 def test_send_offsets_to_transaction(kcoord):
     b = kcoord.bootstrap
     src, out, group = unique("txn-in"), unique("txn-out"), unique("txn-g")
@@ -104,7 +107,7 @@ def test_send_offsets_to_transaction(kcoord):
     assert got and got[0][0].offset == 30
 
 
-@pytest.mark.compat("confluent-kafka (librdkafka)", "transactions")
+@pytest.mark.compat("confluent-kafka", "transactions")
 def test_zombie_producer_is_fenced(kcoord):
     b = kcoord.bootstrap
     out, tid = unique("txn-out"), unique("tx")
@@ -126,7 +129,7 @@ def test_zombie_producer_is_fenced(kcoord):
     assert read(b, out, "read_committed", 1) == ["fresh"]
 
 
-@pytest.mark.compat("confluent-kafka (librdkafka)", "transactions")
+@pytest.mark.compat("confluent-kafka", "transactions")
 def test_transaction_past_its_timeout_is_aborted(kcoord_factory):
     srv = kcoord_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
     b = srv.bootstrap
@@ -156,7 +159,7 @@ def test_kafkajs_transactions_with_send_offsets(kcoord):
     assert committed(b, group, src) == {0: 10}
 
 
-@pytest.mark.compat("confluent-kafka (librdkafka)", "transactions")
+@pytest.mark.compat("confluent-kafka", "transactions")
 def test_transaction_metrics(kcoord_factory):
     from conftest import free_port
     from test_metrics import scrape, value
@@ -177,3 +180,56 @@ def test_transaction_metrics(kcoord_factory):
     assert value(m["kcoord_transactions_completed"], "kcoord_transactions_completed_total", result="commit") == 1
     assert value(m["kcoord_transactions_completed"], "kcoord_transactions_completed_total", result="abort") == 1
     assert value(m["kcoord_transactions_timed_out"], "kcoord_transactions_timed_out_total") == 0
+
+
+@pytest.mark.compat("kafka-python", "transactions")
+def test_kafka_python_transactions(kcoord):
+    from kafka import KafkaProducer
+
+    b = kcoord.bootstrap
+    src, out, group = unique("kp-in"), unique("kp-out"), unique("kp-g")
+    topics(b, src, out)
+    p = KafkaProducer(bootstrap_servers=b, transactional_id=unique("kp-tx"), request_timeout_ms=15000)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(out, b"committed")
+    p.send_offsets_to_transaction({TopicPartition_(src, 0): OffsetAndMetadata_(7)}, group)
+    p.commit_transaction()
+    p.begin_transaction()
+    p.send(out, b"aborted")
+    p.flush()
+    p.send_offsets_to_transaction({TopicPartition_(src, 0): OffsetAndMetadata_(9)}, group)
+    p.abort_transaction()
+    p.close()
+    assert committed(b, group, src) == {0: 7}
+    assert read(b, out, "read_committed", 1) == ["committed"]
+
+
+@pytest.mark.compat("aiokafka", "transactions")
+def test_aiokafka_transactions(kcoord):
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as ATP
+
+    b = kcoord.bootstrap
+    src, out, group = unique("aio-in"), unique("aio-out"), unique("aio-g")
+    topics(b, src, out)
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=b, transactional_id=unique("aio-tx"), request_timeout_ms=15000)
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(out, b"committed")
+                await p.send_offsets_to_transaction({ATP(src, 0): 11}, group)
+            await p.begin_transaction()
+            await p.send_and_wait(out, b"aborted")
+            await p.send_offsets_to_transaction({ATP(src, 0): 13}, group)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+    assert committed(b, group, src) == {0: 11}
+    assert read(b, out, "read_committed", 1) == ["committed"]

@@ -74,7 +74,7 @@ def read_committed(bootstrap: str, topic: str, expect: int, quiet_s: float = 3.0
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.compat("Java kafka-clients 3.9", "transactions")
+@pytest.mark.compat("java", "transactions")
 def test_consume_transform_produce_exactly_once_across_crashes_and_a_rebalance(kcoord_factory, members):
     srv = kcoord_factory({"num.partitions": str(PARTITIONS), "transaction.state.log.num.partitions": "4",
                           "offsets.topic.num.partitions": "4"})
