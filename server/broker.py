@@ -141,9 +141,10 @@ class Broker:
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None
         seg = self.configs.topic_values(topic)["segment.bytes"]
-        # __consumer_offsets partitions get their directory at their first write or read: a
-        # new server does not create (and fsync) 50 empty partitions before it listens
-        make = self.logs.declare if topic.name == OFFSETS_TOPIC else self.logs.create
+        # __consumer_offsets (and __transaction_state) partitions get their directory at their
+        # first write or read: a new server does not create (and fsync) 50 empty partitions
+        # before it listens, nor the first transactional client 50 more
+        make = self.logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC) else self.logs.create
         for p in range(topic.partitions):
             make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id)
             plog = self.logs.existing(topic.name, p)

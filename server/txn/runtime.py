@@ -88,7 +88,7 @@ class TxnRuntime:
                  (time.monotonic() - started) * 1000)
 
     async def _load_partition(self, partition: int) -> int:
-        plog = self.logs.get(TXN_TOPIC, partition)
+        plog = self.logs.existing(TXN_TOPIC, partition)  # a declared partition holds nothing yet
         n = 0
         if plog is not None:
             latest: dict[bytes, bytes | None] = {}

@@ -50,7 +50,6 @@ class TxnService:
         self.coordinator.set_marker_writer(self.markers)
         self.loaded = False  # __transaction_state's records are replayed (or there are none)
         if broker.topics.get(TXN_TOPIC) is not None:
-            self._fix_segment_bytes()
             self.coordinator.active = True
             self.runtime.begin_loading_all(self.num_partitions)
             self._needs_load = True
@@ -75,16 +74,6 @@ class TxnService:
         }, internal=True)
         self.coordinator.num_partitions = self.num_partitions
         self.coordinator.active = True
-
-    def _fix_segment_bytes(self) -> None:
-        # logs found on disk were opened with log.segment.bytes before the registry was read
-        seg = int(self.broker.topics.get(TXN_TOPIC).config("segment.bytes")  # type: ignore[union-attr]
-                  or self.broker.config["transaction.state.log.segment.bytes"])
-        assert self.broker.logs is not None
-        for p in self.broker.logs.partitions(TXN_TOPIC):
-            plog = self.broker.logs.get(TXN_TOPIC, p)
-            if plog is not None:
-                plog.segment_bytes = seg
 
     async def run(self, group_loading: asyncio.Future[None]) -> None:
         """Background: load (after __consumer_offsets), then the periodic tasks."""
