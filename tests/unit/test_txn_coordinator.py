@@ -243,3 +243,10 @@ def test_describe_and_list() -> None:
     h.coord.begin_loading(0)
     assert h.coord.list_transactions([], [])[0] == E.COORDINATOR_LOAD_IN_PROGRESS
     assert h.coord.counts_by_state()[S.ONGOING] == 1
+
+
+def test_transactional_ids_route_like_kafka() -> None:
+    """abs(javaHash(id)) % transaction.state.log.num.partitions (DESIGN.md's checks)."""
+    h = TxnHarness(partitions=50)
+    assert h.coord.partition_of("testgroup") == 27
+    assert h.coord.partition_of("polygenelubricants") == 0  # hashCode == Integer.MIN_VALUE
