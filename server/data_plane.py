@@ -154,6 +154,9 @@ def run_topic_retention(broker: Broker, now_ms: int | None = None) -> int:
                 state = dp.producers.loaded(topic.name, p)
                 if state is not None:
                     state.evict_before(plog.log_start_offset)
+                txns = dp.txns.loaded(topic.name, p)
+                if txns is not None:
+                    txns.evict_before(plog.log_start_offset)
                 dp.appended(topic.name, p)  # long polls below the new log start must answer
     for _, state in dp.producers.items():
         state.expire(now, PRODUCER_ID_EXPIRATION_MS)

@@ -88,6 +88,14 @@ class PartitionTxns:
                 log.warning("Could not append to the transaction index of %s: %s", plog.path, e)
         return entry
 
+    def evict_before(self, log_start_offset: int) -> None:
+        """Retention deleted everything below log_start_offset: aborted transactions that
+        ended there cannot overlap a fetch any more (their .txnindex went with the segments)."""
+        i = bisect_left(self._last_offsets, log_start_offset)
+        if i:
+            del self.aborted[:i]
+            del self._last_offsets[:i]
+
     # ---------------------------------------------------------------- loading
 
     def load(self, plog: PartitionLog) -> None:

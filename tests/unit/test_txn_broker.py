@@ -331,3 +331,25 @@ async def test_describe_list_and_describe_producers(broker):
     (p0,) = (await c.producers("t", 0))[0].active_producers
     assert (p0.current_txn_start_offset, p0.coordinator_epoch) == (-1, 0)
     assert (await c.describe("a"))["a"].transaction_state == "CompleteCommit"
+
+
+async def test_retention_drops_aborted_transactions_below_the_log_start(tmp_path):
+    from server.data_plane import run_topic_retention
+
+    b = await boot(tmp_path)
+    try:
+        b.create_topic("r", 1, {"segment.bytes": "200", "retention.bytes": "1"})
+        c = TxnClient(b)
+        pid, epoch = await begin(c)
+        for _ in range(3):
+            await c.add("tx", pid, epoch, {"r": [0]})
+            await c.produce("tx", "r", 0, [b"x" * 100], pid, epoch)
+            await c.end("tx", pid, epoch, commit=False)
+        txns = b.data_plane.txns.loaded("r", 0)
+        assert len(txns.aborted) == 3
+        run_topic_retention(b)
+        plog = b.logs.get("r", 0)
+        assert plog.log_start_offset > 0
+        assert all(e.last_offset >= plog.log_start_offset for e in txns.aborted) and len(txns.aborted) < 3
+    finally:
+        await b.stop()
