@@ -184,6 +184,15 @@ class Broker:
         log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id)
         return topic
 
+    def add_partitions(self, topic: Topic, count: int) -> None:
+        """CreatePartitions: the registry first (a start-up creates the logs it lists), then
+        the new partitions' logs."""
+        old = topic.partitions
+        self.topics.set_partitions(topic, count)
+        if self.logs is not None:
+            self._create_logs(topic)
+        log.info("Increased the partitions of topic %s from %d to %d", topic.name, old, count)
+
     async def delete_topic(self, topic: Topic) -> None:
         """Delete a topic (server/topic_deletion.py). Returns once nothing of it remains, or,
         while __consumer_offsets is still loading, once it is gone from the registry and its

@@ -198,3 +198,94 @@ def test_delete_topic_enable_false_is_refused_by_every_client(kcoord_factory):
     got = java_admin(b, f"delete:{topic}")
     assert got[0]["error"] == "TopicDeletionDisabledException"
     assert topic in listed(b) and topic_dirs(srv, topic) == [f"{topic}-0"]
+
+
+# ---------------------------------------------------------------- CreatePartitions
+
+
+def ck_grow_error(bootstrap: str, topic: str, count: int, assignment=None, validate_only=False) -> int | None:
+    from confluent_kafka.admin import NewPartitions
+
+    admin = ck_admin(bootstrap)
+    np = NewPartitions(topic, count, assignment) if assignment is not None else NewPartitions(topic, count)
+    fut = admin.create_partitions([np], operation_timeout=20, validate_only=validate_only)[topic]
+    try:
+        fut.result(30)
+    except KafkaException as e:
+        return e.args[0].code()
+    return None
+
+
+def partition_count(bootstrap: str, topic: str) -> int:
+    admin = ck_admin(bootstrap)
+    md = admin.list_topics(topic, timeout=10)
+    return len(md.topics[topic].partitions)
+
+
+def test_create_partitions_confluent(kcoord):
+    b = kcoord.bootstrap
+    topic = unique("grow-ck")
+    ck_create(b, topic, 2)
+    assert ck_grow_error(b, topic, 4, validate_only=True) is None and partition_count(b, topic) == 2
+    assert ck_grow_error(b, topic, 4) is None and partition_count(b, topic) == 4
+    assert ck_grow_error(b, topic, 6, assignment=[[1], [1]]) is None and partition_count(b, topic) == 6
+    assert ck_grow_error(b, topic, 6) == KafkaError.INVALID_PARTITIONS
+    assert ck_grow_error(b, topic, 3) == KafkaError.INVALID_PARTITIONS
+    assert ck_grow_error(b, topic, 7, assignment=[[2]]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert ck_grow_error(b, topic, 8, assignment=[[1]]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert ck_grow_error(b, unique("nope"), 3) == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert ck_grow_error(b, "__consumer_offsets", 60) == KafkaError.TOPIC_EXCEPTION
+    produce(b, topic, 60, partitions=6)
+    assert [watermarks(b, topic, p) for p in range(6)] == [(0, 10)] * 6
+    kcoord.restart()
+    assert partition_count(b, topic) == 6
+    assert [watermarks(b, topic, p) for p in range(6)] == [(0, 10)] * 6
+
+
+def test_create_partitions_kafka_python(kcoord):
+    from kafka.errors import (
+        InvalidPartitionsError,
+        InvalidReplicationAssignmentError,
+        UnknownTopicOrPartitionError,
+    )
+
+    b = kcoord.bootstrap
+    topic = unique("grow-kp")
+    ck_create(b, topic, 1)
+    admin = kp_admin(b)
+    try:
+        admin.create_partitions({topic: 3}, validate_only=True)
+        assert partition_count(b, topic) == 1
+        admin.create_partitions({topic: 3})
+        admin.create_partitions({topic: {"count": 4, "assignments": [[1]]}})
+        assert partition_count(b, topic) == 4
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_partitions({topic: 2})
+        with pytest.raises(InvalidReplicationAssignmentError):
+            admin.create_partitions({topic: {"count": 5, "assignments": [[1, 1]]}})
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.create_partitions({unique("nope"): 2})
+    finally:
+        admin.close()
+    kcoord.restart()
+    assert partition_count(b, topic) == 4
+
+
+def test_create_partitions_java(kcoord):
+    b = kcoord.bootstrap
+    topic = unique("grow-java")
+    got = java_admin(b, f"create:{topic}:1", f"validate-partitions:{topic}:3", f"describe:{topic}",
+                     f"partitions:{topic}:3", f"partitions:{topic}:5:1;1", f"describe:{topic}",
+                     f"partitions:{topic}:5", f"partitions:{topic}:2", f"partitions:{topic}:6:3",
+                     f"partitions:{topic}:7:1", "partitions:__consumer_offsets:60",
+                     f"partitions:{unique('nope')}:2")
+    errors = [g["error"] for g in got]
+    assert errors == [None, None, None, None, None, None, "InvalidPartitionsException",
+                      "InvalidPartitionsException", "InvalidReplicaAssignmentException",
+                      "InvalidReplicaAssignmentException", "InvalidTopicException",
+                      "UnknownTopicOrPartitionException"], got
+    assert got[2]["partitions"] == 1 and got[5]["partitions"] == 5
+    assert got[6]["message"] == "Topic already has 5 partition(s)."
+    assert got[7]["message"] == f"The topic {topic} currently has 5 partition(s); 2 would not be an increase."
+    kcoord.restart()
+    assert java_admin(b, f"describe:{topic}")[0]["partitions"] == 5

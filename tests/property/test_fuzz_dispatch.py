@@ -27,6 +27,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import (
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
@@ -166,6 +167,9 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
             return DeleteTopicsRequest(version=v, timeout_ms=5000, topics=[
                 T(name=f"fuzz-created-{v}", topic_id=uuid.UUID(int=0))])
         return DeleteTopicsRequest(version=v, timeout_ms=5000, topic_names=[f"fuzz-created-{v}"])
+    if api == ApiKey.CREATE_PARTITIONS:  # each version grows the topic by one (it has 2)
+        return CreatePartitionsRequest(version=v, timeout_ms=5000, validate_only=False, topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name=TOPIC, count=3 + v, assignments=None)])
     raise AssertionError(f"no seed for API {api}: add one when an API is added to API_TABLE")
 
 
@@ -257,10 +261,10 @@ class Env:
 
 
 def _creates_huge_topic(frame: bytes) -> bool:
-    if len(frame) < 8 or struct.unpack_from(">h", frame)[0] != ApiKey.CREATE_TOPICS:
+    if len(frame) < 8 or struct.unpack_from(">h", frame)[0] not in (ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS):
         return False
-    _, v, _ = struct.unpack_from(">hhi", frame)
-    spec = API_TABLE[ApiKey.CREATE_TOPICS]
+    api, v, _ = struct.unpack_from(">hhi", frame)
+    spec = API_TABLE[api]
     if not spec.min_version <= v <= spec.max_version:
         return False
     from protocol.headers import read_client_id
@@ -269,6 +273,8 @@ def _creates_huge_topic(frame: bytes) -> bool:
         req = spec.decode(frame, pos, v)
     except Exception:  # noqa: BLE001 - undecodable: the dispatcher will close
         return False
+    if api == ApiKey.CREATE_PARTITIONS:
+        return any(t.count > MAX_FUZZ_PARTITIONS for t in req.topics or ())
     return any(t.num_partitions > MAX_FUZZ_PARTITIONS or len(t.assignments or ()) > MAX_FUZZ_PARTITIONS
                for t in req.topics or ())
 
