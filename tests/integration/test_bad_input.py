@@ -35,6 +35,7 @@ EXPECTED_RANGES = {
     42: (0, 2), 47: (0, 0),
 }
 EXPECTED_RANGES[20] = (0, 6)  # DeleteTopics
+EXPECTED_RANGES[21] = (0, 2)  # DeleteRecords
 EXPECTED_RANGES[37] = (0, 3)  # CreatePartitions
 
 

@@ -30,6 +30,7 @@ from kafka.protocol.admin import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
+    DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
@@ -167,6 +168,10 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
             return DeleteTopicsRequest(version=v, timeout_ms=5000, topics=[
                 T(name=f"fuzz-created-{v}", topic_id=uuid.UUID(int=0))])
         return DeleteTopicsRequest(version=v, timeout_ms=5000, topic_names=[f"fuzz-created-{v}"])
+    if api == ApiKey.DELETE_RECORDS:  # offset 0: the log start offset stays where it is
+        T = DeleteRecordsRequest.DeleteRecordsTopic
+        return DeleteRecordsRequest(version=v, timeout_ms=5000, topics=[
+            T(name=TOPIC, partitions=[T.DeleteRecordsPartition(partition_index=1, offset=0)])])
     if api == ApiKey.CREATE_PARTITIONS:  # each version grows the topic by one (it has 2)
         return CreatePartitionsRequest(version=v, timeout_ms=5000, validate_only=False, topics=[
             CreatePartitionsRequest.CreatePartitionsTopic(name=TOPIC, count=3 + v, assignments=None)])
@@ -273,6 +278,10 @@ def _creates_huge_topic(frame: bytes) -> bool:
         req = spec.decode(frame, pos, v)
     except Exception:  # noqa: BLE001 - undecodable: the dispatcher will close
         return False
+    if api == ApiKey.DELETE_RECORDS:  # offset 0: the log start offset stays where it is
+        T = DeleteRecordsRequest.DeleteRecordsTopic
+        return DeleteRecordsRequest(version=v, timeout_ms=5000, topics=[
+            T(name=TOPIC, partitions=[T.DeleteRecordsPartition(partition_index=1, offset=0)])])
     if api == ApiKey.CREATE_PARTITIONS:
         return any(t.count > MAX_FUZZ_PARTITIONS for t in req.topics or ())
     return any(t.num_partitions > MAX_FUZZ_PARTITIONS or len(t.assignments or ()) > MAX_FUZZ_PARTITIONS
