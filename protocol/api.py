@@ -12,21 +12,24 @@ from enum import IntEnum
 from functools import cache
 from typing import Any
 
-from kafka.protocol.admin import (
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
+# the admin schemas' own modules: kafka.protocol.admin's __init__ loads every admin schema
+from kafka.protocol.admin.groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+)
+from kafka.protocol.admin.topics import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -91,6 +94,14 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
 
 
+# Kafka 4.0 removed Produce v0-v2 (KIP-896) but still advertises Produce from v0 (KAFKA-18659):
+# librdkafka before 2.11.1 (kcat here is 2.0) checks its compression features against Produce
+# v0 and sends every batch uncompressed when v0 is not advertised. A v0-v2 request is refused
+# all the same (closed connection, as for any version not served): no client picks one, since
+# each uses the highest version both sides know.
+PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION = 0
+
+
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
     key: ApiKey
@@ -105,6 +116,11 @@ class ApiSpec:
     # header versions by API version, computed once (they are looked up on every request)
     request_headers: tuple[int, ...] = ()
     response_headers: tuple[int, ...] = ()
+
+    @property
+    def advertised_min_version(self) -> int:
+        """The lowest version ApiVersions advertises: min_version, except for Produce."""
+        return PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION if self.key == ApiKey.PRODUCE else self.min_version
 
     @property
     def name(self) -> str:

@@ -17,6 +17,7 @@ from server.broker import Broker, LogDirLocked
 from server.config import Config
 from server.connection import KafkaConnection
 from server.dispatch import Dispatcher
+from server.listeners import Listener, SecurityProtocol, listener_specs
 from server.metrics import start_metrics_server
 
 log = logging.getLogger("kcoord.server")
@@ -63,28 +64,27 @@ class Server:
         self.broker = Broker(config)
         self.dispatcher = Dispatcher(self.broker)
         self._servers: list[asyncio.base_events.Server] = []
+        self.listeners: list[Listener] = []  # one per configured listener, in configuration order
         self.bound: list[tuple[str, int]] = []
         self.metrics_bound: tuple[str, int] | None = None
+
+    def listener(self, name: str) -> Listener:
+        """The bound listener of that name (KeyError if there is none)."""
+        for lst in self.listeners:
+            if lst.name == name.upper():
+                return lst
+        raise KeyError(name)
 
     async def start(self) -> None:
         _raise_open_files_limit()
         for name in sorted(self.config.unknown):
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         await self.broker.start()
-        loop = asyncio.get_running_loop()
-        max_bytes = self.config["socket.request.max.bytes"]
-        max_queued = self.config["queued.max.requests"]
-        for listener in self.config.listeners:
-            srv = await loop.create_server(
-                lambda: KafkaConnection(self.broker, self.dispatcher, max_bytes, max_queued),
-                host=listener.host or None,
-                port=listener.port,
-                reuse_address=True,
-                backlog=1024,
-            )
-            self._servers.append(srv)
-            for sock in srv.sockets:
-                self.bound.append(sock.getsockname()[:2])
+        for spec in listener_specs(self.config):
+            if spec.protocol != SecurityProtocol.PLAINTEXT:
+                raise ValueError(f"listener {spec.name}: {spec.protocol.value} is not served yet")
+            listener = Listener(spec.name, spec.protocol, spec.host, spec.port, spec.advertised)
+            await self.serve_listener(listener)
         metrics_at = self.config["kcoord.metrics.listener"]
         if metrics_at:
             parts = urlsplit(metrics_at if "//" in metrics_at else "http://" + metrics_at)
@@ -94,7 +94,28 @@ class Server:
             self.metrics_bound = srv.sockets[0].getsockname()[:2]
             log.info("Prometheus metrics on http://%s:%d/metrics", *self.metrics_bound)
         self.broker.start_background()
-        log.info("kcoord listening on %s", ", ".join(f"{h}:{p}" for h, p in self.bound))
+        log.info("kcoord listening on %s", ", ".join(lst.describe() for lst in self.listeners))
+
+    async def serve_listener(self, listener: Listener) -> Listener:
+        """Bind one listener and serve Kafka connections on it (its `bound` addresses are filled
+        in); usable for listeners beyond the configured ones."""
+        loop = asyncio.get_running_loop()
+        max_bytes = self.config["socket.request.max.bytes"]
+        max_queued = self.config["queued.max.requests"]
+        srv = await loop.create_server(
+            lambda: KafkaConnection(self.broker, self.dispatcher, max_bytes, max_queued, listener),
+            host=listener.host or None,
+            port=listener.port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        self._servers.append(srv)
+        for sock in srv.sockets:
+            addr = sock.getsockname()[:2]
+            listener.bound.append(addr)
+            self.bound.append(addr)
+        self.listeners.append(listener)
+        return listener
 
     async def stop(self) -> None:
         for srv in self._servers:
@@ -114,15 +135,17 @@ class Server:
 
 async def _serve(config: Config) -> int:
     server = Server(config)
-    try:
-        await server.start()
-    except (LogDirLocked, OSError) as e:
-        log.error("Could not start: %s", e)
-        return 1
+    # Before the listeners open: a SIGTERM that arrives as soon as a client can connect must
+    # stop the server cleanly, not kill it with the default action.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start()
+    except (LogDirLocked, OSError, ValueError) as e:
+        log.error("Could not start: %s", e)
+        return 1
     await stop.wait()
     log.info("Shutting down")
     await server.stop()

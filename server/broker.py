@@ -132,8 +132,11 @@ class Broker:
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None
         seg = topic.config("segment.bytes")
+        # __consumer_offsets partitions get their directory at their first write or read: a
+        # new server does not create (and fsync) 50 empty partitions before it listens
+        make = self.logs.declare if topic.name == OFFSETS_TOPIC else self.logs.create
         for p in range(topic.partitions):
-            self.logs.create(topic.name, p, segment_bytes=int(seg) if seg else None, topic_id=topic.topic_id)
+            make(topic.name, p, segment_bytes=int(seg) if seg else None, topic_id=topic.topic_id)
 
     def admit(self, conn: KafkaConnection) -> str | None:
         """Count a new connection, or say why it is refused (max.connections,

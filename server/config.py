@@ -5,12 +5,14 @@ then `--override name=value` flags, exactly like kafka-server-start.
 """
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
+
+from server.security.settings import LISTENER_SCOPED, MECHANISM_SCOPED, SECURITY_SETTINGS, SENSITIVE
+
+if TYPE_CHECKING:
+    from server.listeners import EndPoint
 
 
 def _bool(v: Any) -> bool:
@@ -75,25 +77,8 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "kcoord.metrics.listener": (_str, ""),
     # how often the server looks for compacted segments the sidecar committed (.swap files)
     "kcoord.compaction.handoff.check.ms": (int, 1000),
+    **SECURITY_SETTINGS,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-
-
-def parse_listener(spec: str) -> Listener:
-    """`PLAINTEXT://host:port`; an empty host means all interfaces, as in Kafka."""
-    name, sep, rest = spec.partition("://")
-    if not sep:
-        raise ValueError(f"listener {spec!r} is not NAME://host:port")
-    parts = urlsplit("//" + rest)
-    if parts.port is None:
-        raise ValueError(f"listener {spec!r} has no port")
-    return Listener(name.upper(), parts.hostname or "", parts.port)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -127,24 +112,54 @@ def _flatten_toml(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _parse(name: str, parser: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return parser(value)
+    except (TypeError, ValueError) as e:
+        if name in SENSITIVE or name.endswith(tuple("." + n for n in SENSITIVE)):
+            raise ValueError(f"bad value for {name}: [hidden]") from None  # secrets stay out of logs
+        raise ValueError(f"bad value for {name}: {value!r} ({e})") from None
+
+
 class Config:
     """Parsed, validated settings. Read with cfg["name"] or the typed helpers below."""
 
     def __init__(self, values: dict[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {k: d for k, (_, d) in SETTINGS.items()}
         self.unknown: dict[str, Any] = {}
+        # listener.name.<listener>.[<mechanism>.]<setting>: listener (lower case) -> {"[mechanism.]setting": value}
+        self.listener_overrides: dict[str, dict[str, Any]] = {}
         for k, v in (values or {}).items():
             self.set(k, v)
+        from server.listeners import listener_specs
+
+        listener_specs(self)  # Kafka refuses a bad listener configuration at start-up
 
     def set(self, name: str, value: Any) -> None:
+        if name.startswith("listener.name."):
+            self._set_listener_scoped(name, value)
+            return
         if name not in SETTINGS:
             self.unknown[name] = value
             return
-        parser, _ = SETTINGS[name]
-        try:
-            self._values[name] = parser(value)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"bad value for {name}: {value!r} ({e})") from None
+        self._values[name] = _parse(name, SETTINGS[name][0], value)
+
+    def _set_listener_scoped(self, name: str, value: Any) -> None:
+        """`listener.name.<listener>.<setting>` or `listener.name.<listener>.<mechanism>.<setting>`
+        (Kafka's per-listener overrides; the listener name is lower case in the prefix)."""
+        listener, _, rest = name[len("listener.name."):].partition(".")
+        mechanism, _, after = rest.partition(".")
+        if rest in LISTENER_SCOPED:
+            key, parser = rest, LISTENER_SCOPED[rest]
+        elif after in MECHANISM_SCOPED and mechanism:
+            key, parser = f"{mechanism.lower()}.{after}", MECHANISM_SCOPED[after]
+        else:
+            self.unknown[name] = value
+            return
+        if not listener:
+            self.unknown[name] = value
+            return
+        self.listener_overrides.setdefault(listener.lower(), {})[key] = _parse(name, parser, value)
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -156,6 +171,8 @@ class Config:
             p = Path(path)
             text = p.read_text()
             if p.suffix == ".toml":
+                import tomllib
+
                 values.update(_flatten_toml(tomllib.loads(text)))
             else:
                 values.update(parse_properties(text))
@@ -179,19 +196,21 @@ class Config:
         return Path(raw.split(",")[0].strip())
 
     @property
-    def listeners(self) -> list[Listener]:
-        return [parse_listener(s.strip()) for s in self["listeners"].split(",") if s.strip()]
+    def listeners(self) -> list[EndPoint]:
+        from server.listeners import parse_endpoints
+
+        return parse_endpoints(self["listeners"])
 
     @property
-    def advertised_listeners(self) -> list[Listener]:
-        spec = self["advertised.listeners"]
-        if not spec:
-            return self.listeners
-        return [parse_listener(s.strip()) for s in spec.split(",") if s.strip()]
+    def advertised_listeners(self) -> list[EndPoint]:
+        from server.listeners import parse_endpoints
+
+        return parse_endpoints(self["advertised.listeners"]) or self.listeners
 
     @property
     def advertised(self) -> tuple[str, int]:
-        """host and port clients should connect to (Metadata, FindCoordinator)."""
+        """The first advertised endpoint. Handlers answer with the endpoint of the listener the
+        request came in on instead (RequestContext.advertised)."""
         lst = self.advertised_listeners[0]
         return (lst.host or "127.0.0.1", lst.port)
 

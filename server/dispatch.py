@@ -38,6 +38,7 @@ from server.handlers.groups import DIRECT
 
 if TYPE_CHECKING:
     from server.broker import Broker
+    from server.session import Session
 
 log = logging.getLogger("kcoord.dispatch")
 
@@ -47,7 +48,14 @@ _U16 = struct.Struct(">H")
 
 
 class CloseConnection(Exception):
-    """The request cannot be answered under the protocol: drop the connection (one log line)."""
+    """The request cannot be answered under the protocol: drop the connection (one log line).
+    `final` is written before closing (a failed authentication's answer); `quiet` when the
+    reason was logged already."""
+
+    def __init__(self, reason: str, final: bytes | None = None, quiet: bool = False) -> None:
+        super().__init__(reason)
+        self.final = final
+        self.quiet = quiet
 
 
 def frame_response(spec: ApiSpec, version: int, correlation_id: int, response: Any) -> bytes:
@@ -149,8 +157,9 @@ class Dispatcher:
         self.broker = broker
         self._routes = _routes()
 
-    def handle(self, frame: bytes, client_host: str) -> bytes | None | Deferred[bytes | None]:
-        """Answer one request: framed bytes, None (no response), or a Deferred of either."""
+    def handle(self, frame: bytes, client: Session | str) -> bytes | None | Deferred[bytes | None]:
+        """Answer one request from `client` (its connection's Session, or just its host):
+        framed bytes, None (no response), or a Deferred of either."""
         started = _perf_counter()
         route = self._routes.get(frame[:4]) if len(frame) >= 8 else None
         if route is None:
@@ -173,7 +182,11 @@ class Dispatcher:
                 self.broker.metrics.observe_request(route.name, _perf_counter() - started)
                 return framed
         else:
-            ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id, client_host)
+            if type(client) is str:
+                ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id, client)
+            else:
+                ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id,
+                                     client.host, client)
             result = route.handler(ctx, request, version)
         if isinstance(result, Deferred) and not result.done:
             # parked (a commit waiting for its fdatasync, a JoinGroup for the rebalance)

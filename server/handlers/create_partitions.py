@@ -22,7 +22,7 @@ import logging
 from collections import Counter
 from typing import Any
 
-from kafka.protocol.admin import CreatePartitionsResponse
+from kafka.protocol.admin.topics import CreatePartitionsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsResponse
+from kafka.protocol.admin.topics import CreateTopicsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError

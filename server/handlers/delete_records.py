@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka.protocol.admin import DeleteRecordsResponse
+from kafka.protocol.admin.topics import DeleteRecordsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode

@@ -20,7 +20,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from kafka.protocol.admin import DeleteTopicsResponse
+from kafka.protocol.admin.topics import DeleteTopicsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
