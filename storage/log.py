@@ -26,7 +26,7 @@ from storage.batch import (
     split_batches,
 )
 from storage.segment import INDEX_INTERVAL_BYTES, MAX_RELATIVE_OFFSET, LogSegment, scan_batches
-from storage.swap import complete_swap, pending_swaps, remove_cleaned, segment_bases
+from storage.swap import complete_swap, pending_swaps, remove_cleaned, remove_swaps_below, segment_bases
 from storage.transactions import uncommitted_batches
 
 logger = logging.getLogger(__name__)
@@ -356,6 +356,7 @@ class PartitionLog:
             self.durable_offset = max(self.durable_offset, self.log_start_offset)
             logger.info("%s: retention deleted %d segment(s); log start offset now %d",
                         self.path, deleted, self.log_start_offset)
+            remove_swaps_below(self.path, self.segments[0].base_offset)
         return deleted
 
     # ------------------------------------------------------------------ log start offset
@@ -396,6 +397,7 @@ class PartitionLog:
             self._dir_dirty = True
             self.durable_offset = max(self.durable_offset, start)
             logger.info("%s: deleted %d segment(s) below the log start offset %d", self.path, deleted, start)
+            remove_swaps_below(self.path, self.segments[0].base_offset)
         return deleted
 
     @property
