@@ -48,6 +48,7 @@ def _compact(args: argparse.Namespace) -> int:
         "--master", args.master,
         "--segment-bytes", str(config["offsets.topic.segment.bytes"]),
         "--log-segment-bytes", str(config["log.segment.bytes"]),
+        *(["--log-cleanup-policy", config.given["log.cleanup.policy"]] if "log.cleanup.policy" in config.given else []),
         "--delete-retention-ms", str(config["log.cleaner.delete.retention.ms"]),
     ]
     if not args.no_verify:

@@ -22,7 +22,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from protocol.api import API_TABLE, ApiKey, ApiSpec
 from protocol.errors import ErrorCode
-from protocol.fastpath import DECODERS, OffsetCommitResponseData, encode_commit_rows
+from protocol.fastpath import OffsetCommitResponseData, encode_commit_rows
 from protocol.headers import (
     HeaderError,
     encode_response_header,
@@ -32,9 +32,8 @@ from protocol.headers import (
 )
 from server.context import RequestContext
 from server.deferred import Deferred
-from server.handlers import HANDLERS, NO_RESPONSE
+from server.handlers import NO_RESPONSE, ROUTES, Route
 from server.handlers.api_versions import api_versions_body
-from server.handlers.groups import DIRECT
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -67,18 +66,24 @@ def frame_response(spec: ApiSpec, version: int, correlation_id: int, response: A
 
 
 class _Route:
-    """What serving one (API key, version) needs, computed once."""
+    """What serving one (API key, version) needs, computed once from the API's route
+    (server/handlers/routes.py) and its wire facts (protocol/api.py)."""
 
-    __slots__ = ("spec", "version", "handler", "direct", "decode", "name", "request_header", "header_tail")
+    __slots__ = ("spec", "version", "handler", "direct", "decode", "encode", "name", "request_header",
+                 "header_tail")
 
-    def __init__(self, spec: ApiSpec, version: int, handler: Callable[..., Any]) -> None:
+    def __init__(self, spec: ApiSpec, version: int, route: Route) -> None:
         self.spec = spec
         self.version = version
-        self.handler = handler
-        self.direct = DIRECT.get(spec.key)  # (broker, request, version) -> answer, no context
+        self.handler = route.handler
+        self.direct = route.direct  # (broker, request, version) -> answer, no context
+        fast = route.fast
         # (frame, body offset, version) -> request: the hand decoder for this very version
         # where there is one
-        self.decode = DECODERS.get((int(spec.key), version)) or spec.fast_decode or spec.decode
+        self.decode: Callable[[bytes, int, int], Any] = spec.decode if fast is None else fast.decoder(version)
+        # (response object, version) -> body
+        self.encode: Callable[[Any, int], bytes] = (
+            spec.encode if fast is None or fast.encode is None else fast.encode)
         self.name = spec.name
         self.request_header = spec.request_header_version(version)
         # after the echoed correlation id: header v1 adds an empty tagged-field section
@@ -112,11 +117,11 @@ def _routes() -> dict[bytes, _Route]:
     """Every served (API key, version), keyed by the first 4 bytes of a request frame."""
     out = {}
     for key, spec in API_TABLE.items():
-        handler = HANDLERS.get(key)
-        if handler is None:
+        route = ROUTES.get(key)
+        if route is None:
             continue
         for v in range(spec.min_version, spec.max_version + 1):
-            out[key.to_bytes(2, "big") + v.to_bytes(2, "big")] = _Route(spec, v, handler)
+            out[key.to_bytes(2, "big") + v.to_bytes(2, "big")] = _Route(spec, v, route)
     return out
 
 
@@ -210,7 +215,7 @@ class Dispatcher:
         except HeaderError as e:
             raise CloseConnection(str(e)) from None
         spec = API_TABLE.get(api_key)
-        if spec is None or api_key not in HANDLERS:
+        if spec is None or api_key not in ROUTES:
             raise CloseConnection(f"unknown API key {api_key}")
         if api_key == ApiKey.API_VERSIONS:
             body = api_versions_body(ErrorCode.UNSUPPORTED_VERSION, 0)
@@ -228,7 +233,7 @@ class Dispatcher:
         if kind is OffsetCommitResponseData:
             return route.frame(correlation, encode_commit_rows(route.version, result.rows))
         if isinstance(result, ApiMessage):
-            return route.frame(correlation, route.spec.encode(result, route.version))
+            return route.frame(correlation, route.encode(result, route.version))
         if result is NO_RESPONSE:
             return None
         if isinstance(result, Deferred):
@@ -237,7 +242,7 @@ class Dispatcher:
             return out
         if inspect.isawaitable(result):
             return self._await(route, correlation, result)
-        return route.frame(correlation, route.spec.encode(result, route.version))
+        return route.frame(correlation, route.encode(result, route.version))
 
     def _await(self, route: _Route, correlation: bytes, result: Any) -> Deferred[Any]:
         out: Deferred[Any] = Deferred()

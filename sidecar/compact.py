@@ -34,11 +34,12 @@ from sidecar.pipeline import PartitionPlan, code_zip, get_spark, run_spark
 
 log = logging.getLogger("kcoord.compact")
 
-__all__ = ["CompactedTopic", "compacted_topics", "find_partitions", "get_spark", "main", "parse_args",
+__all__ = ["CompactedTopic", "compacted_topics", "default_cleanup_policy", "find_partitions", "get_spark", "main", "parse_args",
            "pass_settings", "plan_pass", "run", "run_pass"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 REGISTRY_FILE = "kcoord-topics.json"
+BROKER_CONFIGS_FILE = "kcoord-broker-configs.json"  # dynamic broker configs (server/config_layers.py)
 LOG_SEGMENT_BYTES = 1_073_741_824  # log.segment.bytes: other topics' default segment size
 
 
@@ -65,6 +66,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "segment.bytes from kcoord-topics.json, else 104857600)")
     p.add_argument("--log-segment-bytes", type=int, default=LOG_SEGMENT_BYTES,
                    help="the same for other topics without their own segment.bytes (log.segment.bytes)")
+    p.add_argument("--log-cleanup-policy", default=None,
+                   help="the broker's static log.cleanup.policy (topics without their own cleanup.policy; "
+                        "a dynamic value in the log directory wins)")
     p.add_argument("--topics", default=None,
                    help="comma-separated topics to compact (default: __consumer_offsets and every topic "
                         "whose cleanup.policy has compact)")
@@ -97,9 +101,26 @@ class CompactedTopic:
     configs: dict = field(default_factory=dict)
 
 
-def compacted_topics(log_dir: str) -> dict[str, CompactedTopic]:
-    """__consumer_offsets (always) and every topic of the registry whose cleanup.policy has
-    `compact` (read at each pass: a policy changed meanwhile counts from the next pass)."""
+def default_cleanup_policy(log_dir: str, static: str | None = None) -> str:
+    """The broker's log.cleanup.policy, what a topic without its own cleanup.policy has: a
+    dynamic value (kcoord-broker-configs.json: this broker's, else the cluster default), else
+    the static one (server.properties), else Kafka's default, delete."""
+    try:
+        with open(os.path.join(log_dir, BROKER_CONFIGS_FILE)) as f:
+            data = json.load(f)
+        layers = [*(data.get("brokers") or {}).values(), data.get("cluster") or {}]
+    except (OSError, ValueError, AttributeError):
+        layers = []
+    for layer in layers:
+        if isinstance(layer, dict) and layer.get("log.cleanup.policy"):
+            return str(layer["log.cleanup.policy"])
+    return static or "delete"
+
+
+def compacted_topics(log_dir: str, default_policy: str = "delete") -> dict[str, CompactedTopic]:
+    """__consumer_offsets (always) and every topic of the registry whose cleanup.policy (its
+    own, else `default_policy`) has `compact` (read at each pass: a policy changed meanwhile
+    counts from the next pass)."""
     out = {OFFSETS_TOPIC: CompactedTopic(OFFSETS_TOPIC)}
     try:
         with open(os.path.join(log_dir, REGISTRY_FILE)) as f:
@@ -111,7 +132,7 @@ def compacted_topics(log_dir: str) -> dict[str, CompactedTopic]:
         if not isinstance(t, dict) or not isinstance(t.get("name"), str):
             continue
         configs = t.get("configs") or {}
-        policy = {x.strip() for x in str(configs.get("cleanup.policy", "delete")).split(",")}
+        policy = {x.strip().lower() for x in str(configs.get("cleanup.policy") or default_policy).split(",")}
         if t["name"] == OFFSETS_TOPIC or "compact" in policy:
             out[t["name"]] = CompactedTopic(t["name"], t.get("partitions"), dict(configs))
     return out
@@ -287,7 +308,7 @@ def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
         print(f"kcoord-compact: {log_dir} is not a directory", file=sys.stderr)
         return 2
     only = {int(x) for x in args.partitions.split(",")} if args.partitions else None
-    topics = compacted_topics(log_dir)
+    topics = compacted_topics(log_dir, default_cleanup_policy(log_dir, args.log_cleanup_policy))
     if args.topics:
         wanted = {t.strip() for t in args.topics.split(",") if t.strip()}
         topics = {name: t for name, t in topics.items() if name in wanted}

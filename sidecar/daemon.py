@@ -21,6 +21,7 @@ import time
 
 from sidecar.compact import (
     compacted_topics,
+    default_cleanup_policy,
     find_partitions,
     format_table,
     pass_settings,
@@ -65,7 +66,7 @@ def serve(config, master: str = "local[*]", *, max_passes: int | None = None, ou
     passes = 0
     try:
         while not stop.is_set():
-            topics = compacted_topics(log_dir)
+            topics = compacted_topics(log_dir, default_cleanup_policy(log_dir, config.given.get("log.cleanup.policy")))
             partitions = find_partitions(log_dir, None, topics)
             for d in partitions.values():
                 remove_cleaned(d)  # a killed compactor's leftovers: we hold the cleaner lock

@@ -9,12 +9,14 @@ start-up).
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import uuid
 from collections.abc import Iterator
 
 from storage.log import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES, PartitionLog
+from storage.log_dir_failure import LogDirFailureChannel
 from storage.offset_checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
 
@@ -24,6 +26,9 @@ __all__ = ["OFFSETS_TOPIC", "LogManager", "parse_partition_dir"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+# Errors of the device rather than of one request: creating a log that fails with one of these
+# takes the directory offline (appends and syncs take it offline on any error).
+_DEVICE_ERRORS = {errno.EIO, errno.ENOSPC, errno.EROFS, errno.EDQUOT}
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -41,6 +46,8 @@ class LogManager:
     def __init__(self, log_dir: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  offsets_segment_bytes: int = OFFSETS_SEGMENT_BYTES) -> None:
         self.log_dir = log_dir
+        # An I/O error in any partition takes the directory offline (storage/log_dir_failure.py).
+        self.failures = LogDirFailureChannel([os.path.abspath(log_dir)])
         self.segment_bytes = segment_bytes
         self.offsets_segment_bytes = offsets_segment_bytes
         self.logs: dict[tuple[str, int], PartitionLog] = {}
@@ -53,7 +60,7 @@ class LogManager:
             path = os.path.join(log_dir, name)
             if tp is None or not os.path.isdir(path):
                 continue
-            self.logs[tp] = PartitionLog(path, segment_bytes=self._segment_bytes(tp[0]))
+            self.logs[tp] = PartitionLog(path, segment_bytes=self._segment_bytes(tp[0]), failures=self.failures)
             try:
                 tid = read_partition_metadata(path)
             except ValueError as e:
@@ -125,9 +132,17 @@ class LogManager:
         if log is not None:
             return log
         path = os.path.join(self.log_dir, f"{topic}-{partition}")
-        log = PartitionLog(path, segment_bytes=segment_bytes or self._segment_bytes(topic))
+        root = os.path.abspath(self.log_dir)
+        self.failures.check(root)
+        try:
+            log = PartitionLog(path, segment_bytes=segment_bytes or self._segment_bytes(topic), failures=self.failures)
+            if topic_id is not None:
+                write_partition_metadata(path, topic_id)
+        except OSError as e:
+            if e.errno not in _DEVICE_ERRORS:  # e.g. a name the filesystem refuses: this topic's problem
+                raise
+            raise self.failures.fail(root, f"Error while creating log for {topic}-{partition} in dir {root}", e) from e
         if topic_id is not None:
-            write_partition_metadata(path, topic_id)
             self.topic_ids.setdefault(topic, topic_id)
         self.logs[(topic, partition)] = log
         return log

@@ -24,11 +24,9 @@ from typing import Any
 
 from kafka.protocol.admin.topics import CreatePartitionsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from server.context import RequestContext
 from server.handlers.create_topics import MAX_RECORDS_PER_OPERATION
-from server.handlers.registry import handles
 from server.topics import Topic
 
 log = logging.getLogger("kcoord.topics")
@@ -83,7 +81,6 @@ def _plan(ctx: RequestContext, t: Any) -> Topic:
     return topic
 
 
-@handles(ApiKey.CREATE_PARTITIONS)
 def handle_create_partitions(ctx: RequestContext, req: Any, version: int) -> Any:
     counts = Counter(t.name for t in req.topics)
     results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")

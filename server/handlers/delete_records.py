@@ -20,11 +20,9 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DeleteRecordsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import cleanup_policy, data_plane, partition_log
-from server.handlers.registry import handles
 from storage.log import OffsetOutOfRangeError
 
 log = logging.getLogger("kcoord.delete_records")
@@ -34,7 +32,6 @@ PartitionOut = TopicOut.DeleteRecordsPartitionResult
 HIGH_WATERMARK = -1
 
 
-@handles(ApiKey.DELETE_RECORDS)
 def handle_delete_records(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     dp = data_plane(broker)
@@ -53,7 +50,7 @@ def handle_delete_records(ctx: RequestContext, req: Any, version: int) -> Any:
             if plog is None:
                 row[2] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if "delete" not in cleanup_policy(topic):
+            if "delete" not in cleanup_policy(broker, topic):
                 row[2] = ErrorCode.POLICY_VIOLATION
                 continue
             offset = plog.log_end_offset if p.offset == HIGH_WATERMARK else p.offset
