@@ -115,22 +115,29 @@ class Broker:
 
     async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
         """Once __consumer_offsets is loaded, keep putting in place the segments the
-        compaction sidecar commits (storage/swap.py); __transaction_state's once it is loaded
-        too. Not while loading: the loaders read segments across awaits."""
+        compaction sidecar commits (storage/swap.py) for every topic whose cleanup.policy has
+        `compact`, __transaction_state's once it is loaded too. Not while loading: the loaders
+        read segments across awaits."""
+        from server.data_plane import cleanup_policy
+
         await loading
         interval = self.config["kcoord.compaction.handoff.check.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
             assert self.logs is not None
-            topics = [OFFSETS_TOPIC] + ([TXN_TOPIC] if self.txn.loaded else [])
-            for topic, p in [(t, p) for t in topics for p in self.logs.partitions(t)]:
-                plog = self.logs.get(topic, p)
-                if plog is None:
+            for topic in list(self.topics.topics.values()):
+                if topic.name == TXN_TOPIC and not self.txn.loaded:
                     continue
-                try:
-                    plog.adopt_swaps()
-                except OSError as e:  # the old segments stay in place: nothing is lost
-                    log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
+                if "compact" not in cleanup_policy(self, topic):
+                    continue
+                for p in self.logs.partitions(topic.name):
+                    plog = self.logs.existing(topic.name, p)
+                    if plog is None:
+                        continue
+                    try:
+                        plog.adopt_swaps()
+                    except OSError as e:  # the old segments stay in place: nothing is lost
+                        log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
 
     async def _finish_deletions_after(self, loading: asyncio.Future[None]) -> None:
         """Topic deletions write offset tombstones from the loaded groups: finish the ones
@@ -199,6 +206,15 @@ class Broker:
             self._create_logs(topic)
         log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id)
         return topic
+
+    def add_partitions(self, topic: Topic, count: int) -> None:
+        """CreatePartitions: the registry first (a start-up creates the logs it lists), then
+        the new partitions' logs."""
+        old = topic.partitions
+        self.topics.set_partitions(topic, count)
+        if self.logs is not None:
+            self._create_logs(topic)
+        log.info("Increased the partitions of topic %s from %d to %d", topic.name, old, count)
 
     async def delete_topic(self, topic: Topic) -> None:
         """Delete a topic (server/topic_deletion.py). Returns once nothing of it remains, or,

@@ -1,10 +1,10 @@
 """`kcoord sidecar`: Kafka's log cleaner as a long-running process beside the server.
 
 One SparkSession stays up; every log.cleaner.backoff.ms the sidecar plans a pass over the
-__consumer_offsets partitions, then one over the __transaction_state partitions, whose dirty
-ratio (sidecar/checkpoint.py) reaches log.cleaner.min.cleanable.ratio, runs them, and hands
-the cleaned segments to the server
-(sidecar/handoff.py). It holds the cleaner lock for its whole life, so a `kcoord compact`
+partitions of __consumer_offsets and of every topic whose cleanup.policy has `compact` (read
+from the topic registry at each pass) whose dirty ratio (sidecar/checkpoint.py) reaches
+log.cleaner.min.cleanable.ratio (a topic's min.cleanable.dirty.ratio wins), runs it, and
+hands the cleaned segments to the server (sidecar/handoff.py). It holds the cleaner lock for its whole life, so a `kcoord compact`
 started meanwhile is refused instead of racing it. SIGTERM / SIGINT end it after the current pass.
 """
 from __future__ import annotations
@@ -20,15 +20,13 @@ import threading
 import time
 
 from sidecar.compact import (
-    COMPACTED_TOPICS,
-    OFFSETS_TOPIC,
-    TXN_TOPIC,
-    VERIFY_MODES,
+    compacted_topics,
+    default_cleanup_policy,
     find_partitions,
     format_table,
+    pass_settings,
     plan_pass,
     run_pass,
-    topic_settings,
 )
 from sidecar.handoff import CleanerLock
 from sidecar.pipeline import code_zip, get_spark
@@ -37,41 +35,6 @@ from storage.swap import remove_cleaned
 log = logging.getLogger("kcoord.sidecar")
 
 __all__ = ["serve"]
-
-
-# The topics' settings when the registry has none: (partition count, segment.bytes) setting names.
-_DEFAULTS = {OFFSETS_TOPIC: ("offsets.topic.num.partitions", "offsets.topic.segment.bytes"),
-             TXN_TOPIC: ("transaction.state.log.num.partitions", "transaction.state.log.segment.bytes")}
-
-
-def _one_pass(spark, config, log_dir: str, topic: str, ratio: float, stop: threading.Event, done: int,
-              out) -> int:
-    """Clean the topic's partitions that need it; 1 if a pass ran, else 0."""
-    partitions = find_partitions(log_dir, None, topic)
-    for d in partitions.values():
-        remove_cleaned(d)  # a killed compactor's leftovers: we hold the cleaner lock
-    registry_partitions, registry_segment_bytes = topic_settings(log_dir, topic)
-    plans, _ = plan_pass(log_dir, partitions, output_dir=None, min_ratio=ratio, topic=topic)
-    if not plans:
-        return 0
-    count_setting, segment_setting = _DEFAULTS[topic]
-    options = dict(now_ms=int(time.time() * 1000),
-                   delete_retention_ms=config["log.cleaner.delete.retention.ms"],
-                   segment_bytes=registry_segment_bytes or config[segment_setting],
-                   verify=False, verify_mode=VERIFY_MODES[topic],
-                   num_partitions=registry_partitions or config[count_setting])
-    started = time.monotonic()
-    try:
-        results, note = run_pass(spark, log_dir, plans, options, out=out)
-    except Exception as e:  # noqa: BLE001 - a failed pass is retried after the backoff
-        if stop.is_set():
-            print("kcoord sidecar: pass cancelled", file=out, flush=True)
-        else:
-            log.error("Compaction pass over %s failed: %s", topic, e)
-        return 0
-    print(f"pass {done + 1}: {len(plans)} {topic} partition(s) in {time.monotonic() - started:.2f} s; "
-          f"segments {note}\n{format_table(results)}", file=out, flush=True)
-    return 1
 
 
 def serve(config, master: str = "local[*]", *, max_passes: int | None = None, out=sys.stdout) -> int:
@@ -103,12 +66,38 @@ def serve(config, master: str = "local[*]", *, max_passes: int | None = None, ou
     passes = 0
     try:
         while not stop.is_set():
-            for topic in COMPACTED_TOPICS:  # each topic in its own pass (partition numbers repeat)
-                if stop.is_set() or (max_passes is not None and passes >= max_passes):
+            topics = compacted_topics(log_dir, default_cleanup_policy(log_dir, config.given.get("log.cleanup.policy")))
+            partitions = find_partitions(log_dir, None, topics)
+            for d in partitions.values():
+                remove_cleaned(d)  # a killed compactor's leftovers: we hold the cleaner lock
+            settings = {name: pass_settings(t, offsets_segment_bytes=config["offsets.topic.segment.bytes"],
+                                            log_segment_bytes=config["log.segment.bytes"],
+                                            delete_retention_ms=config["log.cleaner.delete.retention.ms"],
+                                            min_ratio=ratio)
+                        for name, t in topics.items()}
+            plans, _ = plan_pass(log_dir, partitions, output_dir=None, min_ratio=ratio, settings=settings)
+            if plans:
+                options = dict(now_ms=int(time.time() * 1000),
+                               delete_retention_ms=config["log.cleaner.delete.retention.ms"],
+                               segment_bytes=config["offsets.topic.segment.bytes"],
+                               verify=False, verify_mode="auto",
+                               num_partitions=topics["__consumer_offsets"].partitions
+                               or config["offsets.topic.num.partitions"])
+                started = time.monotonic()
+                try:
+                    results, note = run_pass(spark, log_dir, plans, options, out=out)
+                except Exception as e:  # noqa: BLE001 - a failed pass is retried after the backoff
+                    if stop.is_set():
+                        print("kcoord sidecar: pass cancelled", file=out, flush=True)
+                        break
+                    log.error("Compaction pass failed: %s", e)
+                    stop.wait(backoff_s)
+                    continue
+                print(f"pass {passes + 1}: {len(plans)} partition(s) in {time.monotonic() - started:.2f} s; "
+                      f"segments {note}\n{format_table(results)}", file=out, flush=True)
+                passes += 1
+                if max_passes is not None and passes >= max_passes:
                     break
-                passes += _one_pass(spark, config, log_dir, topic, ratio, stop, passes, out)
-            if max_passes is not None and passes >= max_passes:
-                break
             stop.wait(backoff_s)
     finally:
         spark.stop()

@@ -18,7 +18,9 @@ from server.handlers import (
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    create_partitions,
     create_topics,
+    delete_records,
     delete_topics,
     describe_cluster,
     describe_configs,
@@ -74,6 +76,8 @@ _TABLE = (
     Route(ApiKey.DELETE_GROUPS, groups.handle_delete_groups),
     Route(ApiKey.OFFSET_DELETE, groups.handle_offset_delete),
     Route(ApiKey.DELETE_TOPICS, delete_topics.handle_delete_topics),
+    Route(ApiKey.DELETE_RECORDS, delete_records.handle_delete_records),
+    Route(ApiKey.CREATE_PARTITIONS, create_partitions.handle_create_partitions),
     # transactions (issue 13)
     Route(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_to_txn.handle_add_partitions_to_txn),
     Route(ApiKey.ADD_OFFSETS_TO_TXN, add_offsets_to_txn.handle_add_offsets_to_txn),

@@ -1,10 +1,11 @@
-"""The Spark compaction job on __transaction_state (kcoord-compact --topic __transaction_state):
-the latest record of each transactional id survives, tombstones of expired ids follow Kafka's
-delete.retention.ms rule, and --verify replays input and output through the transaction
-coordinator's own replay."""
+"""The Spark compaction job on __transaction_state (kcoord-compact --topics __transaction_state;
+the sidecar cleans it as every cleanup.policy=compact topic of the registry): the latest record
+of each transactional id survives, tombstones of expired ids follow Kafka's delete.retention.ms
+rule, and --verify replays input and output through the transaction coordinator's own replay."""
 from __future__ import annotations
 
 import io
+import json
 
 import pyspark  # noqa: F401  (make test installs it)
 import pytest
@@ -47,15 +48,24 @@ def records(path: str) -> list:
             for _o, _t, k, v, _h in iter_records(b, h)]
 
 
+def registry(data) -> None:
+    """kcoord's topic registry naming __transaction_state as the server creates it."""
+    (data / "kcoord-topics.json").write_text(json.dumps({"version": 1, "topics": [
+        {"name": "__transaction_state", "topic_id": "8a2f3c4e-0000-4000-8000-000000000001", "partitions": 3,
+         "internal": True, "configs": {"cleanup.policy": "compact", "segment.bytes": "4096"}}]}))
+
+
 def test_transaction_state_compacts_to_the_latest_value_per_id(spark, tmp_path):
     data = tmp_path / "data"
     latest = write(str(data / "__transaction_state-2"))
+    registry(data)
     before = records(str(data / "__transaction_state-2"))
     out = io.StringIO()
-    rc = run(parse_args([str(data), "--topic", "__transaction_state", "--output", str(tmp_path / "out"), "--verify",
-                         "--now-ms", str(NOW + 1000)]), spark=spark, out=out)
+    rc = run(parse_args([str(data), "--topics", "__transaction_state", "--output", str(tmp_path / "out"),
+                         "--verify", "--now-ms", str(NOW + 1000), "--json"]), spark=spark, out=out)
     assert rc == 0, out.getvalue()
-    assert "transactions" in out.getvalue() or "True" in out.getvalue()
+    stats = [json.loads(x) for x in out.getvalue().splitlines() if x.startswith("{")]
+    assert len(stats) == 1 and stats[0]["verified"].startswith("ok (transactions, "), out.getvalue()
     out_dir = str(tmp_path / "out" / "__transaction_state-2")
     after = records(out_dir)
     assert len(after) < len(before)
@@ -75,6 +85,6 @@ def test_transaction_state_compacts_to_the_latest_value_per_id(spark, tmp_path):
 def test_nothing_to_compact_is_reported(spark, tmp_path):
     (tmp_path / "data").mkdir()
     out = io.StringIO()
-    rc = run(parse_args([str(tmp_path / "data"), "--topic", "__transaction_state", "--output",
+    rc = run(parse_args([str(tmp_path / "data"), "--topics", "__transaction_state", "--output",
                          str(tmp_path / "out")]), spark=spark, out=out)
     assert rc == 2
