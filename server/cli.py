@@ -39,7 +39,8 @@ def _load(args: argparse.Namespace) -> Config | None:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    """One compaction pass of __consumer_offsets (the PySpark sidecar) over the log directory
+    """One compaction pass of __consumer_offsets and the other compacted topics (the PySpark
+    sidecar) over the log directory
     the same configuration gives the server; in place (the server may run) unless --output."""
     config = _load(args)
     if config is None:
@@ -51,6 +52,8 @@ def _compact(args: argparse.Namespace) -> int:
         *(["--output", args.output] if args.output else ["--in-place"]),
         "--master", args.master,
         "--segment-bytes", str(config["offsets.topic.segment.bytes"]),
+        "--log-segment-bytes", str(config["log.segment.bytes"]),
+        *(["--log-cleanup-policy", config.given["log.cleanup.policy"]] if "log.cleanup.policy" in config.given else []),
         "--delete-retention-ms", str(config["log.cleaner.delete.retention.ms"]),
     ]
     if not args.no_verify:
@@ -90,13 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("serve", help="run the server")
     p.add_argument("config", nargs="?", help="server.properties or .toml file")
     p.add_argument("--override", action="append", metavar="NAME=VALUE", help="override a setting")
-    c = sub.add_parser("compact", help="compact __consumer_offsets with the PySpark sidecar (one pass)")
+    c = sub.add_parser("compact", help="compact __consumer_offsets and every cleanup.policy=compact topic "
+                                       "with the PySpark sidecar (one pass)")
     c.add_argument("config", nargs="?", help="server.properties or .toml file")
     c.add_argument("--override", action="append", metavar="NAME=VALUE", help="override a setting")
     c.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     c.add_argument("--output", help="write the compacted partitions here instead of in place")
     c.add_argument("--no-verify", action="store_true", help="skip replaying input and output")
-    d = sub.add_parser("sidecar", help="compact __consumer_offsets continuously, as Kafka's log cleaner")
+    d = sub.add_parser("sidecar", help="compact __consumer_offsets and every cleanup.policy=compact topic "
+                                       "continuously, as Kafka's log cleaner")
     d.add_argument("config", nargs="?", help="server.properties or .toml file")
     d.add_argument("--override", action="append", metavar="NAME=VALUE", help="override a setting")
     d.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")

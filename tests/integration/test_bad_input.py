@@ -37,8 +37,12 @@ EXPECTED_RANGES = {
     32: (0, 4), 33: (0, 2), 35: (0, 4), 43: (0, 2), 44: (0, 1), 45: (0, 0), 46: (0, 0), 60: (0, 1), 75: (0, 0),
 }
 EXPECTED_RANGES[20] = (0, 6)  # DeleteTopics
+EXPECTED_RANGES[21] = (0, 2)  # DeleteRecords
+EXPECTED_RANGES[37] = (0, 3)  # CreatePartitions
 EXPECTED_RANGES[68] = (0, 1)  # ConsumerGroupHeartbeat
 EXPECTED_RANGES[69] = (0, 1)  # ConsumerGroupDescribe
+# transactions (issue 11)
+EXPECTED_RANGES.update({24: (0, 5), 25: (0, 4), 26: (0, 4), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1)})
 
 
 @pytest.fixture(scope="module")
