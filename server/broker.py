@@ -110,21 +110,26 @@ class Broker:
 
     async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
         """Once __consumer_offsets is loaded, keep putting in place the segments the
-        compaction sidecar commits (storage/swap.py). Not while loading: the loader reads
-        segments across awaits."""
+        compaction sidecar commits (storage/swap.py) for every topic whose cleanup.policy has
+        `compact`. Not while loading: the loader reads segments across awaits."""
+        from server.data_plane import cleanup_policy
+
         await loading
         interval = self.config["kcoord.compaction.handoff.check.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
             assert self.logs is not None
-            for p in self.logs.partitions(OFFSETS_TOPIC):
-                plog = self.logs.get(OFFSETS_TOPIC, p)
-                if plog is None:
+            for topic in list(self.topics.topics.values()):
+                if "compact" not in cleanup_policy(self, topic):
                     continue
-                try:
-                    plog.adopt_swaps()
-                except OSError as e:  # the old segments stay in place: nothing is lost
-                    log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
+                for p in self.logs.partitions(topic.name):
+                    plog = self.logs.existing(topic.name, p)
+                    if plog is None:
+                        continue
+                    try:
+                        plog.adopt_swaps()
+                    except OSError as e:  # the old segments stay in place: nothing is lost
+                        log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
 
     async def _finish_deletions_after(self, loading: asyncio.Future[None]) -> None:
         """Topic deletions write offset tombstones from the loaded groups: finish the ones
@@ -192,6 +197,15 @@ class Broker:
             self._create_logs(topic)
         log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id)
         return topic
+
+    def add_partitions(self, topic: Topic, count: int) -> None:
+        """CreatePartitions: the registry first (a start-up creates the logs it lists), then
+        the new partitions' logs."""
+        old = topic.partitions
+        self.topics.set_partitions(topic, count)
+        if self.logs is not None:
+            self._create_logs(topic)
+        log.info("Increased the partitions of topic %s from %d to %d", topic.name, old, count)
 
     async def delete_topic(self, topic: Topic) -> None:
         """Delete a topic (server/topic_deletion.py). Returns once nothing of it remains, or,

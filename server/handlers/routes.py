@@ -16,7 +16,9 @@ from server.handlers import (
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    create_partitions,
     create_topics,
+    delete_records,
     delete_topics,
     describe_cluster,
     describe_configs,
@@ -67,6 +69,8 @@ _TABLE = (
     Route(ApiKey.DELETE_GROUPS, groups.handle_delete_groups),
     Route(ApiKey.OFFSET_DELETE, groups.handle_offset_delete),
     Route(ApiKey.DELETE_TOPICS, delete_topics.handle_delete_topics),
+    Route(ApiKey.DELETE_RECORDS, delete_records.handle_delete_records),
+    Route(ApiKey.CREATE_PARTITIONS, create_partitions.handle_create_partitions),
     # configs and the cluster, as the single broker (issue 12)
     Route(ApiKey.DESCRIBE_CONFIGS, describe_configs.handle_describe_configs),
     Route(ApiKey.ALTER_CONFIGS, alter_configs.handle_alter_configs),

@@ -29,8 +29,10 @@ from hypothesis import strategies as st
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
+    DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
@@ -176,6 +178,13 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
             return DeleteTopicsRequest(version=v, timeout_ms=5000, topics=[
                 T(name=f"fuzz-created-{v}", topic_id=uuid.UUID(int=0))])
         return DeleteTopicsRequest(version=v, timeout_ms=5000, topic_names=[f"fuzz-created-{v}"])
+    if api == ApiKey.DELETE_RECORDS:  # offset 0: the log start offset stays where it is
+        T = DeleteRecordsRequest.DeleteRecordsTopic
+        return DeleteRecordsRequest(version=v, timeout_ms=5000, topics=[
+            T(name=TOPIC, partitions=[T.DeleteRecordsPartition(partition_index=1, offset=0)])])
+    if api == ApiKey.CREATE_PARTITIONS:  # each version grows the topic by one (it has 2)
+        return CreatePartitionsRequest(version=v, timeout_ms=5000, validate_only=False, topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name=TOPIC, count=3 + v, assignments=None)])
     seed = _admin_seed(api, v)
     if seed is not None:
         return seed
@@ -307,10 +316,10 @@ class Env:
 
 
 def _creates_huge_topic(frame: bytes) -> bool:
-    if len(frame) < 8 or struct.unpack_from(">h", frame)[0] != ApiKey.CREATE_TOPICS:
+    if len(frame) < 8 or struct.unpack_from(">h", frame)[0] not in (ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS):
         return False
-    _, v, _ = struct.unpack_from(">hhi", frame)
-    spec = API_TABLE[ApiKey.CREATE_TOPICS]
+    api, v, _ = struct.unpack_from(">hhi", frame)
+    spec = API_TABLE[api]
     if not spec.min_version <= v <= spec.max_version:
         return False
     from protocol.headers import read_client_id
@@ -319,6 +328,12 @@ def _creates_huge_topic(frame: bytes) -> bool:
         req = spec.decode(frame, pos, v)
     except Exception:  # noqa: BLE001 - undecodable: the dispatcher will close
         return False
+    if api == ApiKey.DELETE_RECORDS:  # offset 0: the log start offset stays where it is
+        T = DeleteRecordsRequest.DeleteRecordsTopic
+        return DeleteRecordsRequest(version=v, timeout_ms=5000, topics=[
+            T(name=TOPIC, partitions=[T.DeleteRecordsPartition(partition_index=1, offset=0)])])
+    if api == ApiKey.CREATE_PARTITIONS:
+        return any(t.count > MAX_FUZZ_PARTITIONS for t in req.topics or ())
     return any(t.num_partitions > MAX_FUZZ_PARTITIONS or len(t.assignments or ()) > MAX_FUZZ_PARTITIONS
                for t in req.topics or ())
 
