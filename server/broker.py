@@ -19,6 +19,8 @@ from server.group.coordinator import GroupCoordinator
 from server.metrics import Metrics
 from server.topic_deletion import TopicDeleter
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
+from server.txn.log_writer import TXN_TOPIC
+from server.txn.service import TxnService
 from storage.log_manager import LogManager
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ class Broker:
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime
         self.data_plane: DataPlane
+        self.txn: TxnService
         self._background: list[asyncio.Task[None]] = []
         self._lock_fd: int | None = None
         self.deleter = TopicDeleter(self)
@@ -90,6 +93,7 @@ class Broker:
             on_append=lambda p: self.data_plane.appended(OFFSETS_TOPIC, p),
             metrics=self.metrics,
         )
+        self.txn = TxnService(self)  # the transaction coordinator, beside the group's
         log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, cfg.node_id,
                  len(self.topics.topics), self.log_dir)
 
@@ -102,6 +106,7 @@ class Broker:
         loading.add_done_callback(lambda _: gc.freeze())
         self._background.append(loading)  # first: tests and tools await the load through it
         self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
+        self._background.append(asyncio.ensure_future(self.txn.run(loading)))
         self._background.append(asyncio.ensure_future(self._finish_deletions_after(loading)))
         self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])
         from server.data_plane import start_topic_retention  # topics' retention.ms / retention.bytes
@@ -111,7 +116,8 @@ class Broker:
     async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
         """Once __consumer_offsets is loaded, keep putting in place the segments the
         compaction sidecar commits (storage/swap.py) for every topic whose cleanup.policy has
-        `compact`. Not while loading: the loader reads segments across awaits."""
+        `compact`, __transaction_state's once it is loaded too. Not while loading: the loaders
+        read segments across awaits."""
         from server.data_plane import cleanup_policy
 
         await loading
@@ -120,6 +126,8 @@ class Broker:
             await asyncio.sleep(interval)
             assert self.logs is not None
             for topic in list(self.topics.topics.values()):
+                if topic.name == TXN_TOPIC and not self.txn.loaded:
+                    continue
                 if "compact" not in cleanup_policy(self, topic):
                     continue
                 for p in self.logs.partitions(topic.name):
@@ -140,9 +148,10 @@ class Broker:
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None
         seg = self.configs.topic_values(topic)["segment.bytes"]
-        # __consumer_offsets partitions get their directory at their first write or read: a
-        # new server does not create (and fsync) 50 empty partitions before it listens
-        make = self.logs.declare if topic.name == OFFSETS_TOPIC else self.logs.create
+        # __consumer_offsets (and __transaction_state) partitions get their directory at their
+        # first write or read: a new server does not create (and fsync) 50 empty partitions
+        # before it listens, nor the first transactional client 50 more
+        make = self.logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC) else self.logs.create
         for p in range(topic.partitions):
             make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id)
             plog = self.logs.existing(topic.name, p)
@@ -220,6 +229,7 @@ class Broker:
         self.deleter.stop()
         for task in self._background:
             task.cancel()
+        await self.txn.stop()
         await self.runtime.stop()
         if self.logs is not None:
             self.logs.close()

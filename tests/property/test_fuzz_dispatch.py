@@ -58,6 +58,8 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from txn_seeds import ERROR_BY_DESIGN as TXN_ERROR_BY_DESIGN
+from txn_seeds import TXN_APIS, txn_request
 
 from protocol.api import API_TABLE, ApiKey, _generic_decoder
 from server.broker import Broker
@@ -188,6 +190,8 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
     seed = _admin_seed(api, v)
     if seed is not None:
         return seed
+    if api in TXN_APIS:
+        return txn_request(api, v, TOPIC, COMMIT_GROUP)
     raise AssertionError(f"no seed for API {api}: add one when an API is added to API_TABLE")
 
 
@@ -385,6 +389,7 @@ def start_env(data) -> Env:
     broker = Broker(Config({
         "log.dirs": str(data),
         "offsets.topic.num.partitions": 4,
+        "transaction.state.log.num.partitions": 4,
         "group.initial.rebalance.delay.ms": 0,
         "auto.create.topics.enable": "false",
         "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -441,7 +446,8 @@ def test_every_seed_is_answered_without_error(env: Env) -> None:
     # Heartbeat / SyncGroup / LeaveGroup for a member the group does not know are errors by
     # design; they still prove the request decoded and reached the coordinator.
     expected_errors = {n for n in kinds if n.startswith(("HEARTBEAT", "SYNC_GROUP", "LEAVE_GROUP",
-                                                         "DELETE_GROUPS", "OFFSET_DELETE"))}
+                                                         "DELETE_GROUPS", "OFFSET_DELETE",
+                                                         *TXN_ERROR_BY_DESIGN))}
     # JoinGroup v4+ from a new dynamic member: MEMBER_ID_REQUIRED, by design.
     expected_errors |= {f"JOIN_GROUP{v}" for v in ("v4", "v5", "v6", "v7", "v8", "v9")}
     unexpected = {n: k for n, k in bad.items() if not (n in expected_errors and k == "error")}
