@@ -113,6 +113,11 @@ class ApiSpec:
         compiled decoders read past the end silently; Kafka refuses such a request)."""
         if self.fast_decode is not None:
             return self.fast_decode(frame, pos, version)
+        return self.decode_full(frame, pos, version)
+
+    def decode_full(self, frame: bytes, pos: int, version: int) -> Any:
+        """As decode(), always as kafka-python's request class (every field, to_dict()), even
+        for an API a hand-written decoder serves."""
         request, end = _generic_decoder(self.request, version)(memoryview(frame), pos)
         if end > len(frame):
             raise ValueError(f"request body needs {end - pos} bytes, the frame has {len(frame) - pos}")

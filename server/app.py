@@ -9,6 +9,7 @@ import logging
 import resource
 import signal
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import uvloop
@@ -65,12 +66,17 @@ class Server:
         self._servers: list[asyncio.base_events.Server] = []
         self.bound: list[tuple[str, int]] = []
         self.metrics_bound: tuple[str, int] | None = None
+        self.control: Any = None  # server.control.plane.ControlPlane when kcoord.control.listener is set
+        self.control_bound: tuple[str, int] | None = None
 
     async def start(self) -> None:
         _raise_open_files_limit()
         for name in sorted(self.config.unknown):
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         await self.broker.start()
+        control_at = self.config["kcoord.control.listener"]
+        if control_at:  # before the Kafka listeners: every connection's first request is seen
+            await self._start_control(control_at)
         loop = asyncio.get_running_loop()
         max_bytes = self.config["socket.request.max.bytes"]
         max_queued = self.config["queued.max.requests"]
@@ -96,9 +102,24 @@ class Server:
         self.broker.start_background()
         log.info("kcoord listening on %s", ", ".join(f"{h}:{p}" for h, p in self.bound))
 
+    async def _start_control(self, url: str) -> None:
+        """The control API for tests (server/control/): imported only when it is on."""
+        from server.control.api import make_handler
+        from server.control.http import start_http_server
+        from server.control.plane import ControlPlane
+
+        parts = urlsplit(url if "//" in url else "http://" + url)
+        self.control = ControlPlane(self)
+        srv = await start_http_server(parts.hostname or "127.0.0.1", parts.port or 0, make_handler(self.control))
+        self._servers.append(srv)
+        self.control_bound = srv.sockets[0].getsockname()[:2]
+        log.info("Control API on http://%s:%d", *self.control_bound)
+
     async def stop(self) -> None:
         for srv in self._servers:
             srv.close()
+        if self.control is not None:
+            self.control.shutdown()  # held (stalled) requests would hold the drain below
         # Long polls answer now with what they have instead of holding their connections.
         self.broker.data_plane.complete_parked()
         deadline = time.monotonic() + _DRAIN_SECONDS

@@ -22,6 +22,7 @@ from server.clock import Clock
 from server.group.admin import AdminMixin
 from server.group.base import log
 from server.group.config import GroupConfig
+from server.group.control import ControlMixin
 from server.group.group import GroupMetadata
 from server.group.member import MemberMetadata
 from server.group.membership import MembershipMixin
@@ -29,7 +30,7 @@ from server.group.offset_api import OffsetsMixin
 from server.group.state import GroupState
 
 
-class GroupCoordinator(MembershipMixin, OffsetsMixin, AdminMixin):
+class GroupCoordinator(MembershipMixin, OffsetsMixin, AdminMixin, ControlMixin):
     def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50) -> None:
         super().__init__(config, clock, num_partitions)
 
