@@ -138,7 +138,7 @@ class Kcoord:
         return self.server.log_text()[self._log_from:]
 
     # the process, for tests about restarts and crashes (the next test gets it back running)
-    def start(self, timeout: float = 30.0) -> Kcoord:
+    def start(self, timeout: float = 60.0) -> Kcoord:
         self.server.start(timeout)
         return self
 

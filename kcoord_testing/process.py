@@ -74,7 +74,7 @@ class KcoordProcess:
             raise RuntimeError("this kcoord was started without its control API")
         return AsyncControlClient(self.control_url)
 
-    def start(self, timeout: float = 30.0) -> KcoordProcess:
+    def start(self, timeout: float = 60.0) -> KcoordProcess:
         """Start and return once the Kafka listener accepts connections (and the control API
         answers, when on)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,14 @@
 """Run the server: listeners on uvloop, signal handling, orderly shutdown.
 
 SIGTERM/SIGINT: stop accepting, let requests in flight finish (bounded), flush, exit 0.
+A log directory taken offline by an I/O error (storage/log_dir_failure.py) with none left
+online: halt with exit code 1 at once, without a shutdown that would flush, as Kafka halts.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
 import signal
 import time
@@ -18,7 +21,9 @@ from server.broker import Broker, LogDirLocked
 from server.config import Config
 from server.connection import KafkaConnection
 from server.dispatch import Dispatcher
+from server.listeners import Listener, SecurityProtocol, listener_specs
 from server.metrics import start_metrics_server
+from storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("kcoord.server")
 
@@ -64,10 +69,18 @@ class Server:
         self.broker = Broker(config)
         self.dispatcher = Dispatcher(self.broker)
         self._servers: list[asyncio.base_events.Server] = []
+        self.listeners: list[Listener] = []  # one per configured listener, in configuration order
         self.bound: list[tuple[str, int]] = []
         self.metrics_bound: tuple[str, int] | None = None
         self.control: Any = None  # server.control.plane.ControlPlane when kcoord.control.listener is set
         self.control_bound: tuple[str, int] | None = None
+
+    def listener(self, name: str) -> Listener:
+        """The bound listener of that name (KeyError if there is none)."""
+        for lst in self.listeners:
+            if lst.name == name.upper():
+                return lst
+        raise KeyError(name)
 
     async def start(self) -> None:
         _raise_open_files_limit()
@@ -75,22 +88,14 @@ class Server:
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         await self.broker.start()
         control_at = self.config["kcoord.control.listener"]
-        if control_at:  # before the Kafka listeners: every connection's first request is seen
+        virtual = self.config["kcoord.virtual.brokers"]
+        if control_at or virtual > 1:  # before the Kafka listeners: every connection's first request is seen
             await self._start_control(control_at)
-        loop = asyncio.get_running_loop()
-        max_bytes = self.config["socket.request.max.bytes"]
-        max_queued = self.config["queued.max.requests"]
-        for listener in self.config.listeners:
-            srv = await loop.create_server(
-                lambda: KafkaConnection(self.broker, self.dispatcher, max_bytes, max_queued),
-                host=listener.host or None,
-                port=listener.port,
-                reuse_address=True,
-                backlog=1024,
-            )
-            self._servers.append(srv)
-            for sock in srv.sockets:
-                self.bound.append(sock.getsockname()[:2])
+        for spec in listener_specs(self.config):
+            if spec.protocol != SecurityProtocol.PLAINTEXT:
+                raise ValueError(f"listener {spec.name}: {spec.protocol.value} is not served yet")
+            listener = Listener(spec.name, spec.protocol, spec.host, spec.port, spec.advertised)
+            await self.serve_listener(listener)
         metrics_at = self.config["kcoord.metrics.listener"]
         if metrics_at:
             parts = urlsplit(metrics_at if "//" in metrics_at else "http://" + metrics_at)
@@ -99,17 +104,44 @@ class Server:
             self._servers.append(srv)
             self.metrics_bound = srv.sockets[0].getsockname()[:2]
             log.info("Prometheus metrics on http://%s:%d/metrics", *self.metrics_bound)
+        if virtual > 1:
+            await self.control.start_virtual(virtual)
         self.broker.start_background()
-        log.info("kcoord listening on %s", ", ".join(f"{h}:{p}" for h, p in self.bound))
+        log.info("kcoord listening on %s", ", ".join(lst.describe() for lst in self.listeners))
+
+    async def serve_listener(self, listener: Listener) -> Listener:
+        """Bind one listener and serve Kafka connections on it (its `bound` addresses are filled
+        in); usable for listeners beyond the configured ones."""
+        loop = asyncio.get_running_loop()
+        max_bytes = self.config["socket.request.max.bytes"]
+        max_queued = self.config["queued.max.requests"]
+        srv = await loop.create_server(
+            lambda: KafkaConnection(self.broker, self.dispatcher, max_bytes, max_queued, listener),
+            host=listener.host or None,
+            port=listener.port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        self._servers.append(srv)
+        for sock in srv.sockets:
+            addr = sock.getsockname()[:2]
+            listener.bound.append(addr)
+            self.bound.append(addr)
+        self.listeners.append(listener)
+        return listener
 
     async def _start_control(self, url: str) -> None:
-        """The control API for tests (server/control/): imported only when it is on."""
-        from server.control.api import make_handler
-        from server.control.http import start_http_server
+        """The control API for tests (server/control/), and its HTTP listener when `url` names
+        one: imported only when it is on."""
         from server.control.plane import ControlPlane
 
-        parts = urlsplit(url if "//" in url else "http://" + url)
         self.control = ControlPlane(self)
+        if not url:
+            return
+        from server.control.api import make_handler
+        from server.control.http import start_http_server
+
+        parts = urlsplit(url if "//" in url else "http://" + url)
         srv = await start_http_server(parts.hostname or "127.0.0.1", parts.port or 0, make_handler(self.control))
         self._servers.append(srv)
         self.control_bound = srv.sockets[0].getsockname()[:2]
@@ -135,19 +167,40 @@ class Server:
 
 async def _serve(config: Config) -> int:
     server = Server(config)
-    try:
-        await server.start()
-    except (LogDirLocked, OSError) as e:
-        log.error("Could not start: %s", e)
-        return 1
+    # Before the listeners open: a SIGTERM that arrives as soon as a client can connect must
+    # stop the server cleanly, not kill it with the default action.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start()
+    except (LogDirLocked, OSError, ValueError) as e:
+        log.error("Could not start: %s", e)
+        return 1
+    assert server.broker.logs is not None
+    failures = server.broker.logs.failures
+    failures.add_listener(lambda _dir: _halt_if_no_log_dir_left(loop, failures))
     await stop.wait()
     log.info("Shutting down")
     await server.stop()
     return 0
+
+
+def _halt_if_no_log_dir_left(loop: asyncio.AbstractEventLoop, failures: LogDirFailureChannel) -> None:
+    """Kafka's LogManager: with no log directory left online the broker halts (exit code 1,
+    no orderly shutdown: a flush could now report written what the disk lost). The halt waits
+    for the end of the loop turn that found the failure, so the requests waiting on the failed
+    writes are answered with their error first; none of them is acknowledged."""
+    if failures.online:
+        return
+    log.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(sorted(failures.offline)))
+
+    def halt() -> None:
+        logging.shutdown()
+        os._exit(1)
+
+    loop.call_soon(halt)
 
 
 def serve(config: Config) -> int:

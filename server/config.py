@@ -6,10 +6,14 @@ then `--override name=value` flags, exactly like kafka-server-start.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
+
+from server.config_catalogue import BROKER_CONFIGS, check_static
+from server.security.settings import LISTENER_SCOPED, MECHANISM_SCOPED, SECURITY_SETTINGS, SENSITIVE
+
+if TYPE_CHECKING:
+    from server.listeners import EndPoint
 
 
 def _bool(v: Any) -> bool:
@@ -27,6 +31,15 @@ def _str(v: Any) -> str:
     return str(v).strip()
 
 
+def _text(v: Any) -> str:
+    """A value from a file or flag as Kafka's properties would hold it (TOML values too)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(_text(x) for x in v)
+    return str(v)
+
+
 # name -> (parser, default): the settings kcoord honours. Like Kafka, other names (a stock
 # server.properties has many) are kept aside and reported at start-up, not refused; a bad
 # value for a known name is refused.
@@ -40,6 +53,7 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "num.partitions": (int, 1),
     "default.replication.factor": (int, 1),
     "auto.create.topics.enable": (_bool, True),
+    "delete.topic.enable": (_bool, True),
     "message.max.bytes": (int, 1048588),
     "socket.request.max.bytes": (int, 104857600),
     "max.connections": (int, 2147483647),
@@ -74,27 +88,12 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # kcoord's own: the control API for tests (fault injection, recording, reset), e.g.
     # http://127.0.0.1:9405 (off when empty; server/control/)
     "kcoord.control.listener": (_str, ""),
+    # kcoord's own: serve N node ids, each on its own listener ports (server/virtual/); 1: off
+    "kcoord.virtual.brokers": (int, 1),
     # how often the server looks for compacted segments the sidecar committed (.swap files)
     "kcoord.compaction.handoff.check.ms": (int, 1000),
+    **SECURITY_SETTINGS,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-
-
-def parse_listener(spec: str) -> Listener:
-    """`PLAINTEXT://host:port`; an empty host means all interfaces, as in Kafka."""
-    name, sep, rest = spec.partition("://")
-    if not sep:
-        raise ValueError(f"listener {spec!r} is not NAME://host:port")
-    parts = urlsplit("//" + rest)
-    if parts.port is None:
-        raise ValueError(f"listener {spec!r} has no port")
-    return Listener(name.upper(), parts.hostname or "", parts.port)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -128,24 +127,74 @@ def _flatten_toml(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _parse(name: str, parser: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return parser(value)
+    except (TypeError, ValueError) as e:
+        if name in SENSITIVE or name.endswith(tuple("." + n for n in SENSITIVE)):
+            raise ValueError(f"bad value for {name}: [hidden]") from None  # secrets stay out of logs
+        raise ValueError(f"bad value for {name}: {value!r} ({e})") from None
+
+
 class Config:
     """Parsed, validated settings. Read with cfg["name"] or the typed helpers below."""
 
     def __init__(self, values: dict[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {k: d for k, (_, d) in SETTINGS.items()}
         self.unknown: dict[str, Any] = {}
+        # every name given (file or --override) as text: Kafka's STATIC_BROKER_CONFIG layer
+        self.given: dict[str, str] = {}
+        # listener.name.<listener>.[<mechanism>.]<setting>: listener (lower case) -> {"[mechanism.]setting": value}
+        self.listener_overrides: dict[str, dict[str, Any]] = {}
         for k, v in (values or {}).items():
             self.set(k, v)
+        from server.listeners import listener_specs
+
+        listener_specs(self)  # Kafka refuses a bad listener configuration at start-up
 
     def set(self, name: str, value: Any) -> None:
+        try:
+            check_static(name, value)  # Kafka's type and range rules, where the catalogue has them
+        except ValueError as e:
+            raise ValueError(f"bad value for {name}: {value!r} ({e})") from None
+        self.given[name] = _text(value)
+        if name.startswith("listener.name."):
+            self._set_listener_scoped(name, value)
+            return
         if name not in SETTINGS:
+            if name not in BROKER_CONFIGS:  # the broker defaults of topic configs are known
+                self.unknown[name] = value
+            return
+        self._values[name] = _parse(name, SETTINGS[name][0], value)
+
+    def apply(self, name: str, value: str | None) -> None:
+        """A dynamic broker config (server/config_layers.py) changed: `value` is the effective
+        dynamic text, None when none is left (the static or default value comes back)."""
+        if name not in SETTINGS:
+            return
+        if value is None:
+            value = self.given.get(name)
+        if value is None:
+            self._values[name] = SETTINGS[name][1]
+        else:
+            self._values[name] = _parse(name, SETTINGS[name][0], value)
+
+    def _set_listener_scoped(self, name: str, value: Any) -> None:
+        """`listener.name.<listener>.<setting>` or `listener.name.<listener>.<mechanism>.<setting>`
+        (Kafka's per-listener overrides; the listener name is lower case in the prefix)."""
+        listener, _, rest = name[len("listener.name."):].partition(".")
+        mechanism, _, after = rest.partition(".")
+        if rest in LISTENER_SCOPED:
+            key, parser = rest, LISTENER_SCOPED[rest]
+        elif after in MECHANISM_SCOPED and mechanism:
+            key, parser = f"{mechanism.lower()}.{after}", MECHANISM_SCOPED[after]
+        else:
             self.unknown[name] = value
             return
-        parser, _ = SETTINGS[name]
-        try:
-            self._values[name] = parser(value)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"bad value for {name}: {value!r} ({e})") from None
+        if not listener:
+            self.unknown[name] = value
+            return
+        self.listener_overrides.setdefault(listener.lower(), {})[key] = _parse(name, parser, value)
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -182,19 +231,21 @@ class Config:
         return Path(raw.split(",")[0].strip())
 
     @property
-    def listeners(self) -> list[Listener]:
-        return [parse_listener(s.strip()) for s in self["listeners"].split(",") if s.strip()]
+    def listeners(self) -> list[EndPoint]:
+        from server.listeners import parse_endpoints
+
+        return parse_endpoints(self["listeners"])
 
     @property
-    def advertised_listeners(self) -> list[Listener]:
-        spec = self["advertised.listeners"]
-        if not spec:
-            return self.listeners
-        return [parse_listener(s.strip()) for s in spec.split(",") if s.strip()]
+    def advertised_listeners(self) -> list[EndPoint]:
+        from server.listeners import parse_endpoints
+
+        return parse_endpoints(self["advertised.listeners"]) or self.listeners
 
     @property
     def advertised(self) -> tuple[str, int]:
-        """host and port clients should connect to (Metadata, FindCoordinator)."""
+        """The first advertised endpoint. Handlers answer with the endpoint of the listener the
+        request came in on instead (RequestContext.advertised)."""
         lst = self.advertised_listeners[0]
         return (lst.host or "127.0.0.1", lst.port)
 

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 from protocol.framing import FrameDecoder, FrameTooLarge
 from server.deferred import Deferred
 from server.dispatch import CloseConnection, Dispatcher
+from server.session import Session
 
 if TYPE_CHECKING:
     from server.broker import Broker
+    from server.listeners import Listener
 
 log = logging.getLogger("kcoord.network")
 
@@ -31,8 +33,10 @@ _ids = itertools.count(1)
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: Broker, dispatcher: Dispatcher, max_request_bytes: int,
-                 max_queued: int = 500) -> None:
+                 max_queued: int = 500, listener: Listener | None = None) -> None:
         self._broker = broker
+        self._listener = listener
+        self.session = Session(listener, "")
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_request_bytes)
         self._max_queued = max_queued
@@ -61,6 +65,8 @@ class KafkaConnection(asyncio.Protocol):
         if peer:
             self._host = str(peer[0])
             self._peer = f"{peer[0]}:{peer[1]}"
+            self.session.host = self._host
+            self.session.port = int(peer[1])
         refused = self._broker.admit(self)
         if refused:
             log.warning("Rejected connection from %s: %s", self._peer, refused)
@@ -142,7 +148,7 @@ class KafkaConnection(asyncio.Protocol):
             hook = self.hook
             if hook is not None:
                 return hook(self, frame)
-            return self._dispatcher.handle(frame, self._host)
+            return self._dispatcher.handle(frame, self.session)
         except CloseConnection as e:
             return e
         except Exception as e:  # noqa: BLE001 - a handler bug must not take the server down
@@ -183,8 +189,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def _emit(self, value: object, out: list[bytes]) -> bool:
         if isinstance(value, CloseConnection):
+            if value.final is not None:
+                out.append(value.final)
             self._flush(out)
-            self._close(str(value))
+            self._close(str(value), quiet=value.quiet)
             return False
         if value is not None:
             out.append(value)  # type: ignore[arg-type]
@@ -207,10 +215,11 @@ class KafkaConnection(asyncio.Protocol):
         if out and self._transport is not None and not self._closed:
             self._transport.write(out[0] if len(out) == 1 else b"".join(out))
 
-    def _close(self, reason: str) -> None:
+    def _close(self, reason: str, quiet: bool = False) -> None:
         if self._closed:
             return
-        log.warning("Closing connection from %s: %s", self._peer, reason)
+        if not quiet:
+            log.warning("Closing connection from %s: %s", self._peer, reason)
         self._closed = True
         self._queue.clear()
         if self._transport is not None:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from server.broker import Broker
+    from server.session import Session
 
 
 @dataclass(slots=True)
@@ -15,3 +16,19 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    # the connection's listener and principal; None for requests made in-process without one
+    session: Session | None = None
+
+    @property
+    def principal(self) -> str:
+        return self.session.principal if self.session is not None else "User:ANONYMOUS"
+
+    @property
+    def advertised(self) -> tuple[str, int] | None:
+        """The host and port this broker advertises on the listener the request came in on
+        (Metadata, FindCoordinator and DescribeCluster answer with it, as Kafka does); None when
+        that listener is not in advertised.listeners. Without a session: the first advertised
+        listener."""
+        if self.session is None or self.session.listener is None:
+            return self.broker.config.advertised
+        return self.session.advertised

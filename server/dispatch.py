@@ -22,7 +22,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from protocol.api import API_TABLE, ApiKey, ApiSpec
 from protocol.errors import ErrorCode
-from protocol.fastpath import DECODERS, OffsetCommitResponseData, encode_commit_rows
+from protocol.fastpath import OffsetCommitResponseData, encode_commit_rows
 from protocol.headers import (
     HeaderError,
     encode_response_header,
@@ -32,12 +32,12 @@ from protocol.headers import (
 )
 from server.context import RequestContext
 from server.deferred import Deferred
-from server.handlers import HANDLERS, NO_RESPONSE
+from server.handlers import NO_RESPONSE, ROUTES, Route
 from server.handlers.api_versions import api_versions_body
-from server.handlers.groups import DIRECT
 
 if TYPE_CHECKING:
     from server.broker import Broker
+    from server.session import Session
 
 log = logging.getLogger("kcoord.dispatch")
 
@@ -47,7 +47,14 @@ _U16 = struct.Struct(">H")
 
 
 class CloseConnection(Exception):
-    """The request cannot be answered under the protocol: drop the connection (one log line)."""
+    """The request cannot be answered under the protocol: drop the connection (one log line).
+    `final` is written before closing (a failed authentication's answer); `quiet` when the
+    reason was logged already."""
+
+    def __init__(self, reason: str, final: bytes | None = None, quiet: bool = False) -> None:
+        super().__init__(reason)
+        self.final = final
+        self.quiet = quiet
 
 
 def frame_response(spec: ApiSpec, version: int, correlation_id: int, response: Any) -> bytes:
@@ -59,18 +66,24 @@ def frame_response(spec: ApiSpec, version: int, correlation_id: int, response: A
 
 
 class _Route:
-    """What serving one (API key, version) needs, computed once."""
+    """What serving one (API key, version) needs, computed once from the API's route
+    (server/handlers/routes.py) and its wire facts (protocol/api.py)."""
 
-    __slots__ = ("spec", "version", "handler", "direct", "decode", "name", "request_header", "header_tail")
+    __slots__ = ("spec", "version", "handler", "direct", "decode", "encode", "name", "request_header",
+                 "header_tail")
 
-    def __init__(self, spec: ApiSpec, version: int, handler: Callable[..., Any]) -> None:
+    def __init__(self, spec: ApiSpec, version: int, route: Route) -> None:
         self.spec = spec
         self.version = version
-        self.handler = handler
-        self.direct = DIRECT.get(spec.key)  # (broker, request, version) -> answer, no context
+        self.handler = route.handler
+        self.direct = route.direct  # (broker, request, version) -> answer, no context
+        fast = route.fast
         # (frame, body offset, version) -> request: the hand decoder for this very version
         # where there is one
-        self.decode = DECODERS.get((int(spec.key), version)) or spec.fast_decode or spec.decode
+        self.decode: Callable[[bytes, int, int], Any] = spec.decode if fast is None else fast.decoder(version)
+        # (response object, version) -> body
+        self.encode: Callable[[Any, int], bytes] = (
+            spec.encode if fast is None or fast.encode is None else fast.encode)
         self.name = spec.name
         self.request_header = spec.request_header_version(version)
         # after the echoed correlation id: header v1 adds an empty tagged-field section
@@ -104,11 +117,11 @@ def _routes() -> dict[bytes, _Route]:
     """Every served (API key, version), keyed by the first 4 bytes of a request frame."""
     out = {}
     for key, spec in API_TABLE.items():
-        handler = HANDLERS.get(key)
-        if handler is None:
+        route = ROUTES.get(key)
+        if route is None:
             continue
         for v in range(spec.min_version, spec.max_version + 1):
-            out[key.to_bytes(2, "big") + v.to_bytes(2, "big")] = _Route(spec, v, handler)
+            out[key.to_bytes(2, "big") + v.to_bytes(2, "big")] = _Route(spec, v, route)
     return out
 
 
@@ -152,8 +165,9 @@ class Dispatcher:
         # control API is on): None serves every request straight through handle()
         self.connection_hook: Any = None
 
-    def handle(self, frame: bytes, client_host: str) -> bytes | None | Deferred[bytes | None]:
-        """Answer one request: framed bytes, None (no response), or a Deferred of either."""
+    def handle(self, frame: bytes, client: Session | str) -> bytes | None | Deferred[bytes | None]:
+        """Answer one request from `client` (its connection's Session, or just its host):
+        framed bytes, None (no response), or a Deferred of either."""
         started = _perf_counter()
         route = self._routes.get(frame[:4]) if len(frame) >= 8 else None
         if route is None:
@@ -176,7 +190,11 @@ class Dispatcher:
                 self.broker.metrics.observe_request(route.name, _perf_counter() - started)
                 return framed
         else:
-            ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id, client_host)
+            if type(client) is str:
+                ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id, client)
+            else:
+                ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id,
+                                     client.host, client)
             result = route.handler(ctx, request, version)
         if isinstance(result, Deferred) and not result.done:
             # parked (a commit waiting for its fdatasync, a JoinGroup for the rebalance)
@@ -200,7 +218,7 @@ class Dispatcher:
         except HeaderError as e:
             raise CloseConnection(str(e)) from None
         spec = API_TABLE.get(api_key)
-        if spec is None or api_key not in HANDLERS:
+        if spec is None or api_key not in ROUTES:
             raise CloseConnection(f"unknown API key {api_key}")
         if api_key == ApiKey.API_VERSIONS:
             body = api_versions_body(ErrorCode.UNSUPPORTED_VERSION, 0)
@@ -218,7 +236,7 @@ class Dispatcher:
         if kind is OffsetCommitResponseData:
             return route.frame(correlation, encode_commit_rows(route.version, result.rows))
         if isinstance(result, ApiMessage):
-            return route.frame(correlation, route.spec.encode(result, route.version))
+            return route.frame(correlation, route.encode(result, route.version))
         if result is NO_RESPONSE:
             return None
         if isinstance(result, Deferred):
@@ -227,7 +245,7 @@ class Dispatcher:
             return out
         if inspect.isawaitable(result):
             return self._await(route, correlation, result)
-        return route.frame(correlation, route.spec.encode(result, route.version))
+        return route.frame(correlation, route.encode(result, route.version))
 
     def _await(self, route: _Route, correlation: bytes, result: Any) -> Deferred[Any]:
         out: Deferred[Any] = Deferred()

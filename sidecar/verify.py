@@ -93,7 +93,7 @@ def _coordinator_state(records, partition: int, num_partitions: int):
     coord.end_loading(partition)
     groups = {}
     for g in coord.groups():
-        offsets = tuple(sorted((t, p, _snap(v)) for t, p, v in g.offsets.items()))
+        offsets = tuple(sorted((t, p, _snap(v)) for t, p, v in coord.committed_offsets(g.group_id)))
         groups[g.group_id] = (_snap(g), offsets)
     return groups
 

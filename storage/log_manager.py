@@ -1,18 +1,21 @@
 """LogManager: the partition logs under one log directory (Kafka's log.dirs entry).
 
 Owns discovering `topic-N` directories at start-up, creating new ones (with their
-`partition.metadata`), looking logs up, and closing them all. A partition may be declared
-instead of created: its directory is made the first time it is looked up (a new server's 50
-empty __consumer_offsets partitions cost no files and no fsyncs at start-up).
+`partition.metadata`), looking logs up, forgetting deleted ones, and closing them all. A
+partition may be declared instead of created: its directory is made the first time it is looked
+up (a new server's 50 empty __consumer_offsets partitions cost no files and no fsyncs at
+start-up).
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import uuid
 from collections.abc import Iterator
 
 from storage.log import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES, PartitionLog
+from storage.log_dir_failure import LogDirFailureChannel
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
 
 logger = logging.getLogger(__name__)
@@ -20,6 +23,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["OFFSETS_TOPIC", "LogManager", "parse_partition_dir"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# Errors of the device rather than of one request: creating a log that fails with one of these
+# takes the directory offline (appends and syncs take it offline on any error).
+_DEVICE_ERRORS = {errno.EIO, errno.ENOSPC, errno.EROFS, errno.EDQUOT}
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -37,6 +43,8 @@ class LogManager:
     def __init__(self, log_dir: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  offsets_segment_bytes: int = OFFSETS_SEGMENT_BYTES) -> None:
         self.log_dir = log_dir
+        # An I/O error in any partition takes the directory offline (storage/log_dir_failure.py).
+        self.failures = LogDirFailureChannel([os.path.abspath(log_dir)])
         self.segment_bytes = segment_bytes
         self.offsets_segment_bytes = offsets_segment_bytes
         self.logs: dict[tuple[str, int], PartitionLog] = {}
@@ -49,7 +57,7 @@ class LogManager:
             path = os.path.join(log_dir, name)
             if tp is None or not os.path.isdir(path):
                 continue
-            self.logs[tp] = PartitionLog(path, segment_bytes=self._segment_bytes(tp[0]))
+            self.logs[tp] = PartitionLog(path, segment_bytes=self._segment_bytes(tp[0]), failures=self.failures)
             try:
                 tid = read_partition_metadata(path)
             except ValueError as e:
@@ -88,11 +96,31 @@ class LogManager:
         if log is not None:
             return log
         path = os.path.join(self.log_dir, f"{topic}-{partition}")
-        log = PartitionLog(path, segment_bytes=segment_bytes or self._segment_bytes(topic))
+        root = os.path.abspath(self.log_dir)
+        self.failures.check(root)
+        try:
+            log = PartitionLog(path, segment_bytes=segment_bytes or self._segment_bytes(topic), failures=self.failures)
+            if topic_id is not None:
+                write_partition_metadata(path, topic_id)
+        except OSError as e:
+            if e.errno not in _DEVICE_ERRORS:  # e.g. a name the filesystem refuses: this topic's problem
+                raise
+            raise self.failures.fail(root, f"Error while creating log for {topic}-{partition} in dir {root}", e) from e
         if topic_id is not None:
-            write_partition_metadata(path, topic_id)
             self.topic_ids.setdefault(topic, topic_id)
         self.logs[(topic, partition)] = log
+        return log
+
+    def remove(self, topic: str, partition: int) -> PartitionLog | None:
+        """Forget and close the log of a deleted partition (its directory is the caller's to
+        rename and remove). Parked readers holding it see `deleted`."""
+        self._declared.pop((topic, partition), None)  # never to be created now
+        log = self.logs.pop((topic, partition), None)
+        if log is not None:
+            log.deleted = True
+            log.close()
+        if not any(t == topic for t, _ in self.logs):
+            self.topic_ids.pop(topic, None)
         return log
 
     def partitions(self, topic: str) -> list[int]:

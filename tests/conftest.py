@@ -63,6 +63,14 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         admin.close()
 
 
+def removals(srv: KcoordProcess, group: str) -> tuple[int, int]:
+    """(members of `group` that left with a LeaveGroup, members removed when their session
+    expired), from the server's log. What proves a take-over followed a LeaveGroup, however
+    slow the machine made it."""
+    text = srv.log_text()
+    return (text.count(f"has left group {group} through explicit"), text.count(f"in group {group} has failed"))
+
+
 def unique(prefix: str) -> str:
     """A name no other test (or earlier run on the same server) uses."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

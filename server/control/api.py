@@ -20,6 +20,10 @@ kcoord" documents them.
     POST   /groups/{group}/rebalance
     POST   /groups/{group}/members/{member}/expire     member id or group.instance.id
     POST   /coordinator/load-in-progress {group_id | partition, ms}
+    GET    /brokers                                    virtual brokers: nodes, endpoints, up or down
+    POST   /brokers/{node}/down | /brokers/{node}/up
+    POST   /partitions/{topic}/{partition}/leader {node}
+    POST   /groups/{group}/coordinator {node}          moves the group's __consumer_offsets partition
 """
 from __future__ import annotations
 
@@ -52,6 +56,11 @@ ROUTES: list[tuple[str, str, Route]] = [
     ("POST", "/groups/{group}/rebalance", lambda c, p, q, b: c.rebalance(p["group"])),
     ("POST", "/groups/{group}/members/{member}/expire", lambda c, p, q, b: c.expire(p["group"], p["member"])),
     ("POST", "/coordinator/load-in-progress", lambda c, p, q, b: c.load_in_progress(b)),
+    ("GET", "/brokers", lambda c, p, q, b: c.brokers()),
+    ("POST", "/brokers/{node}/down", lambda c, p, q, b: c.broker_down(p["node"])),
+    ("POST", "/brokers/{node}/up", lambda c, p, q, b: c.broker_up(p["node"])),
+    ("POST", "/partitions/{topic}/{partition}/leader", lambda c, p, q, b: c.move_leader(p["topic"], p["partition"], b)),
+    ("POST", "/groups/{group}/coordinator", lambda c, p, q, b: c.move_coordinator(p["group"], b)),
 ]
 
 

@@ -10,6 +10,8 @@
     kcoord ctl requests [--api API] [--client-id C] [--group G] [--connection ID] [--since SEQ]
     kcoord ctl group GROUP | rebalance GROUP | expire GROUP MEMBER
     kcoord ctl load-in-progress MS (--group G | --partition P)
+    kcoord ctl brokers | broker-down NODE | broker-up NODE
+    kcoord ctl move-leader TOPIC PARTITION NODE | move-coordinator GROUP NODE
 
 The URL defaults to $KCOORD_CONTROL_URL, else http://127.0.0.1:9405.
 """
@@ -81,6 +83,17 @@ def _parser() -> argparse.ArgumentParser:
     li.add_argument("ms", type=int)
     li.add_argument("--group", dest="group_id")
     li.add_argument("--partition", type=int)
+    sub.add_parser("brokers", help="the virtual brokers (kcoord.virtual.brokers)")
+    for name, text in (("broker-down", "take a virtual broker down"), ("broker-up", "bring it back")):
+        b = sub.add_parser(name, help=text)
+        b.add_argument("node", type=int)
+    ml = sub.add_parser("move-leader", help="move a partition's leader to another virtual broker")
+    ml.add_argument("topic")
+    ml.add_argument("partition", type=int)
+    ml.add_argument("node", type=int)
+    mc = sub.add_parser("move-coordinator", help="move a group's coordinator to another virtual broker")
+    mc.add_argument("group")
+    mc.add_argument("node", type=int)
     return ap
 
 
@@ -115,6 +128,16 @@ def run(ctl: ControlClient, a: argparse.Namespace) -> Any:
         return ctl.expire_member(a.group, a.member)
     if a.cmd == "load-in-progress":
         return ctl.load_in_progress(a.ms, group_id=a.group_id, partition=a.partition)
+    if a.cmd == "brokers":
+        return ctl.brokers()
+    if a.cmd == "broker-down":
+        return ctl.broker_down(a.node)
+    if a.cmd == "broker-up":
+        return ctl.broker_up(a.node)
+    if a.cmd == "move-leader":
+        return ctl.move_leader(a.topic, a.partition, a.node)
+    if a.cmd == "move-coordinator":
+        return ctl.move_coordinator(a.group, a.node)
     raise AssertionError(a.cmd)
 
 

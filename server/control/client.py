@@ -112,6 +112,23 @@ class _Calls:
         return self._call("POST", "/coordinator/load-in-progress",
                           _drop_none(ms=ms, group_id=group_id, partition=partition))
 
+    # virtual brokers (kcoord.virtual.brokers=N)
+
+    def brokers(self) -> Any:
+        return self._call("GET", "/brokers", key="brokers")
+
+    def broker_down(self, node_id: int) -> Any:
+        return self._call("POST", f"/brokers/{node_id}/down")
+
+    def broker_up(self, node_id: int) -> Any:
+        return self._call("POST", f"/brokers/{node_id}/up")
+
+    def move_leader(self, topic: str, partition: int, node_id: int) -> Any:
+        return self._call("POST", f"/partitions/{_seg(topic)}/{partition}/leader", {"node": node_id})
+
+    def move_coordinator(self, group_id: str, node_id: int) -> Any:
+        return self._call("POST", f"/groups/{_seg(group_id)}/coordinator", {"node": node_id})
+
 
 class ControlClient(_Calls):
     def __init__(self, url: str, timeout: float = 30.0) -> None:

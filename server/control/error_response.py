@@ -59,21 +59,34 @@ _ALSO_ITEMS_BELOW = {ApiKey.FETCH: 13}
 _ZERO_UUID = uuid.UUID(int=0)
 
 
+def present(obj: Any, attr: str) -> Any:
+    """A field's value if the message's version has it, else None (kafka-python answers a
+    field outside the version with its default, e.g. OffsetFetch v8's unused group_id "")."""
+    try:
+        return object.__getattribute__(obj, attr)
+    except AttributeError:
+        return None
+
+
 def body_version(key: ApiKey, version: int) -> int:
     """The version an error response to a request of this version is encoded at."""
     return 0 if key == ApiKey.API_VERSIONS else version
 
 
-def error_response(spec: ApiSpec, version: int, request: Any, code: int, message: str | None = None) -> Any:
+def error_response(spec: ApiSpec, version: int, request: Any, code: int, message: str | None = None,
+                   at_items: bool = False) -> Any:
     """The response object Kafka would send for `request` failing with `code` (encode it at
-    body_version(spec.key, version))."""
+    body_version(spec.key, version)). `at_items`: an error of each requested partition (or
+    group, topic, key) rather than of the request, as NOT_LEADER_OR_FOLLOWER is: the
+    top-level code stays 0 and the entries carry it."""
     version = body_version(spec.key, version)
     top = spec.response._struct
-    values = _scalars(top, version, None, code, message, at_error_level=_has_error(top, version))
+    top_error = _has_error(top, version) and not at_items
+    values = _scalars(top, version, None, code, message, at_error_level=top_error)
     for attr in _ECHOED.get(spec.key, ()):
-        if attr in values and getattr(request, attr, None) is not None:
-            values[attr] = getattr(request, attr)
-    mirror = not _has_error(top, version) or version < _ALSO_ITEMS_BELOW.get(spec.key, -1)
+        if attr in values and present(request, attr) is not None:
+            values[attr] = present(request, attr)
+    mirror = not top_error or version < _ALSO_ITEMS_BELOW.get(spec.key, -1)
     for attr, field in _arrays(top, version):
         values[attr] = _items(field, version, _request_array(request, attr), code, message) if mirror else []
     return spec.response(version=version, **values)
@@ -116,7 +129,7 @@ def _identity(attr: str, item: Any) -> Any:
     if not hasattr(item, "_struct"):  # a request array of plain values (group ids, keys, indexes)
         return item
     for name in _IDENTITY[attr]:
-        value = getattr(item, name, None)
+        value = present(item, name)
         if value is not None:
             return value
     return None
@@ -155,7 +168,7 @@ def _request_array(request: Any, response_attr: str) -> list[Any] | None:
     if request is None:
         return None
     for name in _MIRRORS.get(response_attr, (response_attr,)):
-        value = getattr(request, name, None)
+        value = present(request, name)
         if isinstance(value, list):
             return value
     return None

@@ -19,6 +19,7 @@ from typing import Any
 
 from protocol.api import API_TABLE, ApiKey
 from protocol.errors import ErrorCode
+from server.control.error_response import present
 
 _ids = itertools.count(1)
 
@@ -184,11 +185,11 @@ def parse_count(body: dict[str, Any]) -> int:
 
 def request_groups(api: ApiKey, request: Any) -> Iterator[str]:
     if api == ApiKey.FIND_COORDINATOR:
-        if getattr(request, "key_type", 0) != 0:  # a transactional id, not a group
+        if (present(request, "key_type") or 0) != 0:  # a transactional id, not a group
             return
-        if getattr(request, "key", None):
+        if present(request, "key"):
             yield request.key
-        yield from getattr(request, "coordinator_keys", None) or ()
+        yield from present(request, "coordinator_keys") or ()
         return
     if api == ApiKey.DESCRIBE_GROUPS:
         yield from request.groups or ()
@@ -198,12 +199,12 @@ def request_groups(api: ApiKey, request: Any) -> Iterator[str]:
 
 def _walk_groups(obj: Any) -> Iterator[str]:
     for attr in _GROUP_FIELDS:
-        value = getattr(obj, attr, None)
+        value = present(obj, attr)
         if isinstance(value, str):
             yield value
         elif isinstance(value, list):
             yield from (v for v in value if isinstance(v, str))
-    groups = getattr(obj, "groups", None)  # OffsetFetch v8+
+    groups = present(obj, "groups")  # OffsetFetch v8+
     if isinstance(groups, list):
         for g in groups:
             if hasattr(g, "_struct"):
@@ -212,19 +213,19 @@ def _walk_groups(obj: Any) -> Iterator[str]:
 
 def request_topics(request: Any, topic_names: Callable[[uuid.UUID], str | None]) -> Iterator[str]:
     for attr in _TOPIC_ARRAYS:
-        items = getattr(request, attr, None)
+        items = present(request, attr)
         if not isinstance(items, list):
             continue
         for t in items:
             if isinstance(t, str):
                 yield t
                 continue
-            name = getattr(t, "name", None) or getattr(t, "topic", None)
-            if not name and getattr(t, "topic_id", None) is not None:
+            name = present(t, "name") or present(t, "topic")
+            if not name and present(t, "topic_id") is not None:
                 name = topic_names(t.topic_id)
             if name:
                 yield name
-    groups = getattr(request, "groups", None)  # OffsetFetch v8+: topics inside each group
+    groups = present(request, "groups")  # OffsetFetch v8+: topics inside each group
     if isinstance(groups, list):
         for g in groups:
             if hasattr(g, "_struct"):

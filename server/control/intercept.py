@@ -38,12 +38,12 @@ class Interceptor:
         handle = plane.dispatcher.handle
         parsed = _parse(frame)
         if parsed is None:
-            return handle(frame, conn.host)
+            return handle(frame, conn.session)
         spec, version, correlation, client_id, header_version, body_at = parsed
         conn.client_id = client_id if client_id is not None else ""
         if not plane.active:  # a new connection's first request: its client id is all we wanted
             conn.hook = None
-            return handle(frame, conn.host)
+            return handle(frame, conn.session)
         if plane.stalls and any(s.client_id == client_id for s in plane.stalls):
             return plane.hold(conn, frame)
         api = spec.key
@@ -52,7 +52,7 @@ class Interceptor:
         request = None
         if record or plane.needs_body(api):
             try:
-                request = spec.decode_full(frame, body_at, version)
+                request = spec.decode(frame, body_at, version)
             except Exception:  # noqa: BLE001 - the dispatcher refuses it as usual
                 request = None
         if record:
@@ -65,15 +65,25 @@ class Interceptor:
             answer = _error_frame(spec, version, correlation, request, rule.code, rule.message)
         delay_ms = plane.delay_for(facts)
         if delay_ms > 0:
-            return self._later(delay_ms / 1000.0, conn, frame, answer)
+            return self._later(delay_ms / 1000.0, conn, frame, answer, parsed, request)
         if answer is not _PASS:
             return answer
-        return handle(frame, conn.host)
+        return plane.serve(conn, frame, parsed, request)
 
-    def serve(self, conn: KafkaConnection, frame: bytes, out: Deferred[Any]) -> None:
+    def serve(self, conn: KafkaConnection, frame: bytes, out: Deferred[Any], parsed: Any = None,
+              request: Any = None) -> None:
         """Serve a held or delayed request now, completing `out` with its answer."""
         try:
-            result = self.plane.dispatcher.handle(frame, conn.host)
+            if parsed is None:  # a held request: looked at again, as it arrives now
+                parsed = _parse(frame)
+                if parsed is not None and self.plane.routing is not None:
+                    spec, version, _, _, _, body_at = parsed
+                    try:
+                        request = spec.decode(frame, body_at, version)
+                    except Exception:  # noqa: BLE001 - the dispatcher refuses it as usual
+                        request = None
+            result = self.plane.serve(conn, frame, parsed, request) if parsed is not None \
+                else self.plane.dispatcher.handle(frame, conn.session)
         except CloseConnection as e:
             result = e
         except Exception as e:  # noqa: BLE001 - as KafkaConnection._answer does
@@ -84,12 +94,13 @@ class Interceptor:
         else:
             out.complete(result)
 
-    def _later(self, delay_s: float, conn: KafkaConnection, frame: bytes, answer: Any) -> Deferred[Any]:
+    def _later(self, delay_s: float, conn: KafkaConnection, frame: bytes, answer: Any, parsed: Any,
+               request: Any) -> Deferred[Any]:
         out: Deferred[Any] = Deferred()
 
         def fire() -> None:
             if answer is _PASS:
-                self.serve(conn, frame, out)
+                self.serve(conn, frame, out, parsed, request)
             else:
                 out.complete(answer)
 

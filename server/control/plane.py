@@ -32,6 +32,7 @@ from server.control.intercept import Interceptor
 from server.control.recorder import Recorder
 from server.control.reset import reset_broker
 from server.deferred import Deferred
+from server.group import control as group_control
 from server.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -60,8 +61,31 @@ class ControlPlane:
         self.loading: dict[int, asyncio.Task[None]] = {}
         self.active = False
         self._needs_body: frozenset[ApiKey | None] = frozenset()
+        self.virtual: Any = None  # server.virtual.cluster.VirtualCluster with kcoord.virtual.brokers > 1
+        self.routing: Any = None  # server.virtual.routing.Routing, beside it
+        self._routed: frozenset[ApiKey] = frozenset()
         self.intercept = Interceptor(self)
         self.dispatcher.connection_hook = self.intercept
+
+    async def start_virtual(self, count: int) -> None:
+        """kcoord.virtual.brokers > 1: the other nodes' listeners, and every request routed
+        (server/virtual/), so every connection stays hooked."""
+        from server.virtual.cluster import VirtualCluster
+        from server.virtual.routing import ROUTED, Routing
+
+        self.virtual = VirtualCluster(self.server, count)
+        await self.virtual.start()
+        self.routing = Routing(self.virtual, self.dispatcher.handle)
+        self._routed = ROUTED
+        self._refresh()
+
+    def serve(self, conn: KafkaConnection, frame: bytes, parsed: Any, request: Any) -> Any:
+        """A request nothing injected answers: the dispatcher's answer, through the virtual
+        brokers' routing when they are on."""
+        if self.routing is None:
+            return self.dispatcher.handle(frame, conn.session)
+        spec, version, _, _, _, body_at = parsed
+        return self.routing.serve(conn, frame, spec, version, body_at, request)
 
     @property
     def broker(self) -> Any:
@@ -75,7 +99,7 @@ class ControlPlane:
 
     def needs_body(self, api: ApiKey) -> bool:
         needs = self._needs_body
-        return api in needs or None in needs
+        return api in needs or None in needs or (self.routing is not None and api in self._routed)
 
     def take_error(self, facts: Facts) -> ErrorRule | None:
         for rule in self.errors:
@@ -108,7 +132,7 @@ class ControlPlane:
     def _refresh(self) -> None:
         """Hook every connection while something is injected, none otherwise (those whose
         client id is not known yet keep the hook for their first request)."""
-        self.active = bool(self.errors or self.latency or self.stalls or self.recorder)
+        self.active = bool(self.errors or self.latency or self.stalls or self.recorder or self.routing)
         needs: set[ApiKey | None] = set()
         for rule in self.errors:
             needs.add(rule.match.api)  # the error answer mirrors the request
@@ -267,33 +291,43 @@ class ControlPlane:
     # ---------------------------------------------------------------- groups
 
     def rebalance(self, group_id: str) -> dict[str, Any]:
-        err, state = self.broker.coordinator.force_rebalance(group_id, "rebalance forced by the control API")
+        err = group_control.force_rebalance(self.broker.coordinator, group_id, "rebalance forced by the control API")
         if err == ErrorCode.GROUP_ID_NOT_FOUND:
-            raise NotFound(f"group {group_id} has no members to rebalance ({state})")
-        if err != ErrorCode.NONE:
-            raise BadRule(f"group {group_id} cannot rebalance in state {state}")
-        return {"group_id": group_id, "state": state}
+            raise NotFound(f"group {group_id} has no members to rebalance")
+        if err is not None:
+            raise BadRule(f"group {group_id} cannot be made to rebalance now ({err.name})")
+        return {"group_id": group_id, "state": self.broker.coordinator.group(group_id).state_name()}
 
     def expire(self, group_id: str, member: str) -> dict[str, Any]:
-        err, member_id = self.broker.coordinator.expire_member(
-            group_id, member, f"removing member {member} on heartbeat expiration (forced by the control API)")
+        err, member_id = group_control.expire_member(
+            self.broker.coordinator, group_id, member,
+            f"removing member {member} on heartbeat expiration (forced by the control API)")
         if err == ErrorCode.GROUP_ID_NOT_FOUND:
             raise NotFound(f"no group {group_id}")
-        if err != ErrorCode.NONE:
+        if err == ErrorCode.UNKNOWN_MEMBER_ID:
             raise NotFound(f"group {group_id} has no member or group.instance.id {member}")
+        if err is not None:
+            raise BadRule(f"group {group_id}: members cannot be expired ({err.name})")
         g = self.broker.coordinator.group(group_id)
-        return {"group_id": group_id, "member_id": member_id, "state": str(g.state) if g is not None else "Dead"}
+        return {"group_id": group_id, "member_id": member_id, "state": g.state_name() if g is not None else "Dead"}
 
     def group(self, group_id: str) -> dict[str, Any]:
-        g = self.broker.coordinator.group(group_id)
+        coordinator = self.broker.coordinator
+        g = coordinator.group(group_id)
         if g is None:
             raise NotFound(f"no group {group_id}")
-        return {"group_id": group_id, "state": str(g.state), "generation": g.generation_id,
-                "protocol_type": g.protocol_type, "protocol": g.protocol_name, "leader": g.leader_id,
-                "members": [{"member_id": mid, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                             "client_host": m.client_host} for mid, m in g.members.items()],
-                "partition": self.broker.coordinator.partition_of(group_id),
-                "offsets": len(g.offsets)}
+        out: dict[str, Any] = {"group_id": group_id, "type": str(g.TYPE), "state": g.state_name(),
+                               "partition": coordinator.partition_of(group_id),
+                               "offsets": sum(1 for _ in coordinator.committed_offsets(group_id))}
+        members = getattr(g, "members", {})
+        out.update({
+            "generation": getattr(g, "generation_id", None), "protocol_type": getattr(g, "protocol_type", None),
+            "protocol": getattr(g, "protocol_name", None), "leader": getattr(g, "leader_id", None),
+            "members": [{"member_id": mid, "group_instance_id": getattr(m, "group_instance_id", None),
+                         "client_id": getattr(m, "client_id", None), "client_host": getattr(m, "client_host", None)}
+                        for mid, m in members.items()],
+        })
+        return out
 
     def load_in_progress(self, body: dict[str, Any]) -> dict[str, Any]:
         """Unload a __consumer_offsets partition and load it again after `ms`: its groups
@@ -323,6 +357,48 @@ class ControlPlane:
             raise BadRule(f"name a 'group_id' or a __consumer_offsets 'partition' (0 to {n - 1})")
         return partition
 
+    # ---------------------------------------------------------------- virtual brokers
+
+    def _cluster(self) -> Any:
+        if self.virtual is None:
+            raise NotFound("virtual brokers are off (kcoord.virtual.brokers=N, N > 1)")
+        return self.virtual
+
+    def _node(self, node: Any) -> int:
+        cluster = self._cluster()
+        if isinstance(node, str) and node.isdigit():
+            node = int(node)
+        if isinstance(node, bool) or not isinstance(node, int) or node not in cluster.nodes:
+            raise BadRule(f"'node' must be one of the node ids {cluster.ids()}")
+        return node
+
+    def brokers(self) -> dict[str, Any]:
+        return {"brokers": self._cluster().describe()}
+
+    async def broker_down(self, node: str) -> dict[str, Any]:
+        return await self._cluster().down(self._node(node))
+
+    async def broker_up(self, node: str) -> dict[str, Any]:
+        return await self._cluster().up(self._node(node))
+
+    def move_leader(self, topic: str, partition: str, body: dict[str, Any]) -> dict[str, Any]:
+        cluster = self._cluster()
+        t = self.broker.topics.get(topic)
+        if t is None:
+            raise NotFound(f"no topic {topic}")
+        if not partition.isdigit() or not int(partition) < t.partitions:
+            raise NotFound(f"topic {topic} has partitions 0 to {t.partitions - 1}")
+        node = self._node(body.get("node"))
+        before = cluster.move_leader(topic, int(partition), node)
+        return {"topic": topic, "partition": int(partition), "leader": node, "previous": before}
+
+    def move_coordinator(self, group_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        cluster = self._cluster()
+        node = self._node(body.get("node"))
+        partition = self.broker.coordinator.partition_of(group_id)
+        before = cluster.move_leader(OFFSETS_TOPIC, partition, node)
+        return {"group_id": group_id, "partition": partition, "coordinator": node, "previous": before}
+
     # ---------------------------------------------------------------- reset
 
     async def reset(self) -> dict[str, Any]:
@@ -335,6 +411,8 @@ class ControlPlane:
         for task in self.loading.values():
             task.cancel()
         self.loading.clear()
+        if self.virtual is not None:
+            await self.virtual.reset()
         dropped = reset_broker(self.broker)
         self._refresh()
         await self.broker.loaded()
@@ -358,6 +436,7 @@ class ControlPlane:
         return {"cluster_id": b.cluster_id, "node_id": b.config.node_id,
                 "listeners": [f"{h}:{p}" for h, p in self.server.bound],
                 "topics": sorted(t.name for t in b.topics.topics.values() if not t.internal),
-                "groups": sorted(g.group_id for g in b.coordinator.groups()),
+                "groups": sorted(g.group_id for g in b.coordinator.groups() if not g.is_dead()),
                 "connections": len(b.connections), "faults": self.faults(),
-                "recording": self.recorder is not None}
+                "recording": self.recorder is not None,
+                "virtual_brokers": self.virtual.ids() if self.virtual is not None else None}

@@ -7,7 +7,9 @@
   parks as a DelayedFetch watched under each (topic, partition); Produce appends retry it. It
   completes when the bytes appended since cover min_bytes (each partition counting at most its
   partition_max_bytes), when a partition rolls a segment or its log start passes the fetch
-  offset, or when max_wait_ms expires; either way it reads again and answers what is there.
+  offset, when its topic is deleted (that partition answers UNKNOWN_TOPIC_OR_PARTITION, as
+  Kafka's re-read does), or when max_wait_ms expires; either way it reads again and answers
+  what is there.
 - high watermark = last stable offset = log end offset (one replica, no transactions), so both
   isolation levels read everything; aborted_transactions is null (read_uncommitted) or empty
   (read_committed); preferred_read_replica -1.
@@ -25,12 +27,10 @@ from typing import Any
 
 from kafka.protocol.consumer import FetchResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import data_plane, leader_epoch_error, partition_log
 from server.deferred import Deferred
-from server.handlers.registry import handles
 from server.purgatory import DelayedOperation
 from storage.log import OffsetOutOfRangeError, PartitionLog
 
@@ -95,8 +95,8 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int) -> tuple[list
         rows = []
         for part in parts:
             plog = part.plog
-            if plog is None:
-                rows.append((part.error, -1, -1, b""))
+            if plog is None or plog.deleted:  # deleted while the fetch was parked
+                rows.append((part.error if plog is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, b""))
                 failed = True
                 continue
             try:
@@ -177,7 +177,7 @@ class DelayedFetch(DelayedOperation):
                 plog = part.plog
                 if plog is None:
                     continue
-                if part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
+                if plog.deleted or part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
                     return self.force_complete()
                 seg = plog.active
                 if part.start_seg is not seg:
@@ -195,7 +195,6 @@ class DelayedFetch(DelayedOperation):
         self.deferred.complete(_response(self.version, self.req, self.resolved, rows))
 
 
-@handles(ApiKey.FETCH)
 def handle_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
     if version >= 7 and req.session_epoch not in (0, -1):
         return FetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,

@@ -10,10 +10,8 @@ from typing import Any
 
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 GROUP = 0
 TRANSACTION = 1
@@ -24,12 +22,13 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "kcoord does not support transactions"
     if key_type != GROUP:
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
+    if ctx.advertised is None:  # Kafka: the coordinator has no endpoint on this listener
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
     return ErrorCode.NONE, None
 
 
-@handles(ApiKey.FIND_COORDINATOR)
 def handle_find_coordinator(ctx: RequestContext, req: Any, version: int) -> Any:
-    host, port = ctx.broker.config.advertised
+    host, port = ctx.advertised or ("", -1)  # the listener the client came in on
     node = ctx.broker.config.node_id
     key_type = req.key_type if version >= 1 else GROUP
     if version >= 4:

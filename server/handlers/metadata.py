@@ -1,7 +1,8 @@
 """Metadata v0-v12: this node is the only broker, the controller and every partition's
 leader. Topics requested by name that do not exist are auto-created when both
 auto.create.topics.enable and the request allow it (answered LEADER_NOT_AVAILABLE the first
-time, as Kafka does while the new topic's leaders are being elected)."""
+time, as Kafka does while the new topic's leaders are being elected); not while a deletion of
+that name is being finished (UNKNOWN_TOPIC_OR_PARTITION: the client asks again)."""
 from __future__ import annotations
 
 import uuid
@@ -9,10 +10,8 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from server.context import RequestContext
-from server.handlers.registry import handles
 from server.topics import Topic, validate_topic_name
 
 TopicOut = MetadataResponse.MetadataResponseTopic
@@ -21,7 +20,11 @@ BrokerOut = MetadataResponse.MetadataResponseBroker
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_entry(topic: Topic, node: int) -> Any:
+def _topic_entry(topic: Topic, node: int, listener_error: ErrorCode = ErrorCode.NONE) -> Any:
+    """`listener_error`: the request came in on a listener this node does not advertise, so
+    its clients cannot reach the leader (Kafka: LISTENER_NOT_FOUND from v6, else
+    LEADER_NOT_AVAILABLE, leader -1)."""
+    ok = listener_error == ErrorCode.NONE
     return TopicOut(
         error_code=ErrorCode.NONE,
         name=topic.name,
@@ -29,9 +32,9 @@ def _topic_entry(topic: Topic, node: int) -> Any:
         is_internal=topic.internal,
         partitions=[
             PartitionOut(
-                error_code=ErrorCode.NONE,
+                error_code=listener_error,
                 partition_index=p,
-                leader_id=node,
+                leader_id=node if ok else -1,
                 leader_epoch=0,
                 replica_nodes=[node],
                 isr_nodes=[node],
@@ -46,11 +49,13 @@ def _error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_U
     return TopicOut(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
-@handles(ApiKey.METADATA)
 def handle_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     node = broker.config.node_id
-    host, port = broker.config.advertised
+    endpoint = ctx.advertised  # the listener the client came in on
+    listener_error = ErrorCode.NONE
+    if endpoint is None:
+        listener_error = ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
     # v0: an empty list means all topics; v1+: null means all topics.
     all_topics = req.topics is None or (version == 0 and not req.topics)
     allow_auto = broker.config["auto.create.topics.enable"] and (
@@ -58,7 +63,7 @@ def handle_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
     )
     entries = []
     if all_topics:
-        entries = [_topic_entry(t, node) for t in broker.topics.topics.values()]
+        entries = [_topic_entry(t, node, listener_error) for t in broker.topics.topics.values()]
     else:
         for wanted in req.topics:
             name = wanted.name
@@ -67,18 +72,18 @@ def handle_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
                 if topic is None:
                     entries.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id))
                 else:
-                    entries.append(_topic_entry(topic, node))
+                    entries.append(_topic_entry(topic, node, listener_error))
                 continue
             topic = broker.topics.get(name)
             if topic is not None:
-                entries.append(_topic_entry(topic, node))
+                entries.append(_topic_entry(topic, node, listener_error))
                 continue
             try:
                 validate_topic_name(name)
             except KafkaError:
                 entries.append(_error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            if allow_auto and broker.topics.colliding(name) is None:
+            if allow_auto and broker.topics.colliding(name) is None and not broker.topics.is_deleting(name):
                 broker.create_topic(name, broker.config["num.partitions"], {})
                 entries.append(_error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
             else:
@@ -86,7 +91,7 @@ def handle_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
     return MetadataResponse(
         version=version,
         throttle_time_ms=0,
-        brokers=[BrokerOut(node_id=node, host=host, port=port, rack=None)],
+        brokers=[] if endpoint is None else [BrokerOut(node_id=node, host=endpoint[0], port=endpoint[1], rack=None)],
         cluster_id=broker.cluster_id,
         controller_id=node,
         topics=entries,

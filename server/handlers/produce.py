@@ -31,10 +31,8 @@ import logging
 from typing import Any
 
 from aiokafka.errors import UnsupportedCodecError
-from aiokafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.producer import ProduceResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from server.context import RequestContext
 from server.data_plane import (
@@ -45,8 +43,10 @@ from server.data_plane import (
     max_message_bytes,
     partition_log,
     segment_bytes,
+    timestamp_bounds,
 )
-from server.handlers.registry import NO_RESPONSE, handles
+from server.handlers.registry import NO_RESPONSE
+from server.record_validation import validate_records
 from storage.batch import (
     CorruptBatchError,
     client_batch_problem,
@@ -64,7 +64,6 @@ RecordError = PartitionOut.BatchIndexAndErrorMessage
 _MAGIC_OFFSET = 16
 _ZSTD = 4
 _MAX_COMPRESSION = 4
-_LONG_MAX = 2**63 - 1
 
 
 class _Result:
@@ -92,18 +91,6 @@ def _records_problem(records: Any, version: int) -> KafkaError | None:
         return KafkaError(ErrorCode.INVALID_RECORD,
                           f"Produce requests with version {version} are only allowed to contain record batches "
                           f"with magic version 2 (got magic {magic})")
-    return None
-
-
-def _timestamp_problem(ctx: RequestContext, topic: Any, data: bytes, now: int) -> tuple[int, str] | None:
-    before = int(topic.config("message.timestamp.before.max.ms") or _LONG_MAX)
-    after = int(topic.config("message.timestamp.after.max.ms") or _LONG_MAX)
-    if before >= _LONG_MAX and after >= _LONG_MAX:
-        return None
-    for i, r in enumerate(DefaultRecordBatch(data)):
-        if r.timestamp < now - before or r.timestamp > now + after:
-            return i, (f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. The timestamp "
-                       f"should be within [{now - before}, {now + after}]")
     return None
 
 
@@ -154,21 +141,17 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
                        f"Message batch size is {h.size} bytes in append to partition {topic_name}-{index}, which "
                        f"exceeds the maximum configured segment size of {seg_limit}.")
     append_time = log_append_time(broker, topic)
+    before_max_ms, after_max_ms = timestamp_bounds(broker, topic)
     now = broker.clock.now_ms()
     try:
-        if "compact" in cleanup_policy(topic):
-            for i, r in enumerate(DefaultRecordBatch(records)):
-                if r.key is None:
-                    res = _Result(ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key in "
-                                                            f"topic partition {topic_name}-{index}.")
-                    res.record_errors = [(i, None)]
-                    return res
-        if not append_time:
-            bad = _timestamp_problem(ctx, topic, records, now)
-            if bad is not None:
-                res = _Result(ErrorCode.INVALID_TIMESTAMP, bad[1])
-                res.record_errors = [bad]
-                return res
+        bad = validate_records(
+            records, f"{topic_name}-{index}", compacted="compact" in cleanup_policy(broker, topic),
+            create_time=not append_time,
+            before_max_ms=before_max_ms, after_max_ms=after_max_ms, now=now)
+        if bad is not None:
+            res = _Result(bad.code, bad.message)
+            res.record_errors = bad.errors
+            return res
     except UnsupportedCodecError as e:
         # This install lacks the codec (aiokafka needs cramjam for lz4/snappy/zstd): the batch is
         # stored as it came, only the record-level checks above are skipped.
@@ -199,8 +182,7 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
         base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH)
     except CorruptBatchError as e:
         return _Result(ErrorCode.CORRUPT_MESSAGE, str(e))
-    except OSError as e:
-        log.error("Appending to %s-%d failed: %r", topic_name, index, e)
+    except OSError as e:  # the log directory is offline (logged once by the failure channel)
         return _Result(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
     if state is not None:
         state.update(h, base)
@@ -252,7 +234,8 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
         try:
             await sync(plog, offset)
         except Exception as e:  # noqa: BLE001 - reported per partition
-            log.error("fdatasync of %s failed: %r", plog.path, e)
+            if not isinstance(e, OSError):  # an I/O error was logged once by the failure channel
+                log.error("fdatasync of %s failed: %r", plog.path, e)
             outcome[key] = error_code_of(e)
 
     tasks = [asyncio.ensure_future(one(k, plog, off)) for k, (plog, off) in waits.items()]
@@ -272,7 +255,6 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
     return _response(version, req, results)
 
 
-@handles(ApiKey.PRODUCE)
 def handle_produce(ctx: RequestContext, req: Any, version: int) -> Any:
     acks = req.acks
     if any(_is_transactional(p.records) for t in req.topic_data for p in t.partition_data):

@@ -68,6 +68,7 @@ def start_member(kind: str, bootstrap: str, topic: str, group: str, name: str,
 CLIENT_IDS = {"kafkajs": "kcoord-kafkajs-consumer"}
 
 
+@pytest.mark.timeout(360)
 @pytest.mark.parametrize("kind", ["confluent", "java"])
 def test_commits_survive_three_not_coordinator_answers_and_the_client_finds_its_coordinator_again(
         kcoord, members, kind):
@@ -81,7 +82,10 @@ def test_commits_survive_three_not_coordinator_answers_and_the_client_finds_its_
     kcoord.control.start_recording()
     rule = kcoord.control.inject_error("OffsetCommit", "NOT_COORDINATOR", count=3, group_id=group)
     produce(kcoord.bootstrap, topic, 5, start=5)
-    m.wait_for(lambda mm: last_committed(mm) == 10, 120, "the commit after three NOT_COORDINATOR answers")
+    # librdkafka reconnects its coordinator after each NOT_COORDINATOR, and its retried commit
+    # may race that reconnection several times over (its own behaviour, as against Kafka):
+    # 20-80 s on a busy machine
+    m.wait_for(lambda mm: last_committed(mm) == 10, 240, "the commit after three NOT_COORDINATOR answers")
     assert committed(kcoord.bootstrap, group, topic) == {0: 10}
     # the client retried them: the application never saw the coordinator error
     assert not [e for e in m.events("commit_error") if "coordinator" in str(e["error"]).lower()], m.describe()
