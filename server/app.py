@@ -90,7 +90,9 @@ class Server:
         control_at = self.config["kcoord.control.listener"]
         virtual = self.config["kcoord.virtual.brokers"]
         if control_at or virtual > 1:  # before the Kafka listeners: every connection's first request is seen
-            await self._start_control(control_at)
+            from server.control.plane import ControlPlane
+
+            self.control = ControlPlane(self)
         for spec in listener_specs(self.config):
             if spec.protocol != SecurityProtocol.PLAINTEXT:
                 raise ValueError(f"listener {spec.name}: {spec.protocol.value} is not served yet")
@@ -106,6 +108,8 @@ class Server:
             log.info("Prometheus metrics on http://%s:%d/metrics", *self.metrics_bound)
         if virtual > 1:
             await self.control.start_virtual(virtual)
+        if control_at:  # last: once it answers, every listener is up
+            await self._start_control_http(control_at)
         self.broker.start_background()
         log.info("kcoord listening on %s", ", ".join(lst.describe() for lst in self.listeners))
 
@@ -130,14 +134,8 @@ class Server:
         self.listeners.append(listener)
         return listener
 
-    async def _start_control(self, url: str) -> None:
-        """The control API for tests (server/control/), and its HTTP listener when `url` names
-        one: imported only when it is on."""
-        from server.control.plane import ControlPlane
-
-        self.control = ControlPlane(self)
-        if not url:
-            return
+    async def _start_control_http(self, url: str) -> None:
+        """The control API's HTTP listener (server/control/): imported only when it is on."""
         from server.control.api import make_handler
         from server.control.http import start_http_server
 

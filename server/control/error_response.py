@@ -59,6 +59,14 @@ _ALSO_ITEMS_BELOW = {ApiKey.FETCH: 13}
 _ZERO_UUID = uuid.UUID(int=0)
 
 
+def encode(message: Any, version: int) -> bytes:
+    """A request or response object's bytes, decoded ones included (kafka-python's decode
+    leaves the header slot unset, which its encode trips on)."""
+    if present(message, "_header") is None:
+        message._header = None
+    return bytes(message.encode(version=version))
+
+
 def present(obj: Any, attr: str) -> Any:
     """A field's value if the message's version has it, else None (kafka-python answers a
     field outside the version with its default, e.g. OffsetFetch v8's unused group_id "")."""

@@ -61,7 +61,9 @@ class VirtualCluster:
         server = self.server
         first = server.config.node_id
         configured = list(server.listeners)
-        self._add(VirtualNode(first, configured))
+        bound = {addr for lst in configured for addr in lst.bound}
+        self._add(VirtualNode(first, configured, servers=[
+            srv for srv in server._servers if any(sock.getsockname()[:2] in bound for sock in srv.sockets)]))
         for i in range(1, self.count):
             node = VirtualNode(first + i, [self._twin(lst) for lst in configured])
             self._add(node)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.api import ApiKey, ApiSpec
 from protocol.errors import ErrorCode
-from server.control.error_response import error_response, present
+from server.control.error_response import encode, error_response, present
 from server.control.faults import request_groups
 from server.deferred import Deferred
 
@@ -154,7 +154,7 @@ class Routing:
             errors = None  # acks=0: nothing is answered
         if local is None:
             return _framed(spec, version, frame, errors) if errors is not None else None
-        body = bytes(local.encode(version=version))
+        body = encode(local, version)
         result = self.handle(frame[:body_at] + body, conn.session)
         if errors is None:
             return result
@@ -215,7 +215,7 @@ def _topic_key(t: Any) -> Any:
 def _framed(spec: ApiSpec, version: int, frame: bytes, response: Any) -> bytes:
     from protocol.headers import encode_response_header
 
-    body = bytes(response.encode(version=version))
+    body = encode(response, version)
     header = encode_response_header(int.from_bytes(frame[4:8], "big", signed=True), spec.response_header_version(version))
     return (len(header) + len(body)).to_bytes(4, "big") + header + body
 
@@ -231,8 +231,6 @@ def _after(result: Any, spec: ApiSpec, version: int, change: Callable[[Any], Any
         return result  # None (no response) or a CloseConnection
     header_len = 4 + (1 if spec.response_header_version(version) >= 1 else 0)
     header, body = result[4:4 + header_len], result[4 + header_len:]
-    resp = change(spec.response.decode(body, version=version))
-    resp._header = None  # kafka-python's decode leaves it unset, which its encode trips on
-    new_body = bytes(resp.encode(version=version))
+    new_body = encode(change(spec.response.decode(body, version=version)), version)
     return (len(header) + len(new_body)).to_bytes(4, "big") + header + new_body
 

@@ -78,6 +78,8 @@ BAD = [
     ("DELETE", "/faults/12345", None, 404, "no fault"),
     ("GET", "/no/such/route", None, 404, "no control route"),
     ("GET", "/reset", None, 405, "POST"),
+    ("GET", "/brokers", None, 404, "virtual brokers are off"),
+    ("POST", "/groups/g/coordinator", b'{"node": 2}', 404, "virtual brokers are off"),
 ]
 
 
