@@ -39,12 +39,13 @@ class KcoordProcess:
     control API's client when `control=True` (the default of the pytest plugin's servers)."""
 
     def __init__(self, log_dir: Path, port: int | None = None, overrides: dict[str, str] | None = None,
-                 control: bool = False, cwd: Path | None = None) -> None:
+                 control: bool = False, cwd: Path | None = None, host: str = "127.0.0.1") -> None:
         self.log_dir = Path(log_dir)
+        self.host = host  # the Kafka listener's address (another local address, say)
         self.port = port or free_port()
         self.control_port = free_port() if control else None
         self.overrides = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{host}:{self.port}",
             "log.dirs": str(log_dir),
             **TEST_DEFAULTS,
             **({"kcoord.control.listener": f"http://127.0.0.1:{self.control_port}"} if control else {}),
@@ -56,7 +57,7 @@ class KcoordProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def control_url(self) -> str | None:
@@ -84,7 +85,7 @@ class KcoordProcess:
         with open(self.output, "ab") as out:
             self.proc = subprocess.Popen(args, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
-        ports = [self.port] + ([self.control_port] if self.control_port else [])
+        ports = [(self.host, self.port)] + ([("127.0.0.1", self.control_port)] if self.control_port else [])
         while ports:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kcoord exited with {self.proc.returncode}:\n{self.log_text()}")
@@ -92,7 +93,7 @@ class KcoordProcess:
                 self.stop(signal.SIGKILL)
                 raise RuntimeError(f"kcoord did not listen on {ports} within {timeout} s:\n{self.log_text()}")
             try:
-                with socket.create_connection(("127.0.0.1", ports[0]), timeout=0.5):
+                with socket.create_connection(ports[0], timeout=0.5):
                     ports.pop(0)
             except OSError:
                 time.sleep(0.01)

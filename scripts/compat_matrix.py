@@ -30,11 +30,12 @@ CLIENTS = [
     ("kafkajs", "kafkajs"),
 ]
 FEATURES = ["bootstrap", "group join", "static membership", "rebalance on leave", "commit/fetch", "consume",
-            "restart resume", "read __consumer_offsets"]
+            "restart resume", "read __consumer_offsets", "transactions"]
 
 # Why a cell has no test; printed only for cells that come out "—".
 NOT_TESTED_WHY = {
     ("kafkajs", "static membership"): "kafkajs 2.2.4 has no group.instance.id",
+    ("kcat", "transactions"): "kcat has no transactional producer",
 }
 
 

@@ -19,6 +19,8 @@ from server.group.coordinator import GroupCoordinator
 from server.metrics import Metrics
 from server.topic_deletion import TopicDeleter
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
+from server.txn.log_writer import TXN_TOPIC
+from server.txn.service import TxnService
 from storage.log_manager import LogManager
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ class Broker:
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime
         self.data_plane: DataPlane
+        self.txn: TxnService
         self._background: list[asyncio.Task[None]] = []
         self._lock_fd: int | None = None
         self.deleter = TopicDeleter(self)
@@ -100,6 +103,7 @@ class Broker:
             on_append=lambda p: self.data_plane.appended(OFFSETS_TOPIC, p),
             metrics=self.metrics,
         )
+        self.txn = TxnService(self)  # the transaction coordinator, beside the group's
 
     def start_background(self, freeze: bool = True) -> None:
         """After the listeners are up: load __consumer_offsets (groups answer
@@ -111,6 +115,7 @@ class Broker:
             loading.add_done_callback(lambda _: gc.freeze())
         self._background.append(loading)  # first: tests and tools await the load through it
         self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
+        self._background.append(asyncio.ensure_future(self.txn.run(loading)))
         self._background.append(asyncio.ensure_future(self._finish_deletions_after(loading)))
         self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])
         from server.data_plane import start_topic_retention  # topics' retention.ms / retention.bytes
@@ -119,21 +124,29 @@ class Broker:
 
     async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
         """Once __consumer_offsets is loaded, keep putting in place the segments the
-        compaction sidecar commits (storage/swap.py). Not while loading: the loader reads
-        segments across awaits."""
+        compaction sidecar commits (storage/swap.py) for every topic whose cleanup.policy has
+        `compact`, __transaction_state's once it is loaded too. Not while loading: the loaders
+        read segments across awaits."""
+        from server.data_plane import cleanup_policy
+
         await loading
         interval = self.config["kcoord.compaction.handoff.check.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
             assert self.logs is not None
-            for p in self.logs.partitions(OFFSETS_TOPIC):
-                plog = self.logs.get(OFFSETS_TOPIC, p)
-                if plog is None:
+            for topic in list(self.topics.topics.values()):
+                if topic.name == TXN_TOPIC and not self.txn.loaded:
                     continue
-                try:
-                    plog.adopt_swaps()
-                except OSError as e:  # the old segments stay in place: nothing is lost
-                    log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
+                if "compact" not in cleanup_policy(self, topic):
+                    continue
+                for p in self.logs.partitions(topic.name):
+                    plog = self.logs.existing(topic.name, p)
+                    if plog is None:
+                        continue
+                    try:
+                        plog.adopt_swaps()
+                    except OSError as e:  # the old segments stay in place: nothing is lost
+                        log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
 
     async def _finish_deletions_after(self, loading: asyncio.Future[None]) -> None:
         """Topic deletions write offset tombstones from the loaded groups: finish the ones
@@ -144,9 +157,10 @@ class Broker:
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None
         seg = self.configs.topic_values(topic)["segment.bytes"]
-        # __consumer_offsets partitions get their directory at their first write or read: a
-        # new server does not create (and fsync) 50 empty partitions before it listens
-        make = self.logs.declare if topic.name == OFFSETS_TOPIC else self.logs.create
+        # __consumer_offsets (and __transaction_state) partitions get their directory at their
+        # first write or read: a new server does not create (and fsync) 50 empty partitions
+        # before it listens, nor the first transactional client 50 more
+        make = self.logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC) else self.logs.create
         for p in range(topic.partitions):
             make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id)
             plog = self.logs.existing(topic.name, p)
@@ -202,6 +216,15 @@ class Broker:
         log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id)
         return topic
 
+    def add_partitions(self, topic: Topic, count: int) -> None:
+        """CreatePartitions: the registry first (a start-up creates the logs it lists), then
+        the new partitions' logs."""
+        old = topic.partitions
+        self.topics.set_partitions(topic, count)
+        if self.logs is not None:
+            self._create_logs(topic)
+        log.info("Increased the partitions of topic %s from %d to %d", topic.name, old, count)
+
     async def delete_topic(self, topic: Topic) -> None:
         """Delete a topic (server/topic_deletion.py). Returns once nothing of it remains, or,
         while __consumer_offsets is still loading, once it is gone from the registry and its
@@ -224,6 +247,7 @@ class Broker:
     async def stop(self) -> None:
         self.deleter.stop()
         self.stop_background()
+        await self.txn.stop()
         await self.runtime.stop()
         if self.logs is not None:
             self.logs.close()

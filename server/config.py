@@ -77,6 +77,16 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.max.session.timeout.ms": (int, 1800000),
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.max.size": (int, 2147483647),
+    # the transaction coordinator (server/txn/)
+    "transaction.state.log.num.partitions": (int, 50),
+    "transaction.state.log.segment.bytes": (int, 104857600),
+    "transaction.state.log.load.buffer.size": (int, 5242880),
+    "transaction.max.timeout.ms": (int, 900000),
+    "transactional.id.expiration.ms": (int, 604800000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
+    "transaction.partition.verification.enable": (_bool, True),
+    "request.timeout.ms": (int, 30000),
     # Kafka's log cleaner settings, used by `kcoord compact` / `kcoord sidecar`
     "log.cleaner.delete.retention.ms": (int, 86400000),
     "log.cleaner.min.cleanable.ratio": (float, 0.5),

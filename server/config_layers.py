@@ -99,7 +99,7 @@ class BrokerConfigs:
         self._others = brokers
         for name in set(self.cluster) | set(self.node):
             self._push(name)
-        self._generation += 1
+        self.changed()
 
     def _valid(self, values: dict[str, str], what: str) -> dict[str, str]:
         """Kafka's fromPersistentProps: entries that are no longer valid are dropped, logged."""
@@ -139,7 +139,7 @@ class BrokerConfigs:
         self.save()
         for name in set(old) | set(values):
             self._push(name)
-        self._generation += 1
+        self.changed()
 
     def _push(self, name: str) -> None:
         """Make Config's value of a setting kcoord reads the effective one."""
@@ -220,8 +220,9 @@ class BrokerConfigs:
     # ------------------------------------------------------------------ topic values
 
     def changed(self) -> None:
-        """Something topic values depend on changed (a topic's own configs)."""
+        """Something topic values depend on changed (a topic's own configs, a broker default)."""
         self._generation += 1
+        self._topic_cache.clear()  # also forgets deleted topics
 
     def topic_defaults(self) -> dict[str, Any]:
         """Every topic config's typed value from the broker layers (KafkaConfig's

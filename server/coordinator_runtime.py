@@ -94,6 +94,9 @@ class CoordinatorRuntime:
         self.writer = CoordinatorWriter(logs, num_partitions, coordinator.replay, clock,
                                         commit_timeout_ms / 1000.0, max_message_bytes, on_append)
         self._retention_task: asyncio.Task[None] | None = None
+        # (partition, its log) -> None, run after a partition's records are replayed and
+        # before its groups are served (the transaction coordinator adds open transactions)
+        self.load_hooks: list[Callable[[int, Any], None]] = []
         # Writes no request asked for (a group emptied by a session timeout) come through here.
         coordinator.set_background_writer(self.write_background)
 
@@ -186,6 +189,8 @@ class CoordinatorRuntime:
                 replayed += 1
                 if replayed % _LOAD_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
+        for hook in self.load_hooks:
+            hook(partition, plog)
         self.coordinator.end_loading(partition)
         self.metrics.partition_load_seconds[partition] = time.monotonic() - started
         if n:

@@ -11,6 +11,7 @@ built from the emptied directory; dynamic broker configs revert to the static on
 """
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import os
@@ -49,9 +50,16 @@ def reset_broker(broker: Broker) -> dict[str, int]:
     broker.clock = SystemClock()
     for name in set(broker.configs.cluster) | set(broker.configs.node):
         broker.config.apply(name, None)  # dynamic broker configs (AlterConfigs) go with the state
+    # the transaction coordinator's marker writes and periodic tasks stop before they can
+    # touch the new state; the rest of its stop (waiting for its writes) runs on its own
+    txn = broker.txn
+    for task in list(txn.markers.in_flight):
+        task.cancel()
+    asyncio.ensure_future(txn.stop())
     # writes staged this loop turn go to the old logs now (their answers go nowhere: the
     # connections are closed); fsync rounds in flight use their own file descriptors
     broker.runtime.writer.flush()
+    txn.runtime.writer.flush()
     assert broker.logs is not None
     broker.logs.discard()
     log_dir = str(broker.log_dir)

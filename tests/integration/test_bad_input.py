@@ -37,6 +37,8 @@ EXPECTED_RANGES = {
     32: (0, 4), 33: (0, 2), 35: (0, 4), 43: (0, 2), 44: (0, 1), 45: (0, 0), 46: (0, 0), 60: (0, 1), 75: (0, 0),
 }
 EXPECTED_RANGES[20] = (0, 6)  # DeleteTopics
+EXPECTED_RANGES[21] = (0, 2)  # DeleteRecords
+EXPECTED_RANGES[37] = (0, 3)  # CreatePartitions
 
 
 @pytest.fixture(scope="module")

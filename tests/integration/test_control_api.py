@@ -16,7 +16,7 @@ from clientlib import python_member
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from conftest import call, committed, unique
-from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.admin import ListGroupsRequest, ListTransactionsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from kcoord_testing import ControlError
@@ -29,6 +29,11 @@ def produce(bootstrap: str, topic: str, n: int, **conf) -> None:
     for i in range(n):
         p.produce(topic, key=b"k%d" % i, value=b"v%d" % i)
     assert p.flush(30) == 0
+
+
+def list_transactions(bootstrap: str) -> list:
+    req = ListTransactionsRequest(version=0, state_filters=[], producer_id_filters=[])
+    return call(bootstrap, req, 0).transaction_states
 
 
 def raw_http(url: str, data: bytes) -> tuple[int, dict | None]:
@@ -148,6 +153,12 @@ def test_reset_first_fill_the_server(kcoord):
     c.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
     c.close()
     assert committed(kcoord.bootstrap, group, topic) == {0: 3}
+    txn = Producer({"bootstrap.servers": kcoord.bootstrap, "transactional.id": f"{topic}-txn"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce(topic, b"left open")
+    txn.flush(30)  # an ongoing transaction the reset must forget
+    assert [t.transactional_id for t in list_transactions(kcoord.bootstrap)] == [f"{topic}-txn"]
     kcoord.control.inject_error("Metadata", "LEADER_NOT_AVAILABLE", count=-1, topic="never-asked-for")
     kcoord.control.start_recording()
     status = kcoord.control.status()
@@ -161,6 +172,7 @@ def test_reset_then_leaves_nothing_of_the_test_before(kcoord):
     md = call(kcoord.bootstrap, MetadataRequest(version=4, topics=None, allow_auto_topic_creation=False), 4)
     assert [t.name for t in md.topics] == ["__consumer_offsets"]
     assert call(kcoord.bootstrap, ListGroupsRequest(version=2), 2).groups == []
+    assert list_transactions(kcoord.bootstrap) == []
     assert committed(kcoord.bootstrap, _FIRST["group"], _FIRST["topic"]) == {}
     assert not list((kcoord.log_dir).glob(f"{_FIRST['topic']}-*"))
     # the name is free again: nothing of the old partitions is in the way

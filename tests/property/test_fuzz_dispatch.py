@@ -29,8 +29,10 @@ from hypothesis import strategies as st
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
+    DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
@@ -56,6 +58,8 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from txn_seeds import ERROR_BY_DESIGN as TXN_ERROR_BY_DESIGN
+from txn_seeds import TXN_APIS, txn_request
 
 from protocol.api import API_TABLE, ApiKey, _generic_decoder
 from server.broker import Broker
@@ -176,9 +180,18 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
             return DeleteTopicsRequest(version=v, timeout_ms=5000, topics=[
                 T(name=f"fuzz-created-{v}", topic_id=uuid.UUID(int=0))])
         return DeleteTopicsRequest(version=v, timeout_ms=5000, topic_names=[f"fuzz-created-{v}"])
+    if api == ApiKey.DELETE_RECORDS:  # offset 0: the log start offset stays where it is
+        T = DeleteRecordsRequest.DeleteRecordsTopic
+        return DeleteRecordsRequest(version=v, timeout_ms=5000, topics=[
+            T(name=TOPIC, partitions=[T.DeleteRecordsPartition(partition_index=1, offset=0)])])
+    if api == ApiKey.CREATE_PARTITIONS:  # each version grows the topic by one (it has 2)
+        return CreatePartitionsRequest(version=v, timeout_ms=5000, validate_only=False, topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name=TOPIC, count=3 + v, assignments=None)])
     seed = _admin_seed(api, v)
     if seed is not None:
         return seed
+    if api in TXN_APIS:
+        return txn_request(api, v, TOPIC, COMMIT_GROUP)
     raise AssertionError(f"no seed for API {api}: add one when an API is added to API_TABLE")
 
 
@@ -307,10 +320,10 @@ class Env:
 
 
 def _creates_huge_topic(frame: bytes) -> bool:
-    if len(frame) < 8 or struct.unpack_from(">h", frame)[0] != ApiKey.CREATE_TOPICS:
+    if len(frame) < 8 or struct.unpack_from(">h", frame)[0] not in (ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS):
         return False
-    _, v, _ = struct.unpack_from(">hhi", frame)
-    spec = API_TABLE[ApiKey.CREATE_TOPICS]
+    api, v, _ = struct.unpack_from(">hhi", frame)
+    spec = API_TABLE[api]
     if not spec.min_version <= v <= spec.max_version:
         return False
     from protocol.headers import read_client_id
@@ -319,6 +332,12 @@ def _creates_huge_topic(frame: bytes) -> bool:
         req = spec.decode(frame, pos, v)
     except Exception:  # noqa: BLE001 - undecodable: the dispatcher will close
         return False
+    if api == ApiKey.DELETE_RECORDS:  # offset 0: the log start offset stays where it is
+        T = DeleteRecordsRequest.DeleteRecordsTopic
+        return DeleteRecordsRequest(version=v, timeout_ms=5000, topics=[
+            T(name=TOPIC, partitions=[T.DeleteRecordsPartition(partition_index=1, offset=0)])])
+    if api == ApiKey.CREATE_PARTITIONS:
+        return any(t.count > MAX_FUZZ_PARTITIONS for t in req.topics or ())
     return any(t.num_partitions > MAX_FUZZ_PARTITIONS or len(t.assignments or ()) > MAX_FUZZ_PARTITIONS
                for t in req.topics or ())
 
@@ -370,6 +389,7 @@ def start_env(data) -> Env:
     broker = Broker(Config({
         "log.dirs": str(data),
         "offsets.topic.num.partitions": 4,
+        "transaction.state.log.num.partitions": 4,
         "group.initial.rebalance.delay.ms": 0,
         "auto.create.topics.enable": "false",
         "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -426,7 +446,8 @@ def test_every_seed_is_answered_without_error(env: Env) -> None:
     # Heartbeat / SyncGroup / LeaveGroup for a member the group does not know are errors by
     # design; they still prove the request decoded and reached the coordinator.
     expected_errors = {n for n in kinds if n.startswith(("HEARTBEAT", "SYNC_GROUP", "LEAVE_GROUP",
-                                                         "DELETE_GROUPS", "OFFSET_DELETE"))}
+                                                         "DELETE_GROUPS", "OFFSET_DELETE",
+                                                         *TXN_ERROR_BY_DESIGN))}
     # JoinGroup v4+ from a new dynamic member: MEMBER_ID_REQUIRED, by design.
     expected_errors |= {f"JOIN_GROUP{v}" for v in ("v4", "v5", "v6", "v7", "v8", "v9")}
     unexpected = {n: k for n, k in bad.items() if not (n in expected_errors and k == "error")}
