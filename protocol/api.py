@@ -15,6 +15,20 @@ from functools import cache
 from typing import Any
 
 # the admin schemas' own modules: kafka.protocol.admin's __init__ loads every admin schema
+from kafka.protocol.admin.cluster import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+)
+from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from kafka.protocol.admin.groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -24,10 +38,22 @@ from kafka.protocol.admin.groups import (
     ListGroupsResponse,
 )
 from kafka.protocol.admin.topics import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -83,9 +109,20 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    CREATE_PARTITIONS = 37
     INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 # Kafka 4.0 removed Produce v0-v2 (KIP-896) but still advertises Produce from v0 (KAFKA-18659):
@@ -226,8 +263,21 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse, 0, 7),
         _spec(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
+        _spec(ApiKey.DELETE_RECORDS, DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
+        _spec(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
         _spec(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, 0, 5),
         _spec(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
         _spec(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+        _spec(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, 0, 4),
+        _spec(ApiKey.ALTER_CONFIGS, AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+        _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+        _spec(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse, 0, 4),
+        _spec(ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
+        _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, AlterPartitionReassignmentsRequest,
+              AlterPartitionReassignmentsResponse, 0, 0),
+        _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest,
+              ListPartitionReassignmentsResponse, 0, 0),
+        _spec(ApiKey.DESCRIBE_CLUSTER, DescribeClusterRequest, DescribeClusterResponse, 0, 1),
+        _spec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
     )
 }

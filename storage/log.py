@@ -27,7 +27,7 @@ from storage.batch import (
 )
 from storage.log_dir_failure import LogDirFailureChannel
 from storage.segment import INDEX_INTERVAL_BYTES, MAX_RELATIVE_OFFSET, LogSegment, scan_batches
-from storage.swap import complete_swap, pending_swaps, remove_cleaned, segment_bases
+from storage.swap import complete_swap, pending_swaps, remove_cleaned, remove_swaps_below, segment_bases
 from storage.transactions import uncommitted_batches
 
 logger = logging.getLogger(__name__)
@@ -93,6 +93,8 @@ class PartitionLog:
         self.sync_count = 0  # fdatasync calls made so far (observability and tests)
         self._dir_dirty = False  # a segment file was created since the directory was synced
         self.deleted = False  # its topic was deleted (LogManager.remove): answer as unknown
+        # DeleteRecords moves the log start past the first segment's base (log-start-offset-checkpoint)
+        self._log_start_offset = 0
         os.makedirs(path, exist_ok=True)
         try:
             self._recover()
@@ -190,7 +192,10 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
+        """The first offset a reader may ask for: the first segment's base, or beyond it when
+        DeleteRecords moved it (Kafka's logStartOffset)."""
+        base = self.segments[0].base_offset
+        return base if self._log_start_offset <= base else self._log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -290,10 +295,12 @@ class PartitionLog:
         return b""
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
-        for seg in self.segments:
+        """(offset, timestamp) of the first record from the log start offset on with
+        timestamp >= `timestamp`, or None."""
+        start = self.log_start_offset
+        for seg in self.segments[self._segment_index(start):]:
             if seg.max_timestamp >= timestamp:
-                found = seg.find_offset_by_timestamp(timestamp)
+                found = seg.find_offset_by_timestamp(timestamp, start)
                 if found is not None:
                     return found
         return None
@@ -364,7 +371,54 @@ class PartitionLog:
             self.durable_offset = max(self.durable_offset, self.log_start_offset)
             logger.info("%s: retention deleted %d segment(s); log start offset now %d",
                         self.path, deleted, self.log_start_offset)
+            remove_swaps_below(self.path, self.segments[0].base_offset)
         return deleted
+
+    # ------------------------------------------------------------------ log start offset
+
+    def increment_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords: move the log start to `offset` (never backwards; beyond the high
+        watermark, i.e. the log end, is OffsetOutOfRangeError). Whole segments below it are
+        deleted by delete_segments_before_start(), which the caller runs once the new start is
+        checkpointed. Returns the log start offset."""
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of partition {self.name} since it is "
+                f"larger than the high watermark {self.log_end_offset}")
+        if offset > self.log_start_offset:
+            self._log_start_offset = offset
+        return self.log_start_offset
+
+    def undo_log_start_offset(self, previous: int) -> None:
+        """Take back an increment whose checkpoint could not be written."""
+        self._log_start_offset = previous
+
+    def restore_log_start_offset(self, offset: int) -> None:
+        """At start-up, from the checkpoint (never past what the log holds: a log torn behind
+        its checkpointed start starts at its end)."""
+        self._log_start_offset = max(self._log_start_offset, min(offset, self.log_end_offset))
+
+    def delete_segments_before_start(self) -> int:
+        """Delete the closed segments that lie wholly below the log start offset (the active
+        one stays). Returns how many."""
+        start = self.log_start_offset
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= start:
+            seg = self.segments.pop(0)
+            self._bases.pop(0)
+            seg.delete()
+            deleted += 1
+        if deleted:
+            self._dir_dirty = True
+            self.durable_offset = max(self.durable_offset, start)
+            logger.info("%s: deleted %d segment(s) below the log start offset %d", self.path, deleted, start)
+            remove_swaps_below(self.path, self.segments[0].base_offset)
+        return deleted
+
+    @property
+    def name(self) -> str:
+        """`topic-partition`, as Kafka names a partition in messages."""
+        return os.path.basename(self.path)
 
     # ------------------------------------------------------------------ durability
 

@@ -43,6 +43,7 @@ from server.data_plane import (
     max_message_bytes,
     partition_log,
     segment_bytes,
+    timestamp_bounds,
 )
 from server.handlers.registry import NO_RESPONSE
 from server.record_validation import validate_records
@@ -63,7 +64,6 @@ RecordError = PartitionOut.BatchIndexAndErrorMessage
 _MAGIC_OFFSET = 16
 _ZSTD = 4
 _MAX_COMPRESSION = 4
-_LONG_MAX = 2**63 - 1
 
 
 class _Result:
@@ -141,13 +141,13 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
                        f"Message batch size is {h.size} bytes in append to partition {topic_name}-{index}, which "
                        f"exceeds the maximum configured segment size of {seg_limit}.")
     append_time = log_append_time(broker, topic)
+    before_max_ms, after_max_ms = timestamp_bounds(broker, topic)
     now = broker.clock.now_ms()
     try:
         bad = validate_records(
-            records, f"{topic_name}-{index}", compacted="compact" in cleanup_policy(topic),
+            records, f"{topic_name}-{index}", compacted="compact" in cleanup_policy(broker, topic),
             create_time=not append_time,
-            before_max_ms=int(topic.config("message.timestamp.before.max.ms") or _LONG_MAX),
-            after_max_ms=int(topic.config("message.timestamp.after.max.ms") or _LONG_MAX), now=now)
+            before_max_ms=before_max_ms, after_max_ms=after_max_ms, now=now)
         if bad is not None:
             res = _Result(bad.code, bad.message)
             res.record_errors = bad.errors

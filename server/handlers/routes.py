@@ -13,14 +13,25 @@ from typing import TYPE_CHECKING, Any
 from protocol import fastpath
 from protocol.api import ApiKey
 from server.handlers import (
+    alter_configs,
+    alter_partition_reassignments,
     api_versions,
+    create_partitions,
     create_topics,
+    delete_records,
     delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_log_dirs,
+    describe_topic_partitions,
+    elect_leaders,
     fetch,
     find_coordinator,
     groups,
+    incremental_alter_configs,
     init_producer_id,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     produce,
 )
@@ -58,6 +69,18 @@ _TABLE = (
     Route(ApiKey.DELETE_GROUPS, groups.handle_delete_groups),
     Route(ApiKey.OFFSET_DELETE, groups.handle_offset_delete),
     Route(ApiKey.DELETE_TOPICS, delete_topics.handle_delete_topics),
+    Route(ApiKey.DELETE_RECORDS, delete_records.handle_delete_records),
+    Route(ApiKey.CREATE_PARTITIONS, create_partitions.handle_create_partitions),
+    # configs and the cluster, as the single broker (issue 12)
+    Route(ApiKey.DESCRIBE_CONFIGS, describe_configs.handle_describe_configs),
+    Route(ApiKey.ALTER_CONFIGS, alter_configs.handle_alter_configs),
+    Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, incremental_alter_configs.handle_incremental_alter_configs),
+    Route(ApiKey.DESCRIBE_CLUSTER, describe_cluster.handle_describe_cluster),
+    Route(ApiKey.DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions.handle_describe_topic_partitions),
+    Route(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs.handle_describe_log_dirs),
+    Route(ApiKey.ELECT_LEADERS, elect_leaders.handle_elect_leaders),
+    Route(ApiKey.LIST_PARTITION_REASSIGNMENTS, list_partition_reassignments.handle_list_partition_reassignments),
+    Route(ApiKey.ALTER_PARTITION_REASSIGNMENTS, alter_partition_reassignments.handle_alter_partition_reassignments),
 )
 
 
