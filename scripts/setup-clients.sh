@@ -14,6 +14,7 @@ command -v javac >/dev/null || need_apt+=(default-jdk-headless)
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v unzip >/dev/null || need_apt+=(unzip)
+command -v openssl >/dev/null || need_apt+=(openssl)  # the security tests make their own CA
 if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from protocol.framing import FrameDecoder, FrameTooLarge
 from server.deferred import Deferred
 from server.dispatch import CloseConnection, Dispatcher
+from server.security.principal import ssl_principal
 from server.session import Session
 
 if TYPE_CHECKING:
@@ -65,6 +66,21 @@ class KafkaConnection(asyncio.Protocol):
             transport.close()
             return
         self._accepted = True
+        listener = self._listener
+        if listener is not None and listener.ssl_context is not None and not listener.protocol.uses_sasl:
+            self._authenticate_certificate(transport)
+
+    def _authenticate_certificate(self, transport: asyncio.BaseTransport) -> None:
+        """SSL listeners: the principal is the client certificate's subject, mapped through
+        ssl.principal.mapping.rules (User:ANONYMOUS without one)."""
+        sslobj = transport.get_extra_info("ssl_object")
+        try:
+            der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+            self.session.principal = ssl_principal(der, self._listener.principal_mapper)  # type: ignore[union-attr]
+        except ValueError as e:  # no mapping rule matched, an unreadable certificate
+            log.info("Failed authentication with /%s (%s)", self._peer, e)
+            self._closed = True
+            transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
