@@ -16,6 +16,7 @@ from server.data_plane import DataPlane
 from server.group.config import GroupConfig
 from server.group.coordinator import GroupCoordinator
 from server.metrics import Metrics
+from server.security.state import SecurityState
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
 from storage.log_manager import LogManager
 
@@ -37,6 +38,7 @@ class Broker:
         self.cluster_id = ""
         self.connections: set[KafkaConnection] = set()
         self.metrics = Metrics()
+        self.security = SecurityState(config)  # SCRAM credentials, the ACL authorizer
         self._per_ip: dict[str, int] = {}
         self.clock = SystemClock()
         self.logs: LogManager | None = None
@@ -49,6 +51,7 @@ class Broker:
     async def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._lock_log_dir()
+        self.security.load(self.log_dir)
         self.cluster_id = load_or_create_meta(self.log_dir, self.config.node_id, self.config["cluster.id"])
         self.topics.load()
         if self.topics.get(OFFSETS_TOPIC) is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from protocol.framing import FrameDecoder, FrameTooLarge
 from server.deferred import Deferred
 from server.dispatch import CloseConnection, Dispatcher
 from server.security.principal import ssl_principal
+from server.security.sasl import ExpiredSession, Reauthentication, SaslAuthenticator
 from server.session import Session
 
 if TYPE_CHECKING:
@@ -48,6 +50,13 @@ class KafkaConnection(asyncio.Protocol):
         self._accepted = False
         self._closed = False
         self._answered = self._on_deferred  # one bound method for every parked request
+        # Frames go to the gate instead of the dispatcher while it is set: a SASL connection
+        # that is (re-)authenticating, or whose session expired.
+        self._gate: SaslAuthenticator | ExpiredSession | None = None
+        self._max_request_bytes = max_request_bytes
+        self._expiry: asyncio.TimerHandle | None = None
+        self._reauth_started = 0.0
+        self._lifetime_ms = 0  # of the current SASL session; > 0 allows re-authentication
 
     # asyncio.Protocol
 
@@ -67,8 +76,54 @@ class KafkaConnection(asyncio.Protocol):
             return
         self._accepted = True
         listener = self._listener
-        if listener is not None and listener.ssl_context is not None and not listener.protocol.uses_sasl:
+        if listener is None:
+            return
+        if listener.sasl is not None:
+            self._gate = self._authenticator()
+            self._decoder.limit = listener.sasl.max_receive_size
+            self.session.reauthenticate = self._reauthenticate
+        elif listener.ssl_context is not None:
             self._authenticate_certificate(transport)
+
+    # SASL
+
+    def _authenticator(self, reauth: Reauthentication | None = None) -> SaslAuthenticator:
+        assert self._listener is not None and self._listener.sasl is not None
+        return SaslAuthenticator(self._listener.sasl, self.session,
+                                 lambda frame: self._dispatcher.handle(frame, self.session),
+                                 self._authenticated, reauth)
+
+    def _authenticated(self, principal: str, mechanism: str, lifetime_ms: int) -> None:
+        session = self.session
+        session.principal = principal
+        session.mechanism = mechanism
+        self._gate = None
+        self._decoder.limit = self._max_request_bytes
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        self._lifetime_ms = lifetime_ms
+        if lifetime_ms > 0:
+            self._expiry = asyncio.get_running_loop().call_later(lifetime_ms / 1000, self._session_expired)
+
+    def _session_expired(self) -> None:
+        self._expiry = None
+        if not self._closed and self._gate is None:
+            self._gate = ExpiredSession(self.session, lambda frame: self._dispatcher.handle(frame, self.session))
+
+    def _reauthenticate(self, mechanism: str, version: int) -> object | None:
+        """KIP-368: the SaslHandshake of an authenticated connection starts a re-authentication
+        when its session has a lifetime, at most once a second; its response, or None."""
+        now = time.monotonic()
+        if self._listener is None or self._listener.sasl is None or self.session.mechanism is None:
+            return None
+        if self._lifetime_ms <= 0 or (self._reauth_started and now - self._reauth_started < 1.0):
+            return None
+        self._reauth_started = now
+        gate = self._authenticator(Reauthentication(self.session.mechanism, self.session.principal))
+        response = gate.start_reauthentication(mechanism, version)
+        self._gate = gate
+        return response
 
     def _authenticate_certificate(self, transport: asyncio.BaseTransport) -> None:
         """SSL listeners: the principal is the client certificate's subject, mapped through
@@ -85,6 +140,9 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._queue.clear()
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         if self._accepted:
             self._broker.release(self)
 
@@ -102,7 +160,12 @@ class KafkaConnection(asyncio.Protocol):
         try:
             frames = self._decoder.feed(data)
         except FrameTooLarge as e:
-            self._close(f"{e}")
+            if isinstance(self._gate, SaslAuthenticator):
+                log.info("Failed authentication with /%s (Failing SASL authentication due to invalid receive "
+                         "size %d > sasl.server.max.receive.size=%d)", self._peer, e.size, e.limit)
+                self._close("", quiet=True)
+            else:
+                self._close(f"{e}")
             return
         if not frames:
             return
@@ -152,6 +215,9 @@ class KafkaConnection(asyncio.Protocol):
         """The dispatcher's answer to one request; a CloseConnection (returned, not raised)
         when the connection must close after what was answered before it."""
         try:
+            gate = self._gate
+            if gate is not None:
+                return gate.handle(frame)
             return self._dispatcher.handle(frame, self.session)
         except CloseConnection as e:
             return e

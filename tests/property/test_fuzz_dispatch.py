@@ -27,9 +27,11 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import (
+    AlterUserScramCredentialsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
+    DescribeUserScramCredentialsRequest,
     ListGroupsRequest,
 )
 from kafka.protocol.consumer import (
@@ -46,6 +48,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from protocol.api import API_TABLE, ApiKey, _generic_decoder
 from server.broker import Broker
@@ -159,6 +162,16 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
         T = OffsetDeleteRequest.OffsetDeleteRequestTopic
         return OffsetDeleteRequest(version=v, group_id="fuzz-no-such-group", topics=[
             T(name=TOPIC, partitions=[T.OffsetDeleteRequestPartition(partition_index=0)])])
+    if api == ApiKey.SASL_HANDSHAKE:
+        return SaslHandshakeRequest(version=v, mechanism="PLAIN")
+    if api == ApiKey.SASL_AUTHENTICATE:
+        return SaslAuthenticateRequest(version=v, auth_bytes=b"\x00u\x00p")
+    if api == ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
+        return DescribeUserScramCredentialsRequest(version=v, users=None)
+    if api == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        U = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
+        return AlterUserScramCredentialsRequest(version=v, deletions=[], upsertions=[
+            U(name="fuzz-user", mechanism=1, iterations=4096, salt=b"salt", salted_password=b"s" * 32)])
     raise AssertionError(f"no seed for API {api}: add one when an API is added to API_TABLE")
 
 
@@ -370,6 +383,8 @@ def test_every_seed_is_answered_without_error(env: Env) -> None:
     # design; they still prove the request decoded and reached the coordinator.
     expected_errors = {n for n in kinds if n.startswith(("HEARTBEAT", "SYNC_GROUP", "LEAVE_GROUP",
                                                          "DELETE_GROUPS", "OFFSET_DELETE"))}
+    # SASL requests on a connection that is not authenticating: ILLEGAL_SASL_STATE, as Kafka.
+    expected_errors |= {n for n in kinds if n.startswith(("SASL_HANDSHAKE", "SASL_AUTHENTICATE"))}
     # JoinGroup v4+ from a new dynamic member: MEMBER_ID_REQUIRED, by design.
     expected_errors |= {f"JOIN_GROUP{v}" for v in ("v4", "v5", "v6", "v7", "v8", "v9")}
     unexpected = {n: k for n, k in bad.items() if not (n in expected_errors and k == "error")}
