@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
 
-.PHONY: setup test-setup clients run test unit integration bench lint up down clean
+.PHONY: setup test-setup clients run test test-loaded unit integration bench lint up down clean
 
 # The server alone: what `make run` needs.
 setup: $(STAMP)
@@ -32,6 +32,11 @@ run: setup
 
 test: setup clients
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# The whole suite twice in a row from a fresh clone of HEAD while a CPU-bound process keeps
+# one core busy (scripts/test-loaded.sh; results in .cache/loaded/summary.txt).
+test-loaded:
+	bash scripts/test-loaded.sh
 
 unit: test-setup
 	$(BIN)/python -m pytest -q tests/unit tests/property

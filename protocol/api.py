@@ -12,19 +12,26 @@ from enum import IntEnum
 from functools import cache
 from typing import Any
 
-from kafka.protocol.admin import (
-    AlterUserScramCredentialsRequest,
-    AlterUserScramCredentialsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
+# the admin schemas' own modules: kafka.protocol.admin's __init__ loads every admin schema
+from kafka.protocol.admin.groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
-    DescribeUserScramCredentialsRequest,
-    DescribeUserScramCredentialsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+)
+from kafka.protocol.admin.topics import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from kafka.protocol.admin.users import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -88,12 +95,21 @@ class ApiKey(IntEnum):
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     SASL_AUTHENTICATE = 36
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+
+
+# Kafka 4.0 removed Produce v0-v2 (KIP-896) but still advertises Produce from v0 (KAFKA-18659):
+# librdkafka before 2.11.1 (kcat here is 2.0) checks its compression features against Produce
+# v0 and sends every batch uncompressed when v0 is not advertised. A v0-v2 request is refused
+# all the same (closed connection, as for any version not served): no client picks one, since
+# each uses the highest version both sides know.
+PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +126,11 @@ class ApiSpec:
     # header versions by API version, computed once (they are looked up on every request)
     request_headers: tuple[int, ...] = ()
     response_headers: tuple[int, ...] = ()
+
+    @property
+    def advertised_min_version(self) -> int:
+        """The lowest version ApiVersions advertises: min_version, except for Produce."""
+        return PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION if self.key == ApiKey.PRODUCE else self.min_version
 
     @property
     def name(self) -> str:
@@ -231,6 +252,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, 0, 5),
         _spec(ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse, 0, 7),
+        _spec(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
         _spec(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, 0, 5),
         _spec(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
         _spec(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),

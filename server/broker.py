@@ -17,6 +17,7 @@ from server.group.config import GroupConfig
 from server.group.coordinator import GroupCoordinator
 from server.metrics import Metrics
 from server.security.state import SecurityState
+from server.topic_deletion import TopicDeleter
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
 from storage.log_manager import LogManager
 
@@ -47,6 +48,7 @@ class Broker:
         self.data_plane: DataPlane
         self._background: list[asyncio.Task[None]] = []
         self._lock_fd: int | None = None
+        self.deleter = TopicDeleter(self)
 
     async def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -65,6 +67,7 @@ class Broker:
                 },
                 internal=True,
             )
+        self.deleter.recover_files()  # before the logs open: a deletion's renames a crash cut short
         cfg = self.config
         self.logs = LogManager(
             str(self.log_dir),
@@ -99,6 +102,7 @@ class Broker:
         loading.add_done_callback(lambda _: gc.freeze())
         self._background.append(loading)  # first: tests and tools await the load through it
         self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
+        self._background.append(asyncio.ensure_future(self._finish_deletions_after(loading)))
         self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])
         from server.data_plane import start_topic_retention  # topics' retention.ms / retention.bytes
 
@@ -122,11 +126,20 @@ class Broker:
                 except OSError as e:  # the old segments stay in place: nothing is lost
                     log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
 
+    async def _finish_deletions_after(self, loading: asyncio.Future[None]) -> None:
+        """Topic deletions write offset tombstones from the loaded groups: finish the ones
+        listed (a crash or a delete during loading left them) once loading is done."""
+        await loading
+        await self.deleter.finish_all()
+
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None
         seg = topic.config("segment.bytes")
+        # __consumer_offsets partitions get their directory at their first write or read: a
+        # new server does not create (and fsync) 50 empty partitions before it listens
+        make = self.logs.declare if topic.name == OFFSETS_TOPIC else self.logs.create
         for p in range(topic.partitions):
-            self.logs.create(topic.name, p, segment_bytes=int(seg) if seg else None, topic_id=topic.topic_id)
+            make(topic.name, p, segment_bytes=int(seg) if seg else None, topic_id=topic.topic_id)
 
     def admit(self, conn: KafkaConnection) -> str | None:
         """Count a new connection, or say why it is refused (max.connections,
@@ -177,7 +190,17 @@ class Broker:
         log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id)
         return topic
 
+    async def delete_topic(self, topic: Topic) -> None:
+        """Delete a topic (server/topic_deletion.py). Returns once nothing of it remains, or,
+        while __consumer_offsets is still loading, once it is gone from the registry and its
+        files renamed (the rest follows the load). Raises OSError if the registry cannot be
+        written, in which case nothing changed."""
+        pending = self.deleter.delete(topic)
+        if self.deleter.loaded.is_set():
+            await self.deleter.finish(pending)
+
     async def stop(self) -> None:
+        self.deleter.stop()
         for task in self._background:
             task.cancel()
         await self.runtime.stop()

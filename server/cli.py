@@ -16,6 +16,9 @@ from server.config import Config
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from server.lazy_imports import defer_package_inits
+
+    defer_package_inits()  # before anything imports kafka-python or aiokafka: start-up time
     from server.app import serve
 
     config = _load(args)

@@ -5,7 +5,6 @@ then `--override name=value` flags, exactly like kafka-server-start.
 """
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +43,7 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "num.partitions": (int, 1),
     "default.replication.factor": (int, 1),
     "auto.create.topics.enable": (_bool, True),
+    "delete.topic.enable": (_bool, True),
     "message.max.bytes": (int, 1048588),
     "socket.request.max.bytes": (int, 104857600),
     "max.connections": (int, 2147483647),
@@ -171,6 +171,8 @@ class Config:
             p = Path(path)
             text = p.read_text()
             if p.suffix == ".toml":
+                import tomllib
+
                 values.update(_flatten_toml(tomllib.loads(text)))
             else:
                 values.update(parse_properties(text))

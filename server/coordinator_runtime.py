@@ -148,7 +148,7 @@ class CoordinatorRuntime:
 
     async def _load_partition(self, partition: int) -> int:
         started = reported = time.monotonic()
-        plog = self.logs.get(OFFSETS_TOPIC, partition)
+        plog = self.logs.existing(OFFSETS_TOPIC, partition)  # a partition never written has no log
         n = skipped = replayed = 0
         if plog is not None:
             latest: dict[bytes, bytes | None] = {}

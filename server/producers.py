@@ -279,6 +279,14 @@ class ProducerStates:
             self._partitions[key] = state
         return state
 
+    def drop_topic(self, topic: str) -> int:
+        """Forget a deleted topic's producers (a topic created later under its name starts
+        with none). Returns how many partitions had state."""
+        gone = [key for key in self._partitions if key[0] == topic]
+        for key in gone:
+            del self._partitions[key]
+        return len(gone)
+
     def loaded(self, topic: str, partition: int) -> PartitionProducerState | None:
         return self._partitions.get((topic, partition))
 

@@ -1,8 +1,13 @@
-"""The topic registry: names, stable topic ids, partition counts and per-topic configs.
+"""The topic registry: names, stable topic ids, partition counts and per-topic configs, and
+the deletions not yet finished.
 
 Persisted as one JSON file in the log directory, replaced atomically (write, fsync, rename)
 so a crash leaves either the old or the new registry. The cluster id and node id live in
 Kafka's `meta.properties` beside it.
+
+A topic deletion is committed by the write that moves the topic from `topics` to `deleting`
+(server/topic_deletion.py finishes it: files, committed offsets); until the deletion is
+finished the name cannot be created again (Kafka's "marked for deletion").
 """
 from __future__ import annotations
 
@@ -84,11 +89,20 @@ class Topic:
         return self.configs.get(name, default)
 
 
+@dataclass(frozen=True, slots=True)
+class PendingDeletion:
+    """A deleted topic whose partition files or committed offsets may still exist."""
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+
+
 class TopicRegistry:
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        self.deleting: dict[uuid.UUID, PendingDeletion] = {}
         self._path = log_dir / REGISTRY_FILE
 
     def load(self) -> None:
@@ -105,6 +119,9 @@ class TopicRegistry:
                     internal=bool(t.get("internal", False)),
                 )
             )
+        for d in data.get("deleting", []):
+            pending = PendingDeletion(d["name"], uuid.UUID(d["topic_id"]), int(d["partitions"]))
+            self.deleting[pending.topic_id] = pending
 
     def _add(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -122,6 +139,10 @@ class TopicRegistry:
                     "internal": t.internal,
                 }
                 for t in self.topics.values()
+            ],
+            "deleting": [
+                {"name": d.name, "topic_id": str(d.topic_id), "partitions": d.partitions}
+                for d in self.deleting.values()
             ],
         }
         atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
@@ -141,10 +162,47 @@ class TopicRegistry:
     def create(
         self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False
     ) -> Topic:
+        if self.is_deleting(name):
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
         topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
         self._add(topic)
         self.save()
         return topic
+
+    # ---- lifecycle after creation (server/topic_deletion.py, handlers/create_partitions.py)
+
+    def is_deleting(self, name: str) -> bool:
+        return any(d.name == name for d in self.deleting.values())
+
+    def begin_delete(self, topic: Topic) -> PendingDeletion:
+        """The commit point of a deletion: the topic is gone from the registry once this
+        returns. On a failed write nothing changes (the error is raised)."""
+        pending = PendingDeletion(topic.name, topic.topic_id, topic.partitions)
+        del self.topics[topic.name]
+        del self.by_id[topic.topic_id]
+        self.deleting[topic.topic_id] = pending
+        try:
+            self.save()
+        except BaseException:
+            del self.deleting[topic.topic_id]
+            self._add(topic)
+            raise
+        return pending
+
+    def end_delete(self, topic_id: uuid.UUID) -> None:
+        """The deletion left nothing behind: forget it."""
+        if self.deleting.pop(topic_id, None) is not None:
+            self.save()
+
+    def set_partitions(self, topic: Topic, partitions: int) -> None:
+        """A larger partition count (CreatePartitions); on a failed write nothing changes."""
+        old = topic.partitions
+        topic.partitions = partitions
+        try:
+            self.save()
+        except BaseException:
+            topic.partitions = old
+            raise
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:

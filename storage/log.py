@@ -86,6 +86,7 @@ class PartitionLog:
         self._bases: list[int] = []
         self.sync_count = 0  # fdatasync calls made so far (observability and tests)
         self._dir_dirty = False  # a segment file was created since the directory was synced
+        self.deleted = False  # its topic was deleted (LogManager.remove): answer as unknown
         os.makedirs(path, exist_ok=True)
         try:
             self._recover()

@@ -1,7 +1,10 @@
 """LogManager: the partition logs under one log directory (Kafka's log.dirs entry).
 
 Owns discovering `topic-N` directories at start-up, creating new ones (with their
-`partition.metadata`), looking logs up, and closing them all.
+`partition.metadata`), looking logs up, forgetting deleted ones, and closing them all. A
+partition may be declared instead of created: its directory is made the first time it is looked
+up (a new server's 50 empty __consumer_offsets partitions cost no files and no fsyncs at
+start-up).
 """
 from __future__ import annotations
 
@@ -39,6 +42,8 @@ class LogManager:
         self.offsets_segment_bytes = offsets_segment_bytes
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
+        # (topic, partition) -> (segment bytes, topic id): partitions without a directory yet
+        self._declared: dict[tuple[str, int], tuple[int | None, uuid.UUID | None]] = {}
         os.makedirs(log_dir, exist_ok=True)
         for name in sorted(os.listdir(log_dir)):
             tp = parse_partition_dir(name)
@@ -59,7 +64,23 @@ class LogManager:
         return self.offsets_segment_bytes if topic == OFFSETS_TOPIC else self.segment_bytes
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log; a declared partition's log is created now."""
+        log = self.logs.get((topic, partition))
+        if log is None and self._declared:
+            spec = self._declared.pop((topic, partition), None)
+            if spec is not None:
+                log = self.create(topic, partition, *spec)
+        return log
+
+    def existing(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log if it has one on disk (a declared partition has none yet)."""
         return self.logs.get((topic, partition))
+
+    def declare(self, topic: str, partition: int, segment_bytes: int | None = None,
+                topic_id: uuid.UUID | None = None) -> None:
+        """A partition whose directory is created by the first get() (see create())."""
+        if (topic, partition) not in self.logs:
+            self._declared[(topic, partition)] = (segment_bytes, topic_id)
 
     def create(self, topic: str, partition: int, segment_bytes: int | None = None,
                topic_id: uuid.UUID | None = None) -> PartitionLog:
@@ -73,6 +94,18 @@ class LogManager:
             write_partition_metadata(path, topic_id)
             self.topic_ids.setdefault(topic, topic_id)
         self.logs[(topic, partition)] = log
+        return log
+
+    def remove(self, topic: str, partition: int) -> PartitionLog | None:
+        """Forget and close the log of a deleted partition (its directory is the caller's to
+        rename and remove). Parked readers holding it see `deleted`."""
+        self._declared.pop((topic, partition), None)  # never to be created now
+        log = self.logs.pop((topic, partition), None)
+        if log is not None:
+            log.deleted = True
+            log.close()
+        if not any(t == topic for t, _ in self.logs):
+            self.topic_ids.pop(topic, None)
         return log
 
     def partitions(self, topic: str) -> list[int]:
@@ -94,5 +127,6 @@ class LogManager:
             except OSError as e:
                 first = first or e
         self.logs.clear()
+        self._declared.clear()
         if first is not None:
             raise first

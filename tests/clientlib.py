@@ -190,8 +190,11 @@ def run_node(script: str, *args: str | int, timeout: float = DEFAULT_TIMEOUT, ch
         raise ClientError(f"node not found; {INSTALL_HINT}")
     _require(NODE_DIR / "node_modules" / "kafkajs" / "package.json", "kafkajs")
     _require(NODE_DIR / script, "the node script")
+    # The script's own deadline (client.js) ends it a little before the process timeout, so
+    # that it reports where it was instead of being killed.
+    env = {"KCOORD_NODE_DEADLINE_MS": str(int(max(timeout - 5, timeout * 0.9) * 1000))}
     return run(["node", NODE_DIR / script, *(str(a) for a in args)], timeout=timeout, cwd=NODE_DIR,
-               check=check)
+               env=env, check=check)
 
 
 def kafkajs(*args: str | int, timeout: float = DEFAULT_TIMEOUT, check: bool = True) -> ClientResult:

@@ -45,7 +45,7 @@ class KcoordProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> KcoordProcess:
+    def start(self, timeout: float = 60.0) -> KcoordProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         args = [sys.executable, "-m", "server", "serve"]
         for k, v in self.overrides.items():
@@ -146,6 +146,14 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         return {tp.partition: om.offset for tp, om in got.items() if tp.topic == topic}
     finally:
         admin.close()
+
+
+def removals(srv: KcoordProcess, group: str) -> tuple[int, int]:
+    """(members of `group` that left with a LeaveGroup, members removed when their session
+    expired), from the server's log. What proves a take-over followed a LeaveGroup, however
+    slow the machine made it."""
+    text = srv.log_text()
+    return (text.count(f"has left group {group} through explicit"), text.count(f"in group {group} has failed"))
 
 
 def unique(prefix: str) -> str:

@@ -14,6 +14,8 @@ go to set_background_writer().
 """
 from __future__ import annotations
 
+import logging
+
 from protocol.coordinator_records import CoordinatorRecord, GroupKey, GroupValue, OffsetKey, OffsetValue
 from protocol.errors import ErrorCode
 from server.clock import Clock
@@ -120,8 +122,10 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, AdminMixin):
                 n_groups += 1
                 n_offsets += len(g.offsets)
                 self._on_group_loaded(g)
-        log.info("Finished loading offsets and group metadata from __consumer_offsets-%d: %d groups, "
-                 "%d offsets", partition, n_groups, n_offsets)
+        # an empty partition is not worth a line at INFO (a new server has 50 of them)
+        log.log(logging.INFO if n_groups else logging.DEBUG,
+                "Finished loading offsets and group metadata from __consumer_offsets-%d: %d groups, "
+                "%d offsets", partition, n_groups, n_offsets)
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         log.info("Loading group metadata for %s with generation %d", group.group_id, group.generation_id)

@@ -308,6 +308,45 @@ class OffsetsMixin(CoordinatorBase):
 
         return CoordinatorResult(records=records, on_appended=on_appended if records else None)
 
+    # ====================================================================== deleted topics
+
+    def on_partitions_deleted(self, partitions: dict[str, set[int]]) -> CoordinatorResult:
+        """Tombstones for every group's offsets of deleted partitions (committed, or appended
+        and not yet replayed: the tombstone follows the commit in the log), and for Empty
+        groups left without offsets (Kafka's cleanupGroupMetadata on deleted partitions).
+
+        Records may span several groups (contiguous per group): route each by
+        partition_of(record.key.group). The response (with no records) and on_appended's
+        answer are the append's error, None when it succeeded."""
+        records: list[CoordinatorRecord] = []
+        died: list[GroupMetadata] = []
+        removed = 0
+        for group in list(self._groups.values()):
+            if group.state is DEAD:
+                continue
+            gone = [(t, p) for t in partitions if t in group.offsets.topics()
+                    for p in group.offsets.partitions(t) if p in partitions[t]]
+            gone += [(t, p) for t, p in group.pending_offset_commits if p in partitions.get(t, ()) and (t, p) not in gone]
+            if not gone:
+                continue
+            records.extend(CoordinatorRecord(OffsetKey(group.group_id, t, p), None) for t, p in gone)
+            removed += len(gone)
+            committed = sum(1 for tp in gone if tp in group.offsets)
+            if self._maybe_die_with_offsets(group, committed, records):
+                died.append(group)
+        if removed:
+            log.info("Removed %d offsets of deleted partitions of %s", removed, ", ".join(sorted(partitions)))
+
+        def on_appended(error: ErrorCode | None) -> ErrorCode | None:
+            if error is not None:
+                log.error("Failed to append %d tombstones for offsets of deleted partitions: %s",
+                          len(records), error.name)
+                for g in died:
+                    self._revive(g)
+            return error  # the caller's answer: None once durable and replayed
+
+        return CoordinatorResult(records=records, on_appended=on_appended if records else None)
+
     @staticmethod
     def _expired_offsets(group: GroupMetadata, now: int, retention_ms: int) -> list[tuple[str, int]]:
         pending = set(group.pending_offset_commits)

@@ -1,4 +1,5 @@
-"""ApiVersions v0-v4: the ranges of protocol/api.API_TABLE."""
+"""ApiVersions v0-v4: the ranges of protocol/api.API_TABLE (Produce advertised from v0, as Kafka 4
+does: protocol/api.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION)."""
 from __future__ import annotations
 
 from typing import Any
@@ -18,7 +19,7 @@ def api_versions_body(error: ErrorCode, version: int) -> Any:
         throttle_time_ms=0,
         api_keys=[
             ApiVersionsResponse.ApiVersion(
-                api_key=int(s.key), min_version=s.min_version, max_version=s.max_version
+                api_key=int(s.key), min_version=s.advertised_min_version, max_version=s.max_version
             )
             for s in API_TABLE.values()
             if s.key in HANDLERS  # advertise only what is implemented

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsResponse
+from kafka.protocol.admin.topics import CreateTopicsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -30,6 +30,8 @@ def _plan(ctx: RequestContext, t: Any) -> tuple[int, dict[str, str]]:
     validate_topic_name(t.name)
     if broker.topics.get(t.name) is not None:
         raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+    if broker.topics.is_deleting(t.name):  # only while its deletion is being finished
+        raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' is marked for deletion.")
     other = broker.topics.colliding(t.name)
     if other is not None:
         raise KafkaError(

@@ -7,7 +7,9 @@
   parks as a DelayedFetch watched under each (topic, partition); Produce appends retry it. It
   completes when the bytes appended since cover min_bytes (each partition counting at most its
   partition_max_bytes), when a partition rolls a segment or its log start passes the fetch
-  offset, or when max_wait_ms expires; either way it reads again and answers what is there.
+  offset, when its topic is deleted (that partition answers UNKNOWN_TOPIC_OR_PARTITION, as
+  Kafka's re-read does), or when max_wait_ms expires; either way it reads again and answers
+  what is there.
 - high watermark = last stable offset = log end offset (one replica, no transactions), so both
   isolation levels read everything; aborted_transactions is null (read_uncommitted) or empty
   (read_committed); preferred_read_replica -1.
@@ -95,8 +97,8 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int) -> tuple[list
         rows = []
         for part in parts:
             plog = part.plog
-            if plog is None:
-                rows.append((part.error, -1, -1, b""))
+            if plog is None or plog.deleted:  # deleted while the fetch was parked
+                rows.append((part.error if plog is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, b""))
                 failed = True
                 continue
             try:
@@ -177,7 +179,7 @@ class DelayedFetch(DelayedOperation):
                 plog = part.plog
                 if plog is None:
                     continue
-                if part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
+                if plog.deleted or part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
                     return self.force_complete()
                 seg = plog.active
                 if part.start_seg is not seg:

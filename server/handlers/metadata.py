@@ -1,7 +1,8 @@
 """Metadata v0-v12: this node is the only broker, the controller and every partition's
 leader. Topics requested by name that do not exist are auto-created when both
 auto.create.topics.enable and the request allow it (answered LEADER_NOT_AVAILABLE the first
-time, as Kafka does while the new topic's leaders are being elected)."""
+time, as Kafka does while the new topic's leaders are being elected); not while a deletion of
+that name is being finished (UNKNOWN_TOPIC_OR_PARTITION: the client asks again)."""
 from __future__ import annotations
 
 import uuid
@@ -85,7 +86,7 @@ def handle_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
             except KafkaError:
                 entries.append(_error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            if allow_auto and broker.topics.colliding(name) is None:
+            if allow_auto and broker.topics.colliding(name) is None and not broker.topics.is_deleting(name):
                 broker.create_topic(name, broker.config["num.partitions"], {})
                 entries.append(_error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
             else:

@@ -31,7 +31,6 @@ import logging
 from typing import Any
 
 from aiokafka.errors import UnsupportedCodecError
-from aiokafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.producer import ProduceResponse
 
 from protocol.api import ApiKey
@@ -47,6 +46,7 @@ from server.data_plane import (
     segment_bytes,
 )
 from server.handlers.registry import NO_RESPONSE, handles
+from server.record_validation import validate_records
 from storage.batch import (
     CorruptBatchError,
     client_batch_problem,
@@ -92,18 +92,6 @@ def _records_problem(records: Any, version: int) -> KafkaError | None:
         return KafkaError(ErrorCode.INVALID_RECORD,
                           f"Produce requests with version {version} are only allowed to contain record batches "
                           f"with magic version 2 (got magic {magic})")
-    return None
-
-
-def _timestamp_problem(ctx: RequestContext, topic: Any, data: bytes, now: int) -> tuple[int, str] | None:
-    before = int(topic.config("message.timestamp.before.max.ms") or _LONG_MAX)
-    after = int(topic.config("message.timestamp.after.max.ms") or _LONG_MAX)
-    if before >= _LONG_MAX and after >= _LONG_MAX:
-        return None
-    for i, r in enumerate(DefaultRecordBatch(data)):
-        if r.timestamp < now - before or r.timestamp > now + after:
-            return i, (f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. The timestamp "
-                       f"should be within [{now - before}, {now + after}]")
     return None
 
 
@@ -156,19 +144,15 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     append_time = log_append_time(broker, topic)
     now = broker.clock.now_ms()
     try:
-        if "compact" in cleanup_policy(topic):
-            for i, r in enumerate(DefaultRecordBatch(records)):
-                if r.key is None:
-                    res = _Result(ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key in "
-                                                            f"topic partition {topic_name}-{index}.")
-                    res.record_errors = [(i, None)]
-                    return res
-        if not append_time:
-            bad = _timestamp_problem(ctx, topic, records, now)
-            if bad is not None:
-                res = _Result(ErrorCode.INVALID_TIMESTAMP, bad[1])
-                res.record_errors = [bad]
-                return res
+        bad = validate_records(
+            records, f"{topic_name}-{index}", compacted="compact" in cleanup_policy(topic),
+            create_time=not append_time,
+            before_max_ms=int(topic.config("message.timestamp.before.max.ms") or _LONG_MAX),
+            after_max_ms=int(topic.config("message.timestamp.after.max.ms") or _LONG_MAX), now=now)
+        if bad is not None:
+            res = _Result(bad.code, bad.message)
+            res.record_errors = bad.errors
+            return res
     except UnsupportedCodecError as e:
         # This install lacks the codec (aiokafka needs cramjam for lz4/snappy/zstd): the batch is
         # stored as it came, only the record-level checks above are skipped.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
+from kafka.protocol.admin.users import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, error_code_of

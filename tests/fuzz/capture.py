@@ -39,6 +39,11 @@ if str(TESTS) not in sys.path:  # run as a program: clientlib and conftest live 
 
 MESSAGES = 40  # per client
 PARTITIONS = 3
+# Bounds for a client run on a busy machine: generous, since each run ends as soon as it has
+# done its work; they only limit a run that cannot finish.
+CLIENT_TIMEOUT = 180.0
+IDLE_MS = 30_000  # a consumer that got no record for this long (after its assignment) gives up
+CONSUME_SECONDS = 120.0
 
 
 # ---- the recording proxy ----------------------------------------------------------------------
@@ -247,7 +252,7 @@ def _python_client(lib: str, bootstrap: str, topic: str, group: str) -> Callable
         import clientlib
 
         res = clientlib.run([sys.executable, Path(__file__).resolve(), "client", lib, bootstrap, topic, group,
-                             MESSAGES], timeout=120)
+                             MESSAGES], timeout=CLIENT_TIMEOUT)
         done = [r for r in res.records() if r.get("kind") == "done"]
         if not done or done[0].get("consumed") != MESSAGES:
             raise AssertionError(f"{lib}: no complete run\n{res.describe()}")
@@ -255,14 +260,26 @@ def _python_client(lib: str, bootstrap: str, topic: str, group: str) -> Callable
     return go
 
 
+def _consumed_all(client: str, res) -> None:
+    """The consumer read every message and committed: its Fetch and OffsetCommit frames are in
+    the capture. A consumer that stopped early (a slow join, a slow first fetch) is a failed
+    capture, reported with its output, not a corpus that silently lacks them."""
+    done = res.kinds("done")
+    if not done or done[0].get("count") != MESSAGES or not res.kinds("committed"):
+        raise AssertionError(f"{client}: consumed {done[0].get('count') if done else None} of {MESSAGES} "
+                             f"messages, {len(res.kinds('committed'))} commits\n{res.describe()}")
+
+
 def _java(bootstrap: str, topic: str, group: str) -> Callable[[], str]:
     def go() -> str:
         import clientlib
 
-        clientlib.kcoord_java("admin", bootstrap, topic, PARTITIONS, group, timeout=120, check=False)
-        clientlib.kcoord_java("findcoordinator", bootstrap, group, timeout=90)
-        acked = clientlib.kcoord_java("produce", bootstrap, topic, MESSAGES, "j", timeout=120).one("produced")
-        got = clientlib.kcoord_java("consume", bootstrap, topic, group, MESSAGES, 2000, timeout=120)
+        clientlib.kcoord_java("admin", bootstrap, topic, PARTITIONS, group, timeout=CLIENT_TIMEOUT, check=False)
+        clientlib.kcoord_java("findcoordinator", bootstrap, group, timeout=CLIENT_TIMEOUT)
+        acked = clientlib.kcoord_java("produce", bootstrap, topic, MESSAGES, "j", timeout=CLIENT_TIMEOUT).one("produced")
+        # It stops at MESSAGES; the idle limit only ends a run that cannot get them all.
+        got = clientlib.kcoord_java("consume", bootstrap, topic, group, MESSAGES, IDLE_MS, timeout=CLIENT_TIMEOUT)
+        _consumed_all("java", got)
         return json.dumps({"produced": acked, "consumed": got.records()[-1:]})
     return go
 
@@ -271,9 +288,10 @@ def _kafkajs(bootstrap: str, topic: str, group: str) -> Callable[[], str]:
     def go() -> str:
         import clientlib
 
-        clientlib.kafkajs("admin", bootstrap, topic, PARTITIONS, group, timeout=120, check=False)
-        acked = clientlib.kafkajs("produce", bootstrap, topic, MESSAGES, timeout=120).one("produced")
-        got = clientlib.kafkajs("consume", bootstrap, topic, group, MESSAGES, 2000, timeout=120)
+        clientlib.kafkajs("admin", bootstrap, topic, PARTITIONS, group, timeout=CLIENT_TIMEOUT, check=False)
+        acked = clientlib.kafkajs("produce", bootstrap, topic, MESSAGES, timeout=CLIENT_TIMEOUT).one("produced")
+        got = clientlib.kafkajs("consume", bootstrap, topic, group, MESSAGES, IDLE_MS, timeout=CLIENT_TIMEOUT)
+        _consumed_all("kafkajs", got)
         return json.dumps({"produced": acked, "consumed": got.records()[-1:]})
     return go
 
@@ -343,12 +361,12 @@ def _client_kafka_python(bootstrap: str, topic: str, group: str, n: int) -> int:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=f"{cid}-consumer",
                              auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
                              heartbeat_interval_ms=300, fetch_max_wait_ms=100, request_timeout_ms=15000)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + CONSUME_SECONDS
     while not consumer.partitions_for_topic(topic) and time.monotonic() < deadline:
         time.sleep(0.1)
     consumer.subscribe([topic])
     got = 0
-    while got < n and time.monotonic() < deadline + 30:
+    while got < n and time.monotonic() < deadline:
         for msgs in consumer.poll(300).values():
             got += len(msgs)
         consumer.commit()
@@ -357,7 +375,10 @@ def _client_kafka_python(bootstrap: str, topic: str, group: str, n: int) -> int:
     _step("end_offsets", lambda: consumer.end_offsets(tps))
     _step("beginning_offsets", lambda: consumer.beginning_offsets(tps))
     _step("offsets_for_times", lambda: consumer.offsets_for_times({tp: 1_700_000_000_000 for tp in tps}))
-    time.sleep(1.0)  # a few heartbeats
+    # At least one heartbeat answered (the corpus needs Heartbeat frames), however slow the machine.
+    beat = consumer._coordinator.heartbeat  # noqa: SLF001 - kafka-python has no public hook for it
+    while beat.last_receive == float("-inf") and time.monotonic() < deadline:
+        consumer.poll(100)
     consumer.close()
     _step("list_groups", admin.list_groups)
     _step("describe_groups", lambda: admin.describe_groups([group]))
@@ -389,7 +410,7 @@ def _client_confluent(bootstrap: str, topic: str, group: str, n: int) -> int:
                          "session.timeout.ms": 6000, "heartbeat.interval.ms": 300, "fetch.wait.max.ms": 100})
     consumer.subscribe([topic])
     got = 0
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + CONSUME_SECONDS
     while got < n and time.monotonic() < deadline:
         msgs = [m for m in consumer.consume(100, 0.3) if m.error() is None]
         got += len(msgs)
@@ -438,7 +459,7 @@ def _client_aiokafka(bootstrap: str, topic: str, group: str, n: int) -> int:
         got = 0
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + CONSUME_SECONDS
             while got < n and time.monotonic() < deadline:
                 for msgs in (await consumer.getmany(timeout_ms=300)).values():
                     got += len(msgs)

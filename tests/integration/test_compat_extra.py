@@ -18,7 +18,7 @@ import time
 import pytest
 from clientlib import NODE_DIR, Background, kafkajs, kcat, kcoord_java, python_member, wait_balanced
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import committed, unique
+from conftest import committed, removals, unique
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from protocol.partitioner import partition_for
@@ -27,6 +27,9 @@ pytestmark = pytest.mark.integration
 
 OFFSETS = "__consumer_offsets"
 SESSION_MS = 10_000
+# A static member restarted "within its session" must be back before this: long enough for a
+# new client process to start and rejoin on a busy machine.
+STATIC_SESSION_MS = 45_000
 HEARTBEAT_MS = 1_000
 
 
@@ -78,7 +81,7 @@ def test_static_member_restart_keeps_its_partitions(kcoord, members, lib):
 
     def static() -> Background:
         m = python_member(lib, kcoord.bootstrap, topic, group, instance_id=f"{lib}-static-1", name="static",
-                          session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
+                          session_timeout_ms=STATIC_SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
         members.append(m)
         return m
 
@@ -89,7 +92,8 @@ def test_static_member_restart_keeps_its_partitions(kcoord, members, lib):
 
     first.kill()
     again = static()
-    again.wait_for(lambda m: m.assignment() is not None, SESSION_MS / 1000 - 1, "the static member's assignment")
+    again.wait_for(lambda m: m.assignment() is not None, STATIC_SESSION_MS / 1000 - 5,
+                   "the static member's assignment")
     assert again.assignment() == owned[1], again.describe()
     assert again.events("assigned")[-1]["generation"] == generation, again.describe()
     time.sleep(3 * HEARTBEAT_MS / 1000)  # a rebalance would reach the leader with its next heartbeats
@@ -315,12 +319,10 @@ def test_kcat_leaving_hands_its_partitions_back(kcoord, members):
     stays.wait_for(lambda m: len(m.consumed()) >= 60, 60, "the 60 records")
     res = kcat("-b", kcoord.bootstrap, "-G", group, "-X", "partition.assignment.strategy=roundrobin",
                "-X", f"session.timeout.ms={SESSION_MS}", "-e", "-f", "%p %o\n", topic, timeout=60)
-    t0 = time.monotonic()
     shared = [e["partitions"] for e in stays.events("assigned")]
     assert any(len(p) == 3 for p in shared), (shared, res.describe())  # kcat held the other half
-    stays.wait_for(lambda m: m.assignment() == set(range(6)), 30, "the take-over")
-    took = time.monotonic() - t0
-    assert took < (SESSION_MS - HEARTBEAT_MS) / 1000, f"take-over after a LeaveGroup took {took:.1f} s"
+    stays.wait_for(lambda m: m.assignment() == set(range(6)), 60, "the take-over")
+    assert removals(kcoord, group) == (1, 0), "kcat's close was not a LeaveGroup"
     assert not res.stdout.strip(), res.describe()  # everything was committed: kcat re-read nothing
     assert not stays.events("error") and not stays.events("commit_error"), stays.describe()
 
@@ -331,12 +333,13 @@ class KcatMember:
 
     _ASSIGNED = re.compile(r"rebalanced \(memberid ([^)]*)\): assigned: (.*)$")
 
-    def __init__(self, bootstrap: str, topic: str, group: str, instance_id: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, instance_id: str,
+                 session_ms: int = STATIC_SESSION_MS) -> None:
         exe = shutil.which("kcat") or shutil.which("kafkacat")
         assert exe, "kcat not found: run `make clients`"
         self.proc = subprocess.Popen(
             [exe, "-b", bootstrap, "-G", group, "-X", f"group.instance.id={instance_id}",
-             "-X", "partition.assignment.strategy=roundrobin", "-X", f"session.timeout.ms={SESSION_MS}",
+             "-X", "partition.assignment.strategy=roundrobin", "-X", f"session.timeout.ms={session_ms}",
              "-X", f"heartbeat.interval.ms={HEARTBEAT_MS}", "-o", "end", topic],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
@@ -379,7 +382,7 @@ def test_kcat_static_member_restart_keeps_its_partitions(kcoord, members):
         first.kill()
     again = KcatMember(kcoord.bootstrap, topic, group, "kcat-static-1")
     try:
-        wait_until(lambda: again.assignments(), SESSION_MS / 1000 - 1, "the static member's assignment")
+        wait_until(lambda: again.assignments(), STATIC_SESSION_MS / 1000 - 5, "the static member's assignment")
         new_id, got = again.assignments()[-1]
         assert got == owned and new_id != first_id, again.lines
         time.sleep(3 * HEARTBEAT_MS / 1000)  # a rebalance would reach the other member by now
@@ -419,12 +422,10 @@ def test_kafkajs_member_leaving_hands_its_partitions_over(kcoord, members):
     stays.wait_for(lambda m: latest(m) not in (None, everything), 30, "the first member giving partitions up")
     assert sorted(latest(stays) + latest(leaves)) == everything, (stays.describe(), leaves.describe())
 
-    leaves.wait_for(lambda m: m.events("done"), 30, "the second member's disconnect")
-    t0 = time.monotonic()
-    stays.wait_for(lambda m: latest(m) == everything, 30, "the take-over")
-    took = time.monotonic() - t0
-    # without a LeaveGroup the coordinator could not notice before the 10 s session timeout
-    assert took < (SESSION_MS - HEARTBEAT_MS) / 1000, f"take-over after a LeaveGroup took {took:.1f} s"
+    leaves.wait_for(lambda m: m.events("done"), 60, "the second member's disconnect")
+    stays.wait_for(lambda m: latest(m) == everything, 60, "the take-over")
+    # the take-over followed the LeaveGroup, not the expiry of the session
+    assert removals(kcoord, group) == (1, 0), "the kafkajs disconnect was not a LeaveGroup"
     assert not stays.events("error") and not stays.events("crash"), stays.describe()
 
 

@@ -46,7 +46,7 @@ def test_python_and_java_examples_share_a_group(kcoord, tmp_path):
     for t in readers:
         t.start()
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 180
         while sum(map(len, seen)) < N and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(1)  # nothing more may arrive: no duplicates after the group settled

@@ -40,17 +40,18 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from protocol.api import API_TABLE, ApiKey
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(480)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 FRAMES = int(os.environ.get("KCOORD_FUZZ_FRAMES", "100000"))
-TIME_BUDGET = float(os.environ.get("KCOORD_FUZZ_SECONDS", "150"))  # whichever comes first
+# whichever comes first; the budget is a bound for a busy machine (a quiet one needs ~60 s)
+TIME_BUDGET = float(os.environ.get("KCOORD_FUZZ_SECONDS", "360"))
 SEED = int(os.environ.get("KCOORD_FUZZ_SEED", "20240811"))
 CORPUS_FILE = os.environ.get("KCOORD_FUZZ_CORPUS")  # replay a saved corpus instead of capturing
 CONNECTIONS, BATCH, IDLE = 10, 4, 1.0  # batch: ~2 frames are processed per connection (most
 # mutations that do not decode close it); idle: a request parked longer is left to the server
 RSS_LIMIT_KB = 200 * 1024
 RSS_GROWTH_LIMIT_KB = 100 * 1024  # over the RSS measured when the fuzzing starts
-SLICE = 5.0  # seconds: the healthy group must make progress in every slice
+SLICE = 10.0  # seconds: the healthy group must make progress in every slice (of a shared machine)
 MAX_REBALANCES = 1
 HEALTHY_PARTITIONS = 4
 PRODUCE_PER_SECOND = 40
@@ -260,7 +261,7 @@ def live(tmp_path_factory) -> LiveRun:
         monitor.join(5)
         t2 = time.monotonic()
         healthy.stop_producing()
-        drain_healthy(healthy, timeout=60)
+        drain_healthy(healthy, timeout=120)
         timings["healthy group drain"] = time.monotonic() - t2
         print("\n" + run.report())
         yield run
@@ -270,15 +271,25 @@ def live(tmp_path_factory) -> LiveRun:
 
 
 def drain_healthy(h: HealthyGroup, timeout: float) -> None:
-    """Wait until the members have consumed every acknowledged message and committed past it."""
+    """Wait until the members have consumed every acknowledged message and committed past it
+    (the commit follows each batch: wait for it, not for a fixed time)."""
     want = set(h.acked)
+    ends: dict[int, int] = {}
+    for p, o in want:
+        ends[p] = max(ends.get(p, 0), o + 1)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = {(p, o) for m in h.members for p, o, _k in m.consumed()}
         if want <= got:
             break
         time.sleep(0.2)
-    time.sleep(1.0)  # the commit that follows the last batch
+    while time.monotonic() < deadline:
+        try:
+            if committed(h.srv.bootstrap, h.group, h.topic) == ends:
+                return
+        except Exception:  # noqa: BLE001 - a slow coordinator answer: look again
+            pass
+        time.sleep(0.5)
 
 
 # ---- the checks -------------------------------------------------------------------------------
@@ -376,13 +387,13 @@ def test_no_internal_errors_while_fuzzing(live: LiveRun) -> None:
 def test_consumer_group_works_after_fuzzing(live: LiveRun) -> None:
     srv = live.srv
     topic, group = unique("after-fuzz"), unique("after-fuzz-g")
-    admin = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=5000)
+    admin = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=15000)
     try:
         assert "__consumer_offsets" in admin.list_topics()
         admin.create_topics([NewTopic(topic, 1, 1)])
     finally:
         admin.close()
-    producer = KafkaProducer(bootstrap_servers=srv.bootstrap, request_timeout_ms=5000)
+    producer = KafkaProducer(bootstrap_servers=srv.bootstrap, request_timeout_ms=15000)
     try:
         for i in range(5):
             producer.send(topic, b"v%d" % i)
@@ -391,7 +402,7 @@ def test_consumer_group_works_after_fuzzing(live: LiveRun) -> None:
         producer.close()
     consumer = KafkaConsumer(topic, bootstrap_servers=srv.bootstrap, group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False,
-                             consumer_timeout_ms=15000, request_timeout_ms=10000,
+                             consumer_timeout_ms=60000, request_timeout_ms=15000,
                              session_timeout_ms=6000, heartbeat_interval_ms=1000)
     try:
         got = []

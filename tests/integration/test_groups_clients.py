@@ -16,13 +16,16 @@ import pytest
 from clientlib import Background, ClientError, python_member, wait_balanced
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
-from conftest import unique
+from conftest import removals, unique
 from kafka.admin import KafkaAdminClient, NewTopic
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
 SESSION_MS = 10_000
+# A static member restarted "within its session" must be back before this: long enough for a
+# new client process to start and rejoin on a busy machine.
+STATIC_SESSION_MS = 45_000
 HEARTBEAT_MS = 1_000
 LIBS = ("kafka-python", "aiokafka", "confluent")
 
@@ -35,9 +38,9 @@ def kp_admin(kcoord) -> Iterator[KafkaAdminClient]:
 
 
 def start(members: list[Background], kcoord, lib: str, topic: str, group: str, name: str,
-          instance_id: str | None = None) -> Background:
+          instance_id: str | None = None, session_ms: int = SESSION_MS) -> Background:
     m = python_member(lib, kcoord.bootstrap, topic, group, instance_id=instance_id, name=name,
-                      session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
+                      session_timeout_ms=session_ms, heartbeat_interval_ms=HEARTBEAT_MS)
     members.append(m)
     return m
 
@@ -99,13 +102,11 @@ def test_three_libraries_share_a_group_and_take_over(kcoord, kp_admin, members):
     # what the coordinator holds is what each member was told
     assert assignments_described(desc) == {"kp": owned[0], "aio": owned[1], "ck": owned[2]}, desc
 
-    # A clean close sends LeaveGroup: the others take over well before the session timeout
-    # (without the LeaveGroup the coordinator could not notice before SESSION_MS).
-    t0 = time.monotonic()
+    # A clean close sends LeaveGroup: the others take over without waiting for the session to
+    # expire (the server's log says which of the two removed the member).
     assert ck.close() == 0, ck.describe()
-    owned = balanced(kcoord, [kp, aio], 30, "take-over after confluent's close", group)
-    took = time.monotonic() - t0
-    assert took < (SESSION_MS - HEARTBEAT_MS) / 1000, f"take-over after a LeaveGroup took {took:.1f} s"
+    owned = balanced(kcoord, [kp, aio], 60, "take-over after confluent's close", group)
+    assert removals(kcoord, group) == (1, 0), group_log(kcoord)
     assert [len(o) for o in owned] == [3, 3]
     assert ck.events("closed"), ck.describe()
 
@@ -140,7 +141,8 @@ def test_static_member_restart_keeps_its_partitions_without_rebalance(kcoord, kp
     aio = start(members, kcoord, "aiokafka", topic, group, "aio")
     aio.wait_for(lambda m: m.assignment() == set(range(PARTITIONS)), 60, "the first member's assignment")
     kp = start(members, kcoord, "kafka-python", topic, group, "kp")
-    ck = start(members, kcoord, "confluent", topic, group, "ck", instance_id="ck-static-1")
+    ck = start(members, kcoord, "confluent", topic, group, "ck", instance_id="ck-static-1",
+               session_ms=STATIC_SESSION_MS)
     owned = balanced(kcoord, [kp, aio, ck], 60, "three members", group)
     static_parts = owned[2]
     desc = describe(kp_admin, group)
@@ -152,8 +154,10 @@ def test_static_member_restart_keeps_its_partitions_without_rebalance(kcoord, kp
 
     # The static member's process dies and comes back within its session timeout.
     ck.kill()
-    ck_again = start(members, kcoord, "confluent", topic, group, "ck", instance_id="ck-static-1")
-    ck_again.wait_for(lambda m: m.assignment() is not None, SESSION_MS / 1000 - 1, "the static member's assignment")
+    ck_again = start(members, kcoord, "confluent", topic, group, "ck", instance_id="ck-static-1",
+                     session_ms=STATIC_SESSION_MS)
+    ck_again.wait_for(lambda m: m.assignment() is not None, STATIC_SESSION_MS / 1000 - 5,
+                      "the static member's assignment")
     assert ck_again.assignment() == static_parts
     assert ck_again.events("assigned")[-1]["generation"] == generation  # no new generation
 

@@ -13,12 +13,16 @@ import uuid
 
 import pytest
 from clientlib import Background, ClientError, java_member, kcoord_java, wait_balanced
+from conftest import removals
 from kafka.admin import KafkaAdminClient, NewTopic
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 
 PARTITIONS = 6
 SESSION_MS = 10_000
+# A static member restarted "within its session" must be back before this: long enough for a
+# new JVM to start and rejoin on a busy machine.
+STATIC_SESSION_MS = 45_000
 HEARTBEAT_MS = 1_000  # KcoordClient member's heartbeat.interval.ms
 
 
@@ -56,11 +60,9 @@ def test_java_consumers_share_a_group_and_take_over(kcoord, members):
         assert len(gens) == 1 and gens.pop() > 0
 
         # Clean close: LeaveGroup, so the take-over cannot have waited for a session to expire.
-        t0 = time.monotonic()
         assert j3.close(45) == 0, j3.describe()
-        owned = balanced(kcoord, [j1, j2], 45, "take-over after j3's close")
-        took = time.monotonic() - t0
-        assert took < (SESSION_MS - HEARTBEAT_MS) / 1000, f"take-over after a LeaveGroup took {took:.1f} s"
+        owned = balanced(kcoord, [j1, j2], 60, "take-over after j3's close")
+        assert removals(kcoord, group) == (1, 0), "j3's close was not a LeaveGroup"
         assert [len(o) for o in owned] == [3, 3]
         assert j3.events("closed"), j3.describe()
 
@@ -102,7 +104,7 @@ def test_java_static_leader_restart_keeps_its_partitions_without_rebalance(kcoor
 
         def start(name: str, instance_id: str | None = None) -> Background:
             m = java_member(kcoord.bootstrap, topic, group, instance_id=instance_id,
-                            session_timeout_ms=SESSION_MS, name=name)
+                            session_timeout_ms=STATIC_SESSION_MS if instance_id else SESSION_MS, name=name)
             members.append(m)
             return m
 
@@ -117,7 +119,8 @@ def test_java_static_leader_restart_keeps_its_partitions_without_rebalance(kcoor
 
         leader.kill()
         again = start("js", "java-static-1")
-        again.wait_for(lambda m: m.assignment() is not None, SESSION_MS / 1000 - 1, "the static leader's assignment")
+        again.wait_for(lambda m: m.assignment() is not None, STATIC_SESSION_MS / 1000 - 5,
+                       "the static leader's assignment")
         assert again.assignment() == owned[0]
         assert again.events("assigned")[-1]["generation"] == generation
 

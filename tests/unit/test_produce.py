@@ -163,10 +163,32 @@ async def test_compacted_topic_wants_keys(broker):
     assert (await produce(broker, "c", 0, batch([b"a"], keys=[b"k"]))).error_code == 0
 
 
+async def test_compacted_topic_lists_every_keyless_record(broker):
+    """KIP-467 as Kafka's LogValidator: each keyless record is named, with its message, so a
+    client fails exactly those (librdkafka fails the rest with _INVALID_DIFFERENT_RECORD)."""
+    broker.create_topic("c2", 1, {"cleanup.policy": "delete,compact"})
+    keys = [None if i % 10 == 0 else b"k%d" % i for i in range(40)]
+    r = await produce(broker, "c2", 0, batch([b"v"] * 40, keys=keys))
+    assert r.error_code == E.INVALID_RECORD
+    assert [e.batch_index for e in r.record_errors] == [0, 10, 20, 30]
+    assert {e.batch_index_error_message for e in r.record_errors} == {
+        "Compacted topic cannot accept message without key in topic partition c2-0"}
+    assert r.error_message.startswith("One or more records have been rejected due to 4 record errors in total, "
+                                      "and only showing the first three errors at most: [RecordError(batchIndex=0, ")
+    assert r.error_message.count("RecordError(") == 3
+    assert broker.logs.get("c2", 0).log_end_offset == 0  # nothing of the batch was appended
+
+
+async def test_keyless_records_are_fine_on_a_delete_topic(broker):
+    assert (await produce(broker, "t", 0, batch([b"a"], keys=[None]))).error_code == 0
+
+
 async def test_timestamp_bounds_when_configured(broker):
     broker.create_topic("tb", 1, {"message.timestamp.before.max.ms": "1000"})
     r = await produce(broker, "tb", 0, batch([b"a"], ts=NOW - 5000))
     assert r.error_code == E.INVALID_TIMESTAMP and r.record_errors[0].batch_index == 0
+    assert r.error_message == "One or more records have been rejected due to invalid timestamp"
+    assert r.record_errors[0].batch_index_error_message.startswith(f"Timestamp {NOW - 5000} of message with offset 0")
     assert (await produce(broker, "tb", 0, batch([b"a"], ts=NOW - 10))).error_code == 0
 
 

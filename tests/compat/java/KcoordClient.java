@@ -61,8 +61,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  *   admin           BOOTSTRAP TOPIC PARTITIONS GROUP
  *   findcoordinator BOOTSTRAP GROUP
- *   produce         BOOTSTRAP TOPIC N [KEY_PREFIX]   (keys KEY_PREFIX+i, default "k"; values "v"+i)
- *   consume         BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]
+ *   produce         BOOTSTRAP TOPIC N [KEY_PREFIX [COMPRESSION]]   (keys KEY_PREFIX+i, default "k";
+ *                   values "v"+i; compression.type, default none)
+ *   consume         BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]  (idle: since the
+ *                   first assignment or the last record; before an assignment it waits)
  *   readhex         BOOTSTRAP TOPIC PARTITION   (keys and values as hex, e.g. __consumer_offsets)
  *   member          BOOTSTRAP TOPIC GROUP [INSTANCE_ID|"" [SESSION_MS [CLIENT_ID]]]
  *
@@ -97,7 +99,8 @@ public final class KcoordClient {
                 break;
             case "produce":
                 need(args, 4);
-                rc = produce(args[1], args[2], Integer.parseInt(args[3]), args.length > 4 ? args[4] : "k");
+                rc = produce(args[1], args[2], Integer.parseInt(args[3]), args.length > 4 ? args[4] : "k",
+                        args.length > 5 ? args[5] : "none");
                 break;
             case "consume":
                 need(args, 6);
@@ -131,7 +134,7 @@ public final class KcoordClient {
     private static void usage() {
         System.err.println("usage: KcoordClient admin BOOTSTRAP TOPIC PARTITIONS GROUP\n"
                 + "       KcoordClient findcoordinator BOOTSTRAP GROUP\n"
-                + "       KcoordClient produce BOOTSTRAP TOPIC N [KEY_PREFIX]\n"
+                + "       KcoordClient produce BOOTSTRAP TOPIC N [KEY_PREFIX [COMPRESSION]]\n"
                 + "       KcoordClient consume BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS [INSTANCE_ID]\n"
                 + "       KcoordClient member BOOTSTRAP TOPIC GROUP [INSTANCE_ID [SESSION_MS [CLIENT_ID]]]");
         System.exit(2);
@@ -374,8 +377,10 @@ public final class KcoordClient {
 
     // ---- produce ----
 
-    static int produce(String bootstrap, String topic, int n, String keyPrefix) throws Exception {
+    static int produce(String bootstrap, String topic, int n, String keyPrefix, String compression)
+            throws Exception {
         Properties p = common(bootstrap, "kcoord-java-producer");
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
         // Defaults otherwise: enable.idempotence=true, acks=all.
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
@@ -467,7 +472,9 @@ public final class KcoordClient {
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         int count = 0;
         int commitFailures = 0;
-        final long[] lastActivity = {System.currentTimeMillis()};
+        // The idle clock starts at the first assignment: joining can take longer than IDLE_MS on
+        // a busy machine, and a consumer that gave up before it was assigned tested nothing.
+        final long[] lastActivity = {Long.MAX_VALUE};
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
             consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
                 @Override
@@ -489,7 +496,7 @@ public final class KcoordClient {
             while (count < maxMessages) {
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
                 if (records.isEmpty()) {
-                    if (System.currentTimeMillis() - lastActivity[0] > idleMs) {
+                    if (lastActivity[0] != Long.MAX_VALUE && System.currentTimeMillis() - lastActivity[0] > idleMs) {
                         emit("idle", "ms", idleMs);
                         break;
                     }

@@ -4,7 +4,7 @@
 // Every line on stdout is one JSON object with a "kind" field; kafkajs logs go to stderr.
 //
 //   node client.js admin   BOOTSTRAP TOPIC PARTITIONS GROUP
-//   node client.js produce BOOTSTRAP TOPIC N
+//   node client.js produce BOOTSTRAP TOPIC N [gzip]
 //   node client.js consume BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS
 //
 // Every call is bounded (connection/request timeouts, few retries) and the whole run has a hard
@@ -13,7 +13,7 @@
 
 // kafkajs 2 warns on every producer that its default partitioner changed in 2.0.0.
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
-const { Kafka, logLevel } = require('kafkajs')
+const { CompressionTypes, Kafka, logLevel } = require('kafkajs')
 
 const CALL_TIMEOUT_MS = 20000
 
@@ -136,7 +136,14 @@ async function admin(bootstrap, topic, partitions, group) {
   return failures === 0 ? 0 : 1
 }
 
-async function produce(bootstrap, topic, n) {
+// kafkajs 2 itself only has gzip (snappy, lz4 and zstd need codec plugins).
+function codec(name) {
+  if (name === undefined || name === 'none') return CompressionTypes.None
+  if (name === 'gzip') return CompressionTypes.GZIP
+  throw new Error(`kafkajs has no built-in ${name} codec`)
+}
+
+async function produce(bootstrap, topic, n, compression) {
   const kafka = makeKafka(bootstrap, 'kcoord-kafkajs-producer')
   const producer = kafka.producer({ allowAutoTopicCreation: false })
   await withTimeout(producer.connect(), CALL_TIMEOUT_MS, 'connect')
@@ -146,7 +153,7 @@ async function produce(bootstrap, topic, n) {
   const lastOffsets = {}
   try {
     const res = await withTimeout(
-      producer.send({ topic, messages, acks: -1, timeout: 10000 }),
+      producer.send({ topic, messages, acks: -1, timeout: 10000, compression: codec(compression) }),
       CALL_TIMEOUT_MS,
       'send'
     )
@@ -175,7 +182,9 @@ async function consume(bootstrap, topic, group, maxMessages, idleMs) {
   })
   let count = 0
   let commitFailures = 0
-  let lastActivity = Date.now()
+  // The idle clock starts at the first assignment: joining can take longer than IDLE_MS on a
+  // busy machine, and a consumer that gave up before it was assigned tested nothing.
+  let lastActivity = null
   consumer.on(consumer.events.GROUP_JOIN, e => {
     lastActivity = Date.now()
     const parts = []
@@ -228,7 +237,7 @@ async function consume(bootstrap, topic, group, maxMessages, idleMs) {
     },
   })
   const idleTimer = setInterval(() => {
-    if (Date.now() - lastActivity > idleMs) {
+    if (lastActivity !== null && Date.now() - lastActivity > idleMs) {
       emit('idle', { ms: idleMs })
       finish()
     }
@@ -246,7 +255,7 @@ async function consume(bootstrap, topic, group, maxMessages, idleMs) {
 function usage() {
   process.stderr.write(
     'usage: client.js admin BOOTSTRAP TOPIC PARTITIONS GROUP\n' +
-      '       client.js produce BOOTSTRAP TOPIC N\n' +
+      '       client.js produce BOOTSTRAP TOPIC N [gzip]\n' +
       '       client.js consume BOOTSTRAP TOPIC GROUP MAX_MESSAGES IDLE_MS\n'
   )
   process.exit(2)
@@ -258,7 +267,10 @@ function usage() {
 async function readHex(bootstrap, topic, group, idleMs) {
   const kafka = makeKafka(bootstrap, 'kcoord-kafkajs-reader')
   const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000, heartbeatInterval: 1000 })
-  let lastActivity = Date.now()
+  let lastActivity = null // idle is counted from the assignment on (joining may be slow)
+  consumer.on(consumer.events.GROUP_JOIN, () => {
+    lastActivity = Date.now()
+  })
   await withTimeout(consumer.connect(), CALL_TIMEOUT_MS, 'connect')
   await withTimeout(consumer.subscribe({ topics: [topic], fromBeginning: true }), CALL_TIMEOUT_MS, 'subscribe')
   await consumer.run({
@@ -273,7 +285,7 @@ async function readHex(bootstrap, topic, group, idleMs) {
       })
     },
   })
-  while (Date.now() - lastActivity < idleMs) {
+  while (lastActivity === null || Date.now() - lastActivity < idleMs) {
     await new Promise(r => setTimeout(r, 100))
   }
   await withTimeout(consumer.disconnect(), 15000, 'disconnect').catch(() => {})
@@ -289,7 +301,7 @@ async function main(argv) {
       return admin(a[0], a[1], parseInt(a[2], 10), a[3])
     case 'produce':
       if (a.length < 3) usage()
-      return produce(a[0], a[1], parseInt(a[2], 10))
+      return produce(a[0], a[1], parseInt(a[2], 10), a[3])
     case 'consume':
       if (a.length < 5) usage()
       return consume(a[0], a[1], a[2], parseInt(a[3], 10), parseInt(a[4], 10))

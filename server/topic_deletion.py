@@ -1,0 +1,178 @@
+"""Deleting a topic, crash-safely, in persisted steps (DeleteTopics' work once validated).
+
+1. The registry write that moves the topic to its `deleting` list (server/topics.py): the
+   commit point. From here the topic is gone: Metadata, Produce, Fetch, ListOffsets and
+   OffsetCommit answer it as unknown, and its name cannot be created again until step 5.
+2. Its logs are closed and forgotten, long polls on them answered, its idempotent producer
+   state dropped, and each partition directory renamed `<topic>-<p>.<uniqueid>-delete`
+   (storage/log_deletion.py), then the log directory fsynced.
+3. Once __consumer_offsets is loaded: tombstones for every group's committed offsets of its
+   partitions, and for Empty groups left without offsets (Kafka's cleanupGroupMetadata),
+   appended durably through the coordinator runtime like any coordinator write.
+4. The `-delete` directories are removed (in a worker thread) and the log directory fsynced.
+5. The registry forgets the deletion: the name is free.
+
+A crash anywhere is finished at the next start-up: directories of a deleting topic still
+under their own name are renamed before the logs are opened (recover_files), and once
+loading is done every deletion still listed, and every `-delete` directory, is finished
+(finish_all), so nothing of the old topic remains and a topic created later under the name
+starts empty. `KCOORD_CRASH_AT=delete-topic:<step>` (server/crash_points.py) stops the
+server between steps for the tests that prove it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode, KafkaError
+from server.crash_points import crash_point
+from server.deferred import Deferred
+from server.topics import PendingDeletion, Topic
+from storage.log_deletion import remove_delete_dirs, rename_for_delete
+from storage.partition_metadata import read_partition_metadata
+from storage.swap import fsync_dir
+
+if TYPE_CHECKING:
+    from server.broker import Broker
+
+log = logging.getLogger("kcoord.topics")
+
+RETRY_SECONDS = 5.0  # a failed step 3 or 4 is tried again after this long
+
+
+class TopicDeleter:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.loaded = asyncio.Event()  # set once __consumer_offsets is loaded (step 3 may run)
+        self._finishing: dict[object, asyncio.Future[bool]] = {}
+        self._dirs_lock = asyncio.Lock()
+        self._retry: asyncio.TimerHandle | None = None
+
+    # ---------------------------------------------------------------- steps 1 and 2
+
+    def delete(self, topic: Topic) -> PendingDeletion:
+        """Steps 1 and 2, now. Raises OSError if the registry cannot be written (then nothing
+        changed)."""
+        broker = self.broker
+        pending = broker.topics.begin_delete(topic)
+        log.info("Deleting topic %s with %d partitions, id %s", topic.name, topic.partitions, topic.topic_id)
+        crash_point("delete-topic:registered")
+        assert broker.logs is not None
+        dp = broker.data_plane
+        for p in range(pending.partitions):
+            try:
+                broker.logs.remove(pending.name, p)
+            except OSError as e:  # a flush failed: the files are deleted anyway
+                log.warning("Closing the log of %s-%d failed: %s", pending.name, p, e)
+            dp.appended(pending.name, p)  # parked long polls on it answer now
+        dp.producers.drop_topic(pending.name)
+        try:
+            self._rename(pending)
+        except OSError as e:  # retried by the next start-up's recover_files
+            log.error("Renaming the partition directories of deleted topic %s failed: %s", pending.name, e)
+        return pending
+
+    def _rename(self, pending: PendingDeletion) -> None:
+        log_dir = str(self.broker.log_dir)
+        renamed = 0
+        for p in range(pending.partitions):
+            path = os.path.join(log_dir, f"{pending.name}-{p}")
+            if not os.path.isdir(path) or not _belongs(path, pending):
+                continue
+            rename_for_delete(log_dir, pending.name, p)
+            renamed += 1
+            if renamed == 1:
+                crash_point("delete-topic:renamed-first")
+        if renamed:
+            fsync_dir(log_dir)
+        crash_point("delete-topic:renamed")
+
+    def recover_files(self) -> None:
+        """At start-up, before the logs are opened: step 2's renames a crash interrupted."""
+        for pending in list(self.broker.topics.deleting.values()):
+            log.info("Resuming the deletion of topic %s (id %s)", pending.name, pending.topic_id)
+            self._rename(pending)
+
+    # ---------------------------------------------------------------- steps 3 to 5
+
+    async def finish(self, pending: PendingDeletion) -> bool:
+        """Steps 3-5 for one deletion; True when done, False when it failed (a retry is
+        scheduled). Concurrent callers share one run."""
+        running = self._finishing.get(pending.topic_id)
+        if running is None:
+            running = self._finishing[pending.topic_id] = asyncio.ensure_future(self._finish(pending))
+            running.add_done_callback(lambda _: self._finishing.pop(pending.topic_id, None))
+        return await asyncio.shield(running)
+
+    async def _finish(self, pending: PendingDeletion) -> bool:
+        broker = self.broker
+        await self.loaded.wait()
+        try:
+            await self._tombstones(pending)
+            crash_point("delete-topic:tombstoned")
+            await self._remove_dirs()
+            crash_point("delete-topic:removed")
+            broker.topics.end_delete(pending.topic_id)
+        except (KafkaError, OSError) as e:
+            log.error("Finishing the deletion of topic %s failed (retried in %.0f s): %s", pending.name,
+                      RETRY_SECONDS, e)
+            self._schedule_retry()
+            return False
+        log.info("Deleted topic %s (id %s)", pending.name, pending.topic_id)
+        return True
+
+    async def _tombstones(self, pending: PendingDeletion) -> None:
+        """Through the coordinator runtime like any coordinator write: durable, then replayed."""
+        result = self.broker.coordinator.on_partitions_deleted({pending.name: set(range(pending.partitions))})
+        answer = self.broker.runtime.submit(result)  # on_appended answers the append's error
+        if isinstance(answer, Deferred):
+            fut: asyncio.Future[ErrorCode | None] = asyncio.get_running_loop().create_future()
+            answer.add_callback(lambda code: fut.done() or fut.set_result(code))
+            answer = await fut
+        if answer is not None:
+            raise KafkaError(answer, f"writing {len(result.records)} offset tombstones failed: {answer.name}")
+
+    async def _remove_dirs(self) -> None:
+        """Every `-delete` directory (this deletion's and any a crash left behind)."""
+        async with self._dirs_lock:
+            await asyncio.to_thread(remove_delete_dirs, str(self.broker.log_dir))
+
+    async def finish_all(self) -> None:
+        """After loading (and on retries): finish every deletion still listed, and remove
+        `-delete` directories even when none is."""
+        self.loaded.set()
+        pending = list(self.broker.topics.deleting.values())
+        if not pending:
+            try:
+                await self._remove_dirs()
+            except OSError as e:
+                log.error("Removing deleted partition directories failed: %s", e)
+            return
+        for d in pending:
+            await self.finish(d)
+
+    def _schedule_retry(self) -> None:
+        if self._retry is None:
+            def retry() -> None:
+                self._retry = None
+                asyncio.ensure_future(self.finish_all())
+            self._retry = asyncio.get_running_loop().call_later(RETRY_SECONDS, retry)
+
+    def stop(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+
+
+def _belongs(path: str, pending: PendingDeletion) -> bool:
+    """A directory under the deleted topic's name is the deleted topic's unless its
+    partition.metadata names another topic id (no topic of that name can be created while
+    the deletion is listed, so a directory without the file is the deleted topic's too: it
+    was created, then the process died before writing the file)."""
+    try:
+        tid = read_partition_metadata(path)
+    except ValueError:
+        return True
+    return tid is None or tid == pending.topic_id

@@ -1,0 +1,54 @@
+"""What keeps `kcoord serve` quick to start: the package inits it skips, the
+__consumer_offsets partitions it declares instead of creating (bench/bench_startup.py measures
+the time itself)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from storage.log_manager import OFFSETS_TOPIC, LogManager
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_serving_imports_no_client_library_and_the_deferred_inits_still_run_on_demand():
+    code = """
+import sys
+from server.lazy_imports import defer_package_inits
+defer_package_inits()
+import server.app
+import server.handlers
+skipped = [m for m in ("kafka.admin", "kafka.consumer", "kafka.producer", "kafka.protocol.admin.acl",
+                       "aiokafka.client", "aiokafka.record.memory_records", "prometheus_client")
+           if m in sys.modules]
+assert not skipped, skipped
+from kafka import KafkaConsumer             # the real kafka/__init__.py runs now
+from kafka.protocol.admin import AlterConfigsRequest
+import aiokafka
+assert aiokafka.AIOKafkaConsumer and KafkaConsumer and AlterConfigsRequest
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_declared_partition_gets_its_directory_at_its_first_lookup(tmp_path):
+    logs = LogManager(str(tmp_path))
+    tid = uuid.uuid4()
+    for p in range(3):
+        logs.declare(OFFSETS_TOPIC, p, topic_id=tid)
+    assert os.listdir(tmp_path) == []
+    assert logs.existing(OFFSETS_TOPIC, 1) is None
+    plog = logs.get(OFFSETS_TOPIC, 1)
+    assert plog is not None and logs.existing(OFFSETS_TOPIC, 1) is plog
+    assert sorted(os.listdir(tmp_path)) == [f"{OFFSETS_TOPIC}-1"]
+    assert logs.topic_ids[OFFSETS_TOPIC] == tid
+    plog.append_records([(b"k", b"v")], 0)
+    logs.close()
+    reopened = LogManager(str(tmp_path))  # a restart finds the one partition that exists
+    assert reopened.existing(OFFSETS_TOPIC, 1).log_end_offset == 1
+    assert reopened.existing(OFFSETS_TOPIC, 0) is None
+    reopened.close()
