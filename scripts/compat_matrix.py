@@ -30,7 +30,7 @@ CLIENTS = [
     ("kafkajs", "kafkajs"),
 ]
 FEATURES = ["bootstrap", "group join", "static membership", "rebalance on leave", "commit/fetch", "consume",
-            "restart resume", "read __consumer_offsets"]
+            "restart resume", "read __consumer_offsets", "SASL and TLS"]
 
 # Why a cell has no test; printed only for cells that come out "—".
 NOT_TESTED_WHY = {

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.network")
 
+_CLOSE_LINGER_SECONDS = 0.05
+
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: Broker, dispatcher: Dispatcher, max_request_bytes: int,
@@ -261,6 +263,9 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(value, CloseConnection):
             if value.final is not None:
                 out.append(value.final)
+                self._flush(out)
+                self._close_after_answer(str(value), quiet=value.quiet)
+                return False
             self._flush(out)
             self._close(str(value), quiet=value.quiet)
             return False
@@ -294,6 +299,24 @@ class KafkaConnection(asyncio.Protocol):
         self._queue.clear()
         if self._transport is not None:
             self._transport.close()
+
+    def _close_after_answer(self, reason: str, quiet: bool = False) -> None:
+        """Close shortly after a last answer (a failed authentication's): a client that reads
+        the answer and the end of the connection in one go (kafka-python 3 then drops the
+        answer) sees the answer first, and nothing it sent meanwhile turns the close into a
+        reset that could destroy the answer in flight."""
+        transport = self._transport
+        self._closed = True
+        self._queue.clear()
+        if not quiet:
+            log.warning("Closing connection from %s: %s", self._peer, reason)
+        if transport is None:
+            return
+        try:
+            transport.pause_reading()
+        except (RuntimeError, AttributeError):
+            pass
+        asyncio.get_running_loop().call_later(_CLOSE_LINGER_SECONDS, transport.close)
 
     def close(self) -> None:
         if self._transport is not None and not self._closed:

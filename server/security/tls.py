@@ -149,25 +149,38 @@ def _truststore(ctx: ssl.SSLContext, get, name: str) -> None:  # noqa: ANN001
         raise TlsConfigError(f"listener {name}: could not load the PEM truststore: {e}") from None
 
 
+class _Handshake(asyncio.sslproto.SSLProtocol):
+    """asyncio's TLS protocol (the pure-Python one, also under uvloop: uvloop's compiled copy
+    cannot be extended), plus two things create_server(ssl=...) does not do: the client's
+    address is kept for the log line of a failed handshake, and the TLS alert that says why
+    the handshake failed (unknown CA, certificate required) is sent before the connection is
+    dropped, so the client reports an SSL/authentication error rather than a lost connection,
+    as it does against Kafka."""
+
+    _kcoord_peer = "?"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self._kcoord_peer = f"{peer[0]}:{peer[1]}"
+        super().connection_made(transport)
+
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        if handshake_exc is not None:
+            try:  # the alert OpenSSL wrote for the client; a plain write sends it at once
+                alert = self._outgoing.read()  # type: ignore[attr-defined]
+                if alert:
+                    self._transport.write(alert)  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - best effort: the connection closes either way
+                pass
+        super()._on_handshake_complete(handshake_exc)  # type: ignore[misc]
+
+
 def tls_protocol_factory(loop: asyncio.AbstractEventLoop, ctx: ssl.SSLContext,
                          app_factory: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.BaseProtocol]:
     """A protocol factory for loop.create_server that runs the TLS handshake before handing the
-    connection to `app_factory`'s protocol, the way create_server(ssl=...) does, except that a
-    failed handshake is logged (once, with the client's address) instead of passing silently."""
-    base: type = asyncio.sslproto.SSLProtocol
-    try:
-        import uvloop
-
-        if isinstance(loop, uvloop.Loop):
-            base = uvloop.loop.SSLProtocol  # the same protocol, compiled: what create_server(ssl=) uses
-    except ImportError:  # pragma: no cover - uvloop is a dependency
-        pass
-
-    class _Handshake(base):  # type: ignore[misc, valid-type]
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            peer = transport.get_extra_info("peername")
-            self._kcoord_peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-            super().connection_made(transport)
+    connection to `app_factory`'s protocol, as create_server(ssl=...) does, except that a failed
+    handshake is answered with its alert and logged once with the client's address."""
 
     def make() -> asyncio.BaseProtocol:
         waiter = loop.create_future()
