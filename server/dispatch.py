@@ -71,11 +71,12 @@ class _Route:
 
     __slots__ = ("spec", "version", "handler", "direct", "decode", "name", "request_header", "header_tail")
 
-    def __init__(self, spec: ApiSpec, version: int, handler: Callable[..., Any]) -> None:
+    def __init__(self, spec: ApiSpec, version: int, handler: Callable[..., Any], direct: bool = True) -> None:
         self.spec = spec
         self.version = version
         self.handler = handler
-        self.direct = DIRECT.get(spec.key)  # (broker, request, version) -> answer, no context
+        # (broker, request, version) -> answer, no context; not while an authorizer needs the principal
+        self.direct = DIRECT.get(spec.key) if direct else None
         # (frame, body offset, version) -> request: the hand decoder for this very version
         # where there is one
         self.decode = DECODERS.get((int(spec.key), version)) or spec.fast_decode or spec.decode
@@ -108,15 +109,20 @@ def _body_start(frame: bytes, header_version: int) -> int:
     return pos
 
 
-def _routes() -> dict[bytes, _Route]:
-    """Every served (API key, version), keyed by the first 4 bytes of a request frame."""
+def _routes(authorizing: bool = False) -> dict[bytes, _Route]:
+    """Every served (API key, version), keyed by the first 4 bytes of a request frame. With an
+    authorizer, each handler runs behind its API's policy (server/security/enforce.py)."""
     out = {}
     for key, spec in API_TABLE.items():
         handler = HANDLERS.get(key)
         if handler is None:
             continue
+        if authorizing:
+            from server.security.enforce import guarded
+
+            handler = guarded(key, handler)
         for v in range(spec.min_version, spec.max_version + 1):
-            out[key.to_bytes(2, "big") + v.to_bytes(2, "big")] = _Route(spec, v, handler)
+            out[key.to_bytes(2, "big") + v.to_bytes(2, "big")] = _Route(spec, v, handler, direct=not authorizing)
     return out
 
 
@@ -155,7 +161,7 @@ class _Framed(Deferred[bytes | None]):
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._routes = _routes()
+        self._routes = _routes(authorizing=bool(broker.config["authorizer.class.name"]))
 
     def handle(self, frame: bytes, client: Session | str) -> bytes | None | Deferred[bytes | None]:
         """Answer one request from `client` (its connection's Session, or just its host):

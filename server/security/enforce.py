@@ -1,0 +1,758 @@
+"""Authorization, API by API, as Kafka's KafkaApis does it: one table (POLICIES) from API key
+to its policy, applied by the dispatcher around the API's handler when an authorizer is
+configured (without one, nothing here runs: the routes are the plain handlers, and the hot
+Heartbeat / OffsetCommit paths stay direct).
+
+A policy sees the request before its handler and says one of three things (a Guarded):
+- `refusal`: the whole request is refused; this response is the answer (e.g. a JoinGroup for
+  a group the principal may not READ gets GROUP_AUTHORIZATION_FAILED);
+- `request`: what the handler gets, with the parts the principal may not touch taken out (the
+  topics of an OffsetCommit it may not READ), so a denied part changes nothing;
+- `after`: how the handler's response gets the refused parts back, with their error codes
+  (TOPIC_AUTHORIZATION_FAILED for those topics), or loses what must not be shown (topics a
+  principal may not DESCRIBE are left out of Metadata and of group listings, never named).
+
+Every served API must have an entry (tests/unit/test_authorization_table.py checks it); an API
+without one is refused outright while an authorizer is configured.
+"""
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from server.deferred import Deferred
+from server.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from server.context import RequestContext
+    from server.security.authorizer import Authorizer
+
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
+                                                AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE)
+TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class Access:
+    """The authorizer as seen by one request: its principal, client host and API."""
+
+    __slots__ = ("authorizer", "principal", "host", "api", "ctx")
+
+    def __init__(self, authorizer: Authorizer, ctx: RequestContext, api: str) -> None:
+        self.authorizer = authorizer
+        self.principal = ctx.principal
+        self.host = ctx.client_host
+        self.api = api
+        self.ctx = ctx
+
+    def allowed(self, op: AclOperation, rtype: ResourceType, name: str, log: bool = True) -> bool:
+        return self.authorizer.authorize(self.principal, self.host, op, rtype, name, self.api, log)
+
+    def cluster(self, op: AclOperation, log: bool = True) -> bool:
+        return self.allowed(op, CLUSTER, CLUSTER_NAME, log)
+
+    def allowed_names(self, op: AclOperation, rtype: ResourceType, names: Iterable[str], log: bool = True) -> set[str]:
+        return {n for n in set(names) if self.allowed(op, rtype, n, log)}
+
+    def operations(self, rtype: ResourceType, name: str) -> set[int]:
+        """authorized_operations as kafka-python encodes it: the set of allowed operation codes."""
+        return {int(op) for op in SUPPORTED_OPERATIONS[rtype]
+                if self.authorizer.authorize(self.principal, self.host, op, rtype, name, log_denied=False)}
+
+
+@dataclass(slots=True)
+class Guarded:
+    request: Any = None
+    refusal: Any = None
+    after: Callable[[Any], Any] | None = None
+    close: str | None = None  # close the connection once the handler ran (Produce acks=0 with an error)
+
+
+Policy = Callable[[Access, Any, int], Guarded]
+
+
+def then(result: Any, fn: Callable[[Any], Any]) -> Any:
+    """`fn` applied to a handler's answer, which may come later (Deferred, awaitable)."""
+    if isinstance(result, Deferred):
+        out: Deferred[Any] = Deferred()
+        result.add_callback(lambda r: out.complete(r if _passthrough(r) else fn(r)))
+        return out
+    if inspect.isawaitable(result):
+        async def later() -> Any:
+            r = await result
+            return r if _passthrough(r) else fn(r)
+        return later()
+    return result if _passthrough(result) else fn(result)
+
+
+def _passthrough(r: Any) -> bool:
+    from server.dispatch import CloseConnection  # the dispatcher imports this module
+    from server.handlers.registry import NO_RESPONSE
+
+    return r is None or r is NO_RESPONSE or isinstance(r, CloseConnection | bytes)
+
+
+def guarded(api: ApiKey, handler: Callable[..., Any]) -> Callable[..., Any]:
+    """The handler with API `api`'s policy in front of it."""
+    policy = POLICIES.get(api)
+    name = _api_name(api)
+
+    def handle(ctx: RequestContext, req: Any, version: int) -> Any:
+        authorizer = ctx.broker.security.authorizer
+        if authorizer is None:  # not configured after all (tests build dispatchers by hand)
+            return handler(ctx, req, version)
+        if policy is None:
+            from server.dispatch import CloseConnection
+
+            raise CloseConnection(f"{name} has no authorization policy; refused while an authorizer is configured")
+        g = policy(Access(authorizer, ctx, name), req, version)
+        if g.refusal is not None:
+            return g.refusal
+        result = handler(ctx, g.request if g.request is not None else req, version)
+        if g.close is not None:
+            _close(g.close)
+        return result if g.after is None else then(result, g.after)
+
+    handle.__name__ = f"authorized_{getattr(handler, '__name__', 'handler')}"
+    return handle
+
+
+def _api_name(api: int) -> str:
+    from protocol.api import API_TABLE
+
+    spec = API_TABLE.get(api)
+    return spec.name if spec is not None else str(api)
+
+
+def _clone(obj: Any, **changes: Any) -> Any:
+    """A shallow copy of a kafka-python request with some fields replaced (the original is
+    left alone: it may be what a log line or a retry looks at)."""
+    import copy
+
+    out = copy.copy(obj)
+    for k, v in changes.items():
+        setattr(out, k, v)
+    return out
+
+
+# ---- responses that refuse a whole request (Kafka's getErrorResponse of each request) ----
+
+
+def _join_error(version: int, code: ErrorCode) -> Any:
+    from kafka.protocol.consumer import JoinGroupResponse
+
+    return JoinGroupResponse(version=version, throttle_time_ms=0, error_code=int(code), generation_id=-1,
+                             protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
+                             skip_assignment=False, member_id="", members=[])
+
+
+def _sync_error(version: int, code: ErrorCode) -> Any:
+    from kafka.protocol.consumer import SyncGroupResponse
+
+    return SyncGroupResponse(version=version, throttle_time_ms=0, error_code=int(code), protocol_type=None,
+                             protocol_name=None, assignment=b"")
+
+
+def _heartbeat_error(version: int, code: ErrorCode) -> Any:
+    from kafka.protocol.consumer import HeartbeatResponse
+
+    return HeartbeatResponse(version=version, throttle_time_ms=0, error_code=int(code))
+
+
+def _leave_error(version: int, code: ErrorCode) -> Any:
+    from kafka.protocol.consumer import LeaveGroupResponse
+
+    return LeaveGroupResponse(version=version, throttle_time_ms=0, error_code=int(code), members=[])
+
+
+# ---- group APIs ----
+
+
+def _whole_group(op: AclOperation, error: Callable[[int, ErrorCode], Any]) -> Policy:
+    def policy(a: Access, req: Any, version: int) -> Guarded:
+        if a.allowed(op, GROUP, req.group_id):
+            return Guarded()
+        return Guarded(refusal=error(version, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    return policy
+
+
+def _offset_commit(a: Access, req: Any, version: int) -> Guarded:
+    from server.group.responses import commit_response
+
+    if not a.allowed(READ, GROUP, req.group_id):
+        rows = [(t.name, p.partition_index, ErrorCode.GROUP_AUTHORIZATION_FAILED) for t in req.topics for p in t.partitions]
+        return Guarded(refusal=commit_response(version, rows))
+    allowed = a.allowed_names(READ, TOPIC, (t.name for t in req.topics))
+    if len(allowed) == len({t.name for t in req.topics}):
+        return Guarded()
+    denied = [(t.name, p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+              for t in req.topics if t.name not in allowed for p in t.partitions]
+    kept = [t for t in req.topics if t.name in allowed]
+    if not kept:
+        return Guarded(refusal=commit_response(version, denied))
+    return Guarded(request=_clone(req, topics=kept), after=lambda r: commit_response(version, r.rows + denied))
+
+
+def _offset_fetch(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.consumer import OffsetFetchResponse
+
+    FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
+    if version >= 8:
+        groups = list(req.groups)
+        denied_groups = {g.group_id for g in groups if not a.allowed(DESCRIBE, GROUP, g.group_id)}
+        kept, unauthorized = [], {}
+        for g in groups:
+            if g.group_id in denied_groups:
+                continue
+            topics, missing = _describable(a, g.topics)
+            unauthorized[g.group_id] = missing
+            kept.append(_clone(g, topics=topics) if g.topics is not None else g)
+
+        def merge(resp: Any) -> Any:
+            by_id = {g.group_id: g for g in resp.groups}
+            out = []
+            for g in groups:
+                if g.group_id in denied_groups:
+                    out.append(FetchGroup(group_id=g.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[]))
+                    continue
+                got = by_id.get(g.group_id)
+                if got is None:
+                    continue
+                if got.error_code == ErrorCode.NONE:
+                    if g.topics is None:  # all topics: the ones it may not describe are left out
+                        got.topics = [t for t in got.topics if a.allowed(DESCRIBE, TOPIC, t.name, log=False)]
+                    else:
+                        got.topics = list(got.topics) + [_fetch_denied_topic(True, t) for t in unauthorized[g.group_id]]
+                out.append(got)
+            resp.groups = out
+            return resp
+
+        if not kept:
+            return Guarded(refusal=merge(OffsetFetchResponse(version=version, throttle_time_ms=0, topics=[],
+                                                             error_code=0, groups=[])))
+        return Guarded(request=_clone(req, groups=kept), after=merge)
+    # v0-v7: one group
+    if not a.allowed(DESCRIBE, GROUP, req.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        topics = []
+        if version < 2:  # no top-level error before v2: on each partition asked for
+            topics = [_fetch_denied_topic(False, t, code) for t in req.topics or []]
+        return Guarded(refusal=OffsetFetchResponse(version=version, throttle_time_ms=0, topics=topics,
+                                                   error_code=int(code), groups=[]))
+    topics, missing = _describable(a, req.topics)
+
+    def merge_single(resp: Any) -> Any:
+        if resp.error_code == ErrorCode.NONE:
+            if req.topics is None:
+                resp.topics = [t for t in resp.topics if a.allowed(DESCRIBE, TOPIC, t.name, log=False)]
+            else:
+                resp.topics = list(resp.topics) + [_fetch_denied_topic(False, t) for t in missing]
+        return resp
+
+    if req.topics is not None and not topics:
+        return Guarded(refusal=merge_single(OffsetFetchResponse(version=version, throttle_time_ms=0, topics=[],
+                                                                error_code=0, groups=[])))
+    return Guarded(request=_clone(req, topics=topics) if req.topics is not None else None, after=merge_single)
+
+
+def _describable(a: Access, topics: Any) -> tuple[Any, list[Any]]:
+    if topics is None:
+        return None, []
+    allowed = a.allowed_names(DESCRIBE, TOPIC, (t.name for t in topics))
+    return [t for t in topics if t.name in allowed], [t for t in topics if t.name not in allowed]
+
+
+def _fetch_denied_topic(grouped: bool, t: Any, code: ErrorCode = ErrorCode.TOPIC_AUTHORIZATION_FAILED) -> Any:
+    from kafka.protocol.consumer import OffsetFetchResponse
+
+    if grouped:
+        T = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
+        P = T.OffsetFetchResponsePartitions
+    else:
+        T = OffsetFetchResponse.OffsetFetchResponseTopic  # type: ignore[assignment]
+        P = T.OffsetFetchResponsePartition  # type: ignore[assignment]
+    return T(name=t.name, partitions=[P(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                        metadata="", error_code=int(code)) for p in t.partition_indexes])
+
+
+def _offset_delete(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.consumer import OffsetDeleteResponse
+
+    T = OffsetDeleteResponse.OffsetDeleteResponseTopic
+    P = T.OffsetDeleteResponsePartition
+    if not a.allowed(DELETE, GROUP, req.group_id):
+        return Guarded(refusal=OffsetDeleteResponse(version=version, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                                    throttle_time_ms=0, topics=[]))
+    allowed = a.allowed_names(READ, TOPIC, (t.name for t in req.topics))
+    denied = [T(name=t.name, partitions=[P(partition_index=p.partition_index,
+                                           error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions])
+              for t in req.topics if t.name not in allowed]
+    if not denied:
+        return Guarded()
+    kept = [t for t in req.topics if t.name in allowed]
+
+    def merge(resp: Any) -> Any:
+        if resp.error_code == ErrorCode.NONE:
+            resp.topics = list(resp.topics) + denied
+        return resp
+
+    if not kept:
+        return Guarded(refusal=OffsetDeleteResponse(version=version, error_code=0, throttle_time_ms=0, topics=denied))
+    return Guarded(request=_clone(req, topics=kept), after=merge)
+
+
+def _describe_groups(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.admin.groups import DescribeGroupsResponse
+
+    denied = [g for g in req.groups if not a.allowed(DESCRIBE, GROUP, g)]
+    kept = [g for g in req.groups if g not in denied]
+    errors = [DescribeGroupsResponse.DescribedGroup(
+        error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None, group_id=g, group_state="",
+        protocol_type="", protocol_data="", members=[], authorized_operations=None) for g in denied]
+    include_ops = version >= 3 and bool(getattr(req, "include_authorized_operations", False))
+
+    def merge(resp: Any) -> Any:
+        if include_ops:
+            for g in resp.groups:
+                if g.error_code == ErrorCode.NONE:
+                    g.authorized_operations = a.operations(GROUP, g.group_id)
+        resp.groups = errors + list(resp.groups)
+        return resp
+
+    if not kept:
+        return Guarded(refusal=DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=errors))
+    return Guarded(request=_clone(req, groups=kept) if denied else None, after=merge)
+
+
+def _list_groups(a: Access, req: Any, version: int) -> Guarded:
+    if a.cluster(DESCRIBE, log=False):  # with DESCRIBE on the cluster, every group is listed
+        return Guarded()
+
+    def keep_describable(resp: Any) -> Any:
+        resp.groups = [g for g in resp.groups if a.allowed(DESCRIBE, GROUP, g.group_id, log=False)]
+        return resp
+
+    return Guarded(after=keep_describable)
+
+
+def _delete_groups(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.admin.groups import DeleteGroupsResponse
+
+    names = list(dict.fromkeys(req.groups_names))
+    denied = [g for g in names if not a.allowed(DELETE, GROUP, g)]
+    if not denied:
+        return Guarded()
+    errors = [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+              for g in denied]
+    kept = [g for g in names if g not in denied]
+
+    def merge(resp: Any) -> Any:
+        resp.results = list(resp.results) + errors
+        return resp
+
+    if not kept:
+        return Guarded(refusal=DeleteGroupsResponse(version=version, throttle_time_ms=0, results=errors))
+    return Guarded(request=_clone(req, groups_names=kept), after=merge)
+
+
+def _find_coordinator(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.metadata import FindCoordinatorResponse
+
+    key_type = req.key_type if version >= 1 else 0
+
+    def refused(key: str) -> ErrorCode | None:
+        if key_type == 0 and not a.allowed(DESCRIBE, GROUP, key):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if key_type == 1 and not a.allowed(DESCRIBE, TXN, key):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return None
+
+    messages = {ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed."}
+    if version < 4:
+        code = refused(req.key)
+        if code is None:
+            return Guarded()
+        return Guarded(refusal=FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=int(code),
+                                                       error_message=messages[code], node_id=-1, host="", port=-1))
+    codes = {k: refused(k) for k in req.coordinator_keys}
+    if not any(codes.values()):
+        return Guarded()
+    kept = [k for k in req.coordinator_keys if codes[k] is None]
+
+    def merge(resp: Any) -> Any:
+        got = {c.key: c for c in resp.coordinators}
+        out = []
+        for k in req.coordinator_keys:
+            code = codes[k]
+            if code is not None:
+                out.append(FindCoordinatorResponse.Coordinator(key=k, node_id=-1, host="", port=-1,
+                                                               error_code=int(code), error_message=None))
+            elif k in got:
+                out.append(got[k])
+        resp.coordinators = out
+        return resp
+
+    if not kept:
+        return Guarded(refusal=merge(FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=[])))
+    return Guarded(request=_clone(req, coordinator_keys=kept), after=merge)
+
+
+# ---- topics and data ----
+
+
+def _topic_names_by_id(a: Access) -> dict[uuid.UUID, str]:
+    return {t.topic_id: t.name for t in a.ctx.broker.topics.topics.values()}
+
+
+def _metadata(a: Access, req: Any, version: int) -> Guarded:
+    broker = a.ctx.broker
+    all_topics = req.topics is None or (version == 0 and not req.topics)
+    include_topic_ops = version >= 8 and bool(getattr(req, "include_topic_authorized_operations", False))
+    include_cluster_ops = 8 <= version <= 10 and bool(getattr(req, "include_cluster_authorized_operations", False))
+    extra: list[Any] = []
+    request = None
+    if not all_topics:
+        from kafka.protocol.metadata import MetadataResponse
+
+        TopicOut = MetadataResponse.MetadataResponseTopic
+
+        def error_entry(name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
+            return TopicOut(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=topic_id,
+                            is_internal=False, partitions=[])
+        by_id = _topic_names_by_id(a)
+        auto_create = broker.config["auto.create.topics.enable"] and (version < 4 or req.allow_auto_topic_creation)
+        may_create_any: bool | None = None
+        kept = []
+        for wanted in req.topics:
+            name, by_topic_id = wanted.name, False
+            if name is None and version >= 10:
+                name = by_id.get(wanted.topic_id)
+                if name is None:  # unknown id: the handler answers UNKNOWN_TOPIC_ID
+                    kept.append(wanted)
+                    continue
+                by_topic_id = True
+            if not a.allowed(DESCRIBE, TOPIC, name):
+                # not even whether it exists is told (Kafka: topic ids are not secret, names are)
+                extra.append(error_entry(None, wanted.topic_id) if by_topic_id else error_entry(name))
+                continue
+            if auto_create and broker.topics.get(name) is None:
+                if may_create_any is None:
+                    may_create_any = a.cluster(CREATE, log=False)
+                if not may_create_any and not a.allowed(CREATE, TOPIC, name):
+                    extra.append(error_entry(name))
+                    continue
+            kept.append(wanted)
+        if len(kept) != len(req.topics):
+            request = _clone(req, topics=kept)
+
+    def finish(resp: Any) -> Any:
+        if all_topics:  # a listing shows only what the principal may describe
+            resp.topics = [t for t in resp.topics if a.allowed(DESCRIBE, TOPIC, t.name, log=False)]
+        if include_topic_ops:
+            for t in resp.topics:
+                if t.error_code == ErrorCode.NONE and t.name is not None:
+                    t.authorized_operations = a.operations(TOPIC, t.name)
+        resp.topics = list(resp.topics) + extra
+        if include_cluster_ops:
+            resp.authorized_operations = (a.operations(CLUSTER, CLUSTER_NAME)
+                                                  if a.cluster(DESCRIBE) else set())
+        return resp
+
+    return Guarded(request=request, after=finish)
+
+
+def _produce(a: Access, req: Any, version: int) -> Guarded:
+    from server.handlers import produce
+
+    if any(produce._is_transactional(p.records) for t in req.topic_data for p in t.partition_data):  # noqa: SLF001
+        if req.transactional_id is None or not a.allowed(WRITE, TXN, req.transactional_id):
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            if req.acks == 0:
+                _close(f"{code.name} during produce request with acks=0")
+            return Guarded(refusal=produce._whole_request_error(version, req, code))  # noqa: SLF001
+    allowed = a.allowed_names(WRITE, TOPIC, (t.name for t in req.topic_data))
+    denied = [t for t in req.topic_data if t.name not in allowed]
+    if not denied:
+        return Guarded()
+    kept = [t for t in req.topic_data if t.name in allowed]
+    from kafka.protocol.producer import ProduceResponse
+
+    TopicOut = ProduceResponse.TopicProduceResponse
+    P = TopicOut.PartitionProduceResponse
+    errors = [TopicOut(name=t.name, partition_responses=[
+        P(index=p.index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, base_offset=-1, log_append_time_ms=-1,
+          log_start_offset=-1, record_errors=[], error_message=None) for p in t.partition_data]) for t in denied]
+
+    def merge(resp: Any) -> Any:
+        resp.responses = list(resp.responses) + errors
+        return resp
+
+    if req.acks == 0:  # Kafka appends what it may, then closes the connection (an error with acks=0)
+        return Guarded(request=_clone(req, topic_data=kept),
+                       close="error during produce request with acks=0: TOPIC_AUTHORIZATION_FAILED")
+    if not kept:
+        return Guarded(refusal=ProduceResponse(version=version, responses=errors, throttle_time_ms=0))
+    return Guarded(request=_clone(req, topic_data=kept), after=merge)
+
+
+def _close(reason: str) -> None:
+    from server.dispatch import CloseConnection
+
+    raise CloseConnection(reason)
+
+
+def _fetch(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.consumer import FetchResponse
+
+    TopicOut = FetchResponse.FetchableTopicResponse
+    P = TopicOut.PartitionData
+    replica = req.replica_state.replica_id if version >= 15 else req.replica_id
+    by_id = _topic_names_by_id(a) if version >= 13 else {}
+
+    def name_of(t: Any) -> str | None:
+        return by_id.get(t.topic_id) if version >= 13 else t.topic
+
+    if replica is not None and replica >= 0:  # a follower: CLUSTER_ACTION, or nothing at all
+        if a.cluster(AclOperation.CLUSTER_ACTION):
+            return Guarded()
+        denied, kept = list(req.topics), []
+    else:
+        names = [n for n in (name_of(t) for t in req.topics) if n is not None]
+        allowed = a.allowed_names(READ, TOPIC, names)
+        denied = [t for t in req.topics if name_of(t) is not None and name_of(t) not in allowed]
+        if not denied:
+            return Guarded()
+        kept = [t for t in req.topics if t not in denied]
+
+    def topic_out(t: Any) -> Any:
+        parts = [P(partition_index=p.partition, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, high_watermark=-1,
+                   last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
+                   records=None) for p in t.partitions]
+        if version >= 13:
+            return TopicOut(topic_id=t.topic_id, partitions=parts)
+        return TopicOut(topic=t.topic, partitions=parts)
+    errors = [topic_out(t) for t in denied]
+
+    def merge(resp: Any) -> Any:
+        if resp.error_code == ErrorCode.NONE:
+            resp.responses = list(resp.responses) + errors
+        return resp
+
+    return Guarded(request=_clone(req, topics=kept), after=merge)
+
+
+def _list_offsets(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.consumer import ListOffsetsResponse
+
+    allowed = a.allowed_names(DESCRIBE, TOPIC, (t.name for t in req.topics))
+    denied = [t for t in req.topics if t.name not in allowed]
+    if not denied:
+        return Guarded()
+    T = ListOffsetsResponse.ListOffsetsTopicResponse
+    P = T.ListOffsetsPartitionResponse
+    errors = [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                           old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1)
+                                         for p in t.partitions]) for t in denied]
+    kept = [t for t in req.topics if t.name in allowed]
+
+    def merge(resp: Any) -> Any:
+        resp.topics = list(resp.topics) + errors
+        return resp
+
+    if not kept:
+        return Guarded(refusal=ListOffsetsResponse(version=version, throttle_time_ms=0, topics=errors))
+    return Guarded(request=_clone(req, topics=kept), after=merge)
+
+
+def _create_topics(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.admin.topics import CreateTopicsResponse
+
+    names = [t.name for t in req.topics]
+    if a.cluster(CREATE, log=False):
+        may_create = set(names)
+    else:
+        may_create = a.allowed_names(CREATE, TOPIC, names)
+    may_describe_configs = a.allowed_names(AclOperation.DESCRIBE_CONFIGS, TOPIC, names, log=False)
+    Result = CreateTopicsResponse.CreatableTopicResult
+    denied = [Result(name=t.name, topic_id=ZERO_UUID, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                     error_message="Authorization failed.",
+                     topic_config_error_code=(0 if t.name in may_describe_configs
+                                              else ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                     num_partitions=-1, replication_factor=-1, configs=[])
+              for t in req.topics if t.name not in may_create and names.count(t.name) == 1]
+    kept = [t for t in req.topics if t.name in may_create or names.count(t.name) > 1]
+
+    def finish(resp: Any) -> Any:
+        for r in resp.topics:
+            if r.name not in may_describe_configs and r.error_code == ErrorCode.NONE:
+                r.configs = []  # its configs are not shown to who may not describe them
+                r.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        resp.topics = list(resp.topics) + denied
+        return resp
+
+    if not kept:
+        return Guarded(refusal=CreateTopicsResponse(version=version, throttle_time_ms=0, topics=denied))
+    return Guarded(request=_clone(req, topics=kept) if denied else None, after=finish)
+
+
+def _delete_topics(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.admin.topics import DeleteTopicsResponse
+
+    Result = DeleteTopicsResponse.DeletableTopicResult
+    by_id = _topic_names_by_id(a) if version >= 6 else {}
+    entries = list(req.topics) if version >= 6 else list(req.topic_names)
+    kept, errors = [], []
+    for e in entries:
+        if version >= 6:
+            by_topic_id = e.topic_id is not None and e.topic_id != ZERO_UUID
+            name = by_id.get(e.topic_id) if by_topic_id else e.name
+        else:
+            by_topic_id, name = False, e
+        if name is None:  # an unknown topic id: the handler answers UNKNOWN_TOPIC_ID
+            kept.append(e)
+            continue
+        if by_topic_id and not a.allowed(DESCRIBE, TOPIC, name):
+            errors.append(Result(name=None, topic_id=e.topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                 error_message=None))
+        elif not a.allowed(DELETE, TOPIC, name):
+            errors.append(Result(name=name, topic_id=e.topic_id if by_topic_id else ZERO_UUID,
+                                 error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None))
+        else:
+            kept.append(e)
+    if not errors:
+        return Guarded()
+
+    def merge(resp: Any) -> Any:
+        resp.responses = list(resp.responses) + errors
+        return resp
+
+    if not kept:
+        return Guarded(refusal=DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=errors))
+    field = "topics" if version >= 6 else "topic_names"
+    return Guarded(request=_clone(req, **{field: kept}), after=merge)
+
+
+def _init_producer_id(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.producer import InitProducerIdResponse
+
+    def refuse(code: ErrorCode) -> Guarded:
+        return Guarded(refusal=InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=int(code),
+                                                      producer_id=-1, producer_epoch=-1))
+    if req.transactional_id is not None:
+        if not a.allowed(WRITE, TXN, req.transactional_id):
+            return refuse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return Guarded()
+    if a.cluster(AclOperation.IDEMPOTENT_WRITE, log=False) or \
+            a.authorizer.authorize_by_resource_type(a.principal, a.host, WRITE, TOPIC):
+        return Guarded()
+    return refuse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
+
+# ---- security and cluster APIs ----
+
+
+def _cluster_op(op: AclOperation, refuse: Callable[[Any, int, str], Any]) -> Policy:
+    def policy(a: Access, req: Any, version: int) -> Guarded:
+        if a.cluster(op):
+            return Guarded()
+        return Guarded(refusal=refuse(req, version, f"Request {a.api} is not authorized."))
+    return policy
+
+
+def _describe_acls_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.acl import DescribeAclsResponse
+
+    return DescribeAclsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                error_message=message, resources=[])
+
+
+def _create_acls_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.acl import CreateAclsResponse
+
+    return CreateAclsResponse(version=version, throttle_time_ms=0, results=[
+        CreateAclsResponse.AclCreationResult(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=message)
+        for _ in req.creations])
+
+
+def _delete_acls_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.acl import DeleteAclsResponse
+
+    return DeleteAclsResponse(version=version, throttle_time_ms=0, filter_results=[
+        DeleteAclsResponse.DeleteAclsFilterResult(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                  error_message=message, matching_acls=[])
+        for _ in req.filters])
+
+
+def _describe_scram_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.users import DescribeUserScramCredentialsResponse
+
+    return DescribeUserScramCredentialsResponse(version=version, throttle_time_ms=0,
+                                                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                error_message=message, results=[])
+
+
+def _alter_scram_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.users import AlterUserScramCredentialsResponse
+
+    names = list(dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions]))
+    return AlterUserScramCredentialsResponse(version=version, throttle_time_ms=0, results=[
+        AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult(
+            user=n, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=message) for n in names])
+
+
+def _open(a: Access, req: Any, version: int) -> Guarded:
+    """Needs no authorization (ApiVersions, and the SASL requests: authentication comes first)."""
+    return Guarded()
+
+
+POLICIES: dict[int, Policy] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.METADATA: _metadata,
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.JOIN_GROUP: _whole_group(READ, _join_error),
+    ApiKey.HEARTBEAT: _whole_group(READ, _heartbeat_error),
+    ApiKey.LEAVE_GROUP: _whole_group(READ, _leave_error),
+    ApiKey.SYNC_GROUP: _whole_group(READ, _sync_error),
+    ApiKey.DESCRIBE_GROUPS: _describe_groups,
+    ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.SASL_HANDSHAKE: _open,
+    ApiKey.API_VERSIONS: _open,
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.SASL_AUTHENTICATE: _open,
+    ApiKey.DELETE_GROUPS: _delete_groups,
+    ApiKey.OFFSET_DELETE: _offset_delete,
+    ApiKey.DESCRIBE_ACLS: _cluster_op(DESCRIBE, _describe_acls_refused),
+    ApiKey.CREATE_ACLS: _cluster_op(ALTER, _create_acls_refused),
+    ApiKey.DELETE_ACLS: _cluster_op(ALTER, _delete_acls_refused),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster_op(DESCRIBE, _describe_scram_refused),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster_op(ALTER, _alter_scram_refused),
+}
+
+
+def register(api: int, policy: Policy) -> None:
+    """For APIs added elsewhere (transactions, configs): their authorization, in this table."""
+    if api in POLICIES:
+        raise RuntimeError(f"two authorization policies for API key {api}")
+    POLICIES[api] = policy
+
+
+def authorize(ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str, log: bool = True) -> bool:
+    """One authorization check from a handler (True when no authorizer is configured): for
+    checks that belong inside a handler's own logic, e.g. the transaction coordinator's
+    TRANSACTIONAL_ID checks."""
+    authorizer = ctx.broker.security.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.authorize(ctx.principal, ctx.client_host, op, rtype, name, "", log)
