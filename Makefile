@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
 
-.PHONY: setup test-setup clients run test test-loaded unit integration bench lint up down clean
+.PHONY: setup test-setup clients rdkafka-setup rdkafka-suite run test test-loaded unit integration bench lint up down clean
 
 # The server alone: what `make run` needs.
 setup: $(STAMP)
@@ -27,11 +27,26 @@ $(TSTAMP): $(STAMP)
 clients: test-setup
 	bash scripts/setup-clients.sh
 
+# librdkafka 2.14.2 and its C test suite, built from Debian's source package into .cache/rdk.
+rdkafka-setup:
+	bash scripts/setup-rdkafka.sh
+
 run: setup
 	$(BIN)/kcoord serve $(ARGS)
 
-test: setup clients
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+# pytest, then librdkafka's own test suite against kcoord (both run; either failing fails).
+test: setup clients rdkafka-setup
+	@rc=0; $(BIN)/python -m pytest -q -p no:cacheprovider tests || rc=$$?; \
+	$(MAKE) --no-print-directory rdkafka-suite ARGS=--check || rc=$$?; exit $$rc
+
+# librdkafka's suite against a kcoord it starts; the table in tests/rdkafka/, README section.
+# RDKAFKA_GROUP_PROTOCOLS="classic consumer" also runs the group tests under KIP-848.
+RDKAFKA_GROUP_PROTOCOLS ?= classic
+RDKAFKA_JOBS ?= 2
+rdkafka-suite: setup clients rdkafka-setup
+	@rc=0; for p in $(RDKAFKA_GROUP_PROTOCOLS); do \
+	  $(BIN)/python scripts/rdkafka_suite.py run --jobs $(RDKAFKA_JOBS) --group-protocol $$p $(ARGS) || rc=$$?; \
+	done; exit $$rc
 
 # The whole suite twice in a row from a fresh clone of HEAD while a CPU-bound process keeps
 # one core busy (scripts/test-loaded.sh; results in .cache/loaded/summary.txt).

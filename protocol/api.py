@@ -1,8 +1,10 @@
 """The API table: key -> (name, request/response classes, the version range kcoord serves).
 
-Handlers are attached by server/handlers; this table is what ApiVersions advertises and what
-the dispatcher checks versions against. Advertise exactly what is implemented: clients such as
-kafka-python guess the broker's version from these maxima.
+These are the wire facts of each API; how the server serves it (handler, hand-written fast
+path, direct call) is declared in server/handlers/routes.py. This table is what ApiVersions
+advertises (for the APIs that have a route) and what the dispatcher checks versions against.
+Advertise exactly what is implemented: clients such as kafka-python guess the broker's
+version from these maxima.
 """
 from __future__ import annotations
 
@@ -21,6 +23,20 @@ from kafka.protocol.admin.acl import (
     DescribeAclsRequest,
     DescribeAclsResponse,
 )
+from kafka.protocol.admin.cluster import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+)
+from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from kafka.protocol.admin.groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -30,10 +46,22 @@ from kafka.protocol.admin.groups import (
     ListGroupsResponse,
 )
 from kafka.protocol.admin.topics import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.admin.users import (
     AlterUserScramCredentialsRequest,
@@ -83,8 +111,6 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from protocol.fastpath import decode_heartbeat, decode_offset_commit, encode_offset_commit_response
-
 
 class ApiKey(IntEnum):
     PRODUCE = 0
@@ -104,15 +130,26 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    CREATE_PARTITIONS = 37
     INIT_PRODUCER_ID = 22
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
     SASL_AUTHENTICATE = 36
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 # Kafka 4.0 removed Produce v0-v2 (KIP-896) but still advertises Produce from v0 (KAFKA-18659):
@@ -130,10 +167,6 @@ class ApiSpec:
     response: type[ApiMessage]
     min_version: int
     max_version: int
-    # (frame, body offset, version) -> request object; for hot APIs, else the generic class
-    fast_decode: Callable[[bytes, int, int], Any] | None = None
-    # (response object, version) -> body bytes; for hot APIs, else the generic encoder
-    fast_encode: Callable[[Any, int], bytes] | None = None
     # header versions by API version, computed once (they are looked up on every request)
     request_headers: tuple[int, ...] = ()
     response_headers: tuple[int, ...] = ()
@@ -157,8 +190,6 @@ class ApiSpec:
         """The request body at frame[pos:]. Raises ValueError for a body that does not decode,
         including one whose fields claim more bytes than the frame holds (kafka-python's
         compiled decoders read past the end silently; Kafka refuses such a request)."""
-        if self.fast_decode is not None:
-            return self.fast_decode(frame, pos, version)
         request, end = _generic_decoder(self.request, version)(memoryview(frame), pos)
         if end > len(frame):
             raise ValueError(f"request body needs {end - pos} bytes, the frame has {len(frame) - pos}")
@@ -166,8 +197,6 @@ class ApiSpec:
         return request
 
     def encode(self, response: Any, version: int) -> bytes:
-        if self.fast_encode is not None:
-            return self.fast_encode(response, version)
         return response.encode(version=version)
 
     def is_flexible(self, version: int) -> bool:
@@ -237,10 +266,8 @@ def _check_non_null(obj: Any, plan: _Plan) -> None:
             raise ValueError(f"null element in {attr}")
 
 
-def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, hi: int,
-          fast: Callable[[bytes, int, int], Any] | None = None,
-          fast_encode: Callable[[Any, int], bytes] | None = None) -> ApiSpec:
-    return ApiSpec(key, req, resp, lo, hi, fast, fast_encode)
+def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, hi: int) -> ApiSpec:
+    return ApiSpec(key, req, resp, lo, hi)
 
 
 # The versions kcoord serves (see DESIGN.md: what Java 3.9 and librdkafka 2.16 send).
@@ -251,12 +278,11 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.FETCH, FetchRequest, FetchResponse, 4, 17),
         _spec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, 0, 9),
         _spec(ApiKey.METADATA, MetadataRequest, MetadataResponse, 0, 12),
-        _spec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 0, 9,
-              decode_offset_commit, encode_offset_commit_response),
+        _spec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 0, 9),
         _spec(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, 0, 9),
         _spec(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
         _spec(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, 0, 9),
-        _spec(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, 0, 4, decode_heartbeat),
+        _spec(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, 0, 4),
         _spec(ApiKey.LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
         _spec(ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse, 0, 5),
         _spec(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
@@ -264,6 +290,8 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse, 0, 7),
         _spec(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
+        _spec(ApiKey.DELETE_RECORDS, DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
+        _spec(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
         _spec(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, 0, 5),
         _spec(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
         _spec(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
@@ -278,5 +306,16 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse, 0, 3),
         _spec(ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse, 0, 3),
         _spec(ApiKey.DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse, 0, 3),
+        _spec(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, 0, 4),
+        _spec(ApiKey.ALTER_CONFIGS, AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+        _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+        _spec(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse, 0, 4),
+        _spec(ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
+        _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, AlterPartitionReassignmentsRequest,
+              AlterPartitionReassignmentsResponse, 0, 0),
+        _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest,
+              ListPartitionReassignmentsResponse, 0, 0),
+        _spec(ApiKey.DESCRIBE_CLUSTER, DescribeClusterRequest, DescribeClusterResponse, 0, 1),
+        _spec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
     )
 }

@@ -292,12 +292,22 @@ def decode_heartbeat_v4(buf: bytes, start: int, version: int = 4) -> Any:
         return _heartbeat_general(buf, start, 4)
 
 
-# Per (API key, version): the decoder to call directly, skipping the version dispatch.
-DECODERS = {
-    (8, 8): decode_offset_commit_flexible,
-    (8, 9): decode_offset_commit_flexible,
-    (12, 4): decode_heartbeat_v4,
-}
+class FastPath:
+    """An API's hand-written codec: `decode` reads any served version, `by_version` holds the
+    straight readers of the versions clients actually send (called without the version
+    dispatch), `encode` writes response objects. The server's route table
+    (server/handlers/routes.py) names the APIs that have one."""
+
+    __slots__ = ("decode", "by_version", "encode")
+
+    def __init__(self, decode: Any, by_version: dict[int, Any] | None = None, encode: Any = None) -> None:
+        self.decode = decode
+        self.by_version = by_version or {}
+        self.encode = encode
+
+    def decoder(self, version: int) -> Any:
+        """(frame, body offset, version) -> request, for this version."""
+        return self.by_version.get(version, self.decode)
 
 
 @lru_cache(maxsize=64)
@@ -407,3 +417,8 @@ class OffsetCommitResponseData:
 
     def __repr__(self) -> str:
         return f"OffsetCommitResponseData(version={self.version}, rows={self.rows!r})"
+
+
+HEARTBEAT = FastPath(decode_heartbeat, {4: decode_heartbeat_v4})
+OFFSET_COMMIT = FastPath(decode_offset_commit, {8: decode_offset_commit_flexible, 9: decode_offset_commit_flexible},
+                         encode_offset_commit_response)

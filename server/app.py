@@ -1,11 +1,14 @@
 """Run the server: listeners on uvloop, signal handling, orderly shutdown.
 
 SIGTERM/SIGINT: stop accepting, let requests in flight finish (bounded), flush, exit 0.
+A log directory taken offline by an I/O error (storage/log_dir_failure.py) with none left
+online: halt with exit code 1 at once, without a shutdown that would flush, as Kafka halts.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
 import signal
 import time
@@ -22,6 +25,7 @@ from server.listeners import Listener, listener_specs
 from server.metrics import start_metrics_server
 from server.security.setup import build_listener
 from server.security.tls import tls_protocol_factory
+from storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("kcoord.server")
 
@@ -152,10 +156,29 @@ async def _serve(config: Config) -> int:
     except (LogDirLocked, OSError, ValueError) as e:
         log.error("Could not start: %s", e)
         return 1
+    assert server.broker.logs is not None
+    failures = server.broker.logs.failures
+    failures.add_listener(lambda _dir: _halt_if_no_log_dir_left(loop, failures))
     await stop.wait()
     log.info("Shutting down")
     await server.stop()
     return 0
+
+
+def _halt_if_no_log_dir_left(loop: asyncio.AbstractEventLoop, failures: LogDirFailureChannel) -> None:
+    """Kafka's LogManager: with no log directory left online the broker halts (exit code 1,
+    no orderly shutdown: a flush could now report written what the disk lost). The halt waits
+    for the end of the loop turn that found the failure, so the requests waiting on the failed
+    writes are answered with their error first; none of them is acknowledged."""
+    if failures.online:
+        return
+    log.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(sorted(failures.offline)))
+
+    def halt() -> None:
+        logging.shutdown()
+        os._exit(1)
+
+    loop.call_soon(halt)
 
 
 def serve(config: Config) -> int:

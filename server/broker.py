@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from server.clock import SystemClock
 from server.config import Config
+from server.config_layers import BrokerConfigs
 from server.coordinator_runtime import CoordinatorRuntime
 from server.data_plane import DataPlane
 from server.group.config import GroupConfig
@@ -36,6 +37,7 @@ class Broker:
         self.config = config
         self.log_dir = config.log_dir
         self.topics = TopicRegistry(self.log_dir)
+        self.configs = BrokerConfigs(config, self.log_dir)  # dynamic broker configs, topic values
         self.cluster_id = ""
         self.connections: set[KafkaConnection] = set()
         self.metrics = Metrics()
@@ -56,6 +58,7 @@ class Broker:
         self.security.load(self.log_dir)
         self.cluster_id = load_or_create_meta(self.log_dir, self.config.node_id, self.config["cluster.id"])
         self.topics.load()
+        self.configs.load()
         if self.topics.get(OFFSETS_TOPIC) is None:
             self.create_topic(
                 OFFSETS_TOPIC,
@@ -110,21 +113,26 @@ class Broker:
 
     async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
         """Once __consumer_offsets is loaded, keep putting in place the segments the
-        compaction sidecar commits (storage/swap.py). Not while loading: the loader reads
-        segments across awaits."""
+        compaction sidecar commits (storage/swap.py) for every topic whose cleanup.policy has
+        `compact`. Not while loading: the loader reads segments across awaits."""
+        from server.data_plane import cleanup_policy
+
         await loading
         interval = self.config["kcoord.compaction.handoff.check.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
             assert self.logs is not None
-            for p in self.logs.partitions(OFFSETS_TOPIC):
-                plog = self.logs.get(OFFSETS_TOPIC, p)
-                if plog is None:
+            for topic in list(self.topics.topics.values()):
+                if "compact" not in cleanup_policy(self, topic):
                     continue
-                try:
-                    plog.adopt_swaps()
-                except OSError as e:  # the old segments stay in place: nothing is lost
-                    log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
+                for p in self.logs.partitions(topic.name):
+                    plog = self.logs.existing(topic.name, p)
+                    if plog is None:
+                        continue
+                    try:
+                        plog.adopt_swaps()
+                    except OSError as e:  # the old segments stay in place: nothing is lost
+                        log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
 
     async def _finish_deletions_after(self, loading: asyncio.Future[None]) -> None:
         """Topic deletions write offset tombstones from the loaded groups: finish the ones
@@ -134,12 +142,15 @@ class Broker:
 
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None
-        seg = topic.config("segment.bytes")
+        seg = self.configs.topic_values(topic)["segment.bytes"]
         # __consumer_offsets partitions get their directory at their first write or read: a
         # new server does not create (and fsync) 50 empty partitions before it listens
         make = self.logs.declare if topic.name == OFFSETS_TOPIC else self.logs.create
         for p in range(topic.partitions):
-            make(topic.name, p, segment_bytes=int(seg) if seg else None, topic_id=topic.topic_id)
+            make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id)
+            plog = self.logs.existing(topic.name, p)
+            if plog is not None:
+                plog.segment_bytes = seg  # a log opened at start-up took the broker default
 
     def admit(self, conn: KafkaConnection) -> str | None:
         """Count a new connection, or say why it is refused (max.connections,
@@ -189,6 +200,15 @@ class Broker:
             self._create_logs(topic)
         log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id)
         return topic
+
+    def add_partitions(self, topic: Topic, count: int) -> None:
+        """CreatePartitions: the registry first (a start-up creates the logs it lists), then
+        the new partitions' logs."""
+        old = topic.partitions
+        self.topics.set_partitions(topic, count)
+        if self.logs is not None:
+            self._create_logs(topic)
+        log.info("Increased the partitions of topic %s from %d to %d", topic.name, old, count)
 
     async def delete_topic(self, topic: Topic) -> None:
         """Delete a topic (server/topic_deletion.py). Returns once nothing of it remains, or,

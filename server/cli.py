@@ -6,6 +6,8 @@
     kcoord sidecar [server.properties|server.toml] [--override name=value ...] [--master URL]
     kcoord dump PATH... [--json]
     kcoord groups|offsets [--log-dir DIR]
+    kcoord topics|configs|consumer-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
+                    kafka-consumer-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
 """
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ import argparse
 import sys
 
 from server.config import Config
+
+# `kcoord <tool>`: Kafka's command-line tools (server/kafkatools), module by name
+TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups", "acls": "acls"}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -34,7 +39,8 @@ def _load(args: argparse.Namespace) -> Config | None:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    """One compaction pass of __consumer_offsets (the PySpark sidecar) over the log directory
+    """One compaction pass of __consumer_offsets and the other compacted topics (the PySpark
+    sidecar) over the log directory
     the same configuration gives the server; in place (the server may run) unless --output."""
     config = _load(args)
     if config is None:
@@ -46,6 +52,8 @@ def _compact(args: argparse.Namespace) -> int:
         *(["--output", args.output] if args.output else ["--in-place"]),
         "--master", args.master,
         "--segment-bytes", str(config["offsets.topic.segment.bytes"]),
+        "--log-segment-bytes", str(config["log.segment.bytes"]),
+        *(["--log-cleanup-policy", config.given["log.cleanup.policy"]] if "log.cleanup.policy" in config.given else []),
         "--delete-retention-ms", str(config["log.cleaner.delete.retention.ms"]),
     ]
     if not args.no_verify:
@@ -75,25 +83,33 @@ def main(argv: list[str] | None = None) -> int:
         from server.inspect import main as inspect_main
 
         return inspect_main(argv)
+    if argv and argv[0] in TOOLS:
+        import importlib
+
+        return importlib.import_module(f"server.kafkatools.{TOOLS[argv[0]]}").main(argv[1:])
 
     parser = argparse.ArgumentParser(prog="kcoord", description="Kafka-compatible group coordinator")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the server")
     p.add_argument("config", nargs="?", help="server.properties or .toml file")
     p.add_argument("--override", action="append", metavar="NAME=VALUE", help="override a setting")
-    c = sub.add_parser("compact", help="compact __consumer_offsets with the PySpark sidecar (one pass)")
+    c = sub.add_parser("compact", help="compact __consumer_offsets and every cleanup.policy=compact topic "
+                                       "with the PySpark sidecar (one pass)")
     c.add_argument("config", nargs="?", help="server.properties or .toml file")
     c.add_argument("--override", action="append", metavar="NAME=VALUE", help="override a setting")
     c.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     c.add_argument("--output", help="write the compacted partitions here instead of in place")
     c.add_argument("--no-verify", action="store_true", help="skip replaying input and output")
-    d = sub.add_parser("sidecar", help="compact __consumer_offsets continuously, as Kafka's log cleaner")
+    d = sub.add_parser("sidecar", help="compact __consumer_offsets and every cleanup.policy=compact topic "
+                                       "continuously, as Kafka's log cleaner")
     d.add_argument("config", nargs="?", help="server.properties or .toml file")
     d.add_argument("--override", action="append", metavar="NAME=VALUE", help="override a setting")
     d.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     sub.add_parser("dump", help="decode __consumer_offsets segments: dump PATH... [--json]")
     sub.add_parser("groups", help="groups rebuilt from the log: groups [--log-dir DIR]")
     sub.add_parser("offsets", help="offsets rebuilt from the log: offsets [--log-dir DIR]")
+    for tool in TOOLS:
+        sub.add_parser(tool, help=f"kafka-{tool}.sh, with its flags, against any Kafka-protocol server")
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)

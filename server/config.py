@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from server.config_catalogue import BROKER_CONFIGS, check_static
 from server.security.settings import LISTENER_SCOPED, MECHANISM_SCOPED, SECURITY_SETTINGS, SENSITIVE
 
 if TYPE_CHECKING:
@@ -28,6 +29,15 @@ def _bool(v: Any) -> bool:
 
 def _str(v: Any) -> str:
     return str(v).strip()
+
+
+def _text(v: Any) -> str:
+    """A value from a file or flag as Kafka's properties would hold it (TOML values too)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(_text(x) for x in v)
+    return str(v)
 
 
 # name -> (parser, default): the settings kcoord honours. Like Kafka, other names (a stock
@@ -127,6 +137,8 @@ class Config:
     def __init__(self, values: dict[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {k: d for k, (_, d) in SETTINGS.items()}
         self.unknown: dict[str, Any] = {}
+        # every name given (file or --override) as text: Kafka's STATIC_BROKER_CONFIG layer
+        self.given: dict[str, str] = {}
         # listener.name.<listener>.[<mechanism>.]<setting>: listener (lower case) -> {"[mechanism.]setting": value}
         self.listener_overrides: dict[str, dict[str, Any]] = {}
         for k, v in (values or {}).items():
@@ -136,13 +148,31 @@ class Config:
         listener_specs(self)  # Kafka refuses a bad listener configuration at start-up
 
     def set(self, name: str, value: Any) -> None:
+        try:
+            check_static(name, value)  # Kafka's type and range rules, where the catalogue has them
+        except ValueError as e:
+            raise ValueError(f"bad value for {name}: {value!r} ({e})") from None
+        self.given[name] = _text(value)
         if name.startswith("listener.name."):
             self._set_listener_scoped(name, value)
             return
         if name not in SETTINGS:
-            self.unknown[name] = value
+            if name not in BROKER_CONFIGS:  # the broker defaults of topic configs are known
+                self.unknown[name] = value
             return
         self._values[name] = _parse(name, SETTINGS[name][0], value)
+
+    def apply(self, name: str, value: str | None) -> None:
+        """A dynamic broker config (server/config_layers.py) changed: `value` is the effective
+        dynamic text, None when none is left (the static or default value comes back)."""
+        if name not in SETTINGS:
+            return
+        if value is None:
+            value = self.given.get(name)
+        if value is None:
+            self._values[name] = SETTINGS[name][1]
+        else:
+            self._values[name] = _parse(name, SETTINGS[name][0], value)
 
     def _set_listener_scoped(self, name: str, value: Any) -> None:
         """`listener.name.<listener>.<setting>` or `listener.name.<listener>.<mechanism>.<setting>`

@@ -21,6 +21,7 @@ from protocol.partitioner import partition_for
 from server.clock import Clock
 from storage.flusher import group_commit
 from storage.log import PartitionLog
+from storage.log_dir_failure import LogDirOfflineError
 from storage.log_manager import OFFSETS_TOPIC, LogManager
 
 log = logging.getLogger("kcoord.coordinator")
@@ -151,7 +152,10 @@ class CoordinatorWriter:
                              f"{size} bytes of coordinator records exceed max.message.bytes")
 
     def _log(self, partition: int) -> PartitionLog:
-        plog = self.logs.get(OFFSETS_TOPIC, partition)
+        try:
+            plog = self.logs.get(OFFSETS_TOPIC, partition)  # a declared partition's log is created here
+        except OSError as e:  # its log directory is offline
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from e
         if plog is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{OFFSETS_TOPIC}-{partition} has no log")
         return plog
@@ -167,7 +171,8 @@ class CoordinatorWriter:
         try:
             _, last = batch.plog.append_records(batch.kvs, self.clock.now_ms())
         except Exception as e:  # noqa: BLE001 - every failure becomes the clients' error code
-            log.error("Appending %d records to %s-%d failed: %r", len(batch.kvs), OFFSETS_TOPIC, partition, e)
+            if not isinstance(e, LogDirOfflineError):  # that one was logged once, with the directory
+                log.error("Appending %d records to %s-%d failed: %r", len(batch.kvs), OFFSETS_TOPIC, partition, e)
             self._fail(batch, coordinator_append_error(error_code_of(e)))
             return
         if self.on_append is not None:
@@ -182,8 +187,9 @@ class CoordinatorWriter:
 
         def on_durable(exc: BaseException | None) -> None:
             timer.cancel()
-            if exc is not None:
-                log.error("fdatasync of %s-%d failed: %r", OFFSETS_TOPIC, partition, exc)
+            if exc is not None:  # not durable: nothing is replayed, nobody is told it was written
+                if not isinstance(exc, LogDirOfflineError):
+                    log.error("fdatasync of %s-%d failed: %r", OFFSETS_TOPIC, partition, exc)
                 self._fail(batch, coordinator_append_error(error_code_of(exc)))
                 return
             for writer, recs in batch.entries:

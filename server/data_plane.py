@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
+from server.config_catalogue import LONG_MAX
 from server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
 from server.purgatory import Purgatory
 from server.topics import OFFSETS_TOPIC, Topic
@@ -54,38 +55,57 @@ def data_plane(broker: Broker) -> DataPlane:
 # ---------------------------------------------------------------------------- configs
 
 
-def topic_setting(broker: Broker, topic: Topic, topic_name: str, broker_name: str) -> str:
-    """A topic config if set on the topic, else the broker default it derives from."""
-    value = topic.config(topic_name)
-    if value is not None:
-        return value
-    return str(broker.config[broker_name])
+def topic_values(broker: Broker, topic: Topic) -> dict[str, Any]:
+    """Every topic config's effective typed value: the topic's own, else the broker's
+    (dynamic, static or default) through Kafka's synonyms (server/config_layers.py)."""
+    return broker.configs.topic_values(topic)
 
 
 def max_message_bytes(broker: Broker, topic: Topic) -> int:
-    return int(topic_setting(broker, topic, "max.message.bytes", "message.max.bytes"))
+    return topic_values(broker, topic)["max.message.bytes"]
 
 
 def log_append_time(broker: Broker, topic: Topic) -> bool:
-    return topic_setting(broker, topic, "message.timestamp.type", "log.message.timestamp.type") == "LogAppendTime"
+    return topic_values(broker, topic)["message.timestamp.type"] == "LogAppendTime"
 
 
 def segment_bytes(broker: Broker, topic: Topic) -> int:
-    default = "offsets.topic.segment.bytes" if topic.name == OFFSETS_TOPIC else "log.segment.bytes"
-    return int(topic_setting(broker, topic, "segment.bytes", default))
+    return topic_values(broker, topic)["segment.bytes"]
 
 
 def retention_ms(broker: Broker, topic: Topic) -> int:
-    value = topic.config("retention.ms")
-    return int(value) if value is not None else broker.config.log_retention_ms
+    return topic_values(broker, topic)["retention.ms"]
 
 
 def retention_bytes(broker: Broker, topic: Topic) -> int:
-    return int(topic_setting(broker, topic, "retention.bytes", "log.retention.bytes"))
+    return topic_values(broker, topic)["retention.bytes"]
 
 
-def cleanup_policy(topic: Topic) -> set[str]:
-    return {p.strip() for p in (topic.config("cleanup.policy") or "delete").split(",")}
+def cleanup_policy(broker: Broker, topic: Topic) -> set[str]:
+    return {p.lower() for p in topic_values(broker, topic)["cleanup.policy"]}
+
+
+def timestamp_bounds(broker: Broker, topic: Topic) -> tuple[int, int]:
+    """(before, after): how far a CreateTime timestamp may lie behind / ahead of the broker's
+    clock. LogConfig: the deprecated difference.max.ms applies while a bound is at its default."""
+    v = topic_values(broker, topic)
+    diff = v["message.timestamp.difference.max.ms"]
+    before, after = v["message.timestamp.before.max.ms"], v["message.timestamp.after.max.ms"]
+    return (before if before != LONG_MAX else diff), (after if after != LONG_MAX else diff)
+
+
+def apply_topic_configs(broker: Broker, topic: Topic) -> None:
+    """A topic's effective configs changed: what the open logs hold takes the new values
+    (segment.bytes applies to the next roll); the rest is read per request."""
+    if broker.logs is None:
+        return
+    size = segment_bytes(broker, topic)
+    for p in range(topic.partitions):
+        plog = broker.logs.existing(topic.name, p)
+        if plog is not None:
+            plog.segment_bytes = size
+        elif topic.name == OFFSETS_TOPIC:  # declared, created at first use: with the new size
+            broker.logs.declare(topic.name, p, segment_bytes=size, topic_id=topic.topic_id)
 
 
 def leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:
@@ -116,7 +136,7 @@ def run_topic_retention(broker: Broker, now_ms: int | None = None) -> int:
     dp = data_plane(broker)
     deleted = 0
     for topic in list(broker.topics.topics.values()):
-        if topic.name == OFFSETS_TOPIC or "delete" not in cleanup_policy(topic):
+        if topic.name == OFFSETS_TOPIC or "delete" not in cleanup_policy(broker, topic):
             continue
         r_ms, r_bytes = retention_ms(broker, topic), retention_bytes(broker, topic)
         if r_ms < 0 and r_bytes < 0:

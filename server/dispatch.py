@@ -11,6 +11,7 @@ per-request work is kept to what the request itself changes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import struct
@@ -22,7 +23,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from protocol.api import API_TABLE, ApiKey, ApiSpec
 from protocol.errors import ErrorCode
-from protocol.fastpath import DECODERS, OffsetCommitResponseData, encode_commit_rows
+from protocol.fastpath import OffsetCommitResponseData, encode_commit_rows
 from protocol.headers import (
     HeaderError,
     encode_response_header,
@@ -32,9 +33,8 @@ from protocol.headers import (
 )
 from server.context import RequestContext
 from server.deferred import Deferred
-from server.handlers import HANDLERS, NO_RESPONSE
+from server.handlers import NO_RESPONSE, ROUTES, Route
 from server.handlers.api_versions import api_versions_body
-from server.handlers.groups import DIRECT
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -67,19 +67,24 @@ def frame_response(spec: ApiSpec, version: int, correlation_id: int, response: A
 
 
 class _Route:
-    """What serving one (API key, version) needs, computed once."""
+    """What serving one (API key, version) needs, computed once from the API's route
+    (server/handlers/routes.py) and its wire facts (protocol/api.py)."""
 
-    __slots__ = ("spec", "version", "handler", "direct", "decode", "name", "request_header", "header_tail")
+    __slots__ = ("spec", "version", "handler", "direct", "decode", "encode", "name", "request_header",
+                 "header_tail")
 
-    def __init__(self, spec: ApiSpec, version: int, handler: Callable[..., Any], direct: bool = True) -> None:
+    def __init__(self, spec: ApiSpec, version: int, route: Route) -> None:
         self.spec = spec
         self.version = version
-        self.handler = handler
-        # (broker, request, version) -> answer, no context; not while an authorizer needs the principal
-        self.direct = DIRECT.get(spec.key) if direct else None
+        self.handler = route.handler
+        self.direct = route.direct  # (broker, request, version) -> answer, no context
+        fast = route.fast
         # (frame, body offset, version) -> request: the hand decoder for this very version
         # where there is one
-        self.decode = DECODERS.get((int(spec.key), version)) or spec.fast_decode or spec.decode
+        self.decode: Callable[[bytes, int, int], Any] = spec.decode if fast is None else fast.decoder(version)
+        # (response object, version) -> body
+        self.encode: Callable[[Any, int], bytes] = (
+            spec.encode if fast is None or fast.encode is None else fast.encode)
         self.name = spec.name
         self.request_header = spec.request_header_version(version)
         # after the echoed correlation id: header v1 adds an empty tagged-field section
@@ -114,15 +119,15 @@ def _routes(authorizing: bool = False) -> dict[bytes, _Route]:
     authorizer, each handler runs behind its API's policy (server/security/enforce.py)."""
     out = {}
     for key, spec in API_TABLE.items():
-        handler = HANDLERS.get(key)
-        if handler is None:
+        route = ROUTES.get(key)
+        if route is None:
             continue
-        if authorizing:
+        if authorizing:  # the handler behind its policy; no direct call (the policy needs the principal)
             from server.security.enforce import guarded
 
-            handler = guarded(key, handler)
+            route = dataclasses.replace(route, handler=guarded(key, route.handler), direct=None)
         for v in range(spec.min_version, spec.max_version + 1):
-            out[key.to_bytes(2, "big") + v.to_bytes(2, "big")] = _Route(spec, v, handler, direct=not authorizing)
+            out[key.to_bytes(2, "big") + v.to_bytes(2, "big")] = _Route(spec, v, route)
     return out
 
 
@@ -216,7 +221,7 @@ class Dispatcher:
         except HeaderError as e:
             raise CloseConnection(str(e)) from None
         spec = API_TABLE.get(api_key)
-        if spec is None or api_key not in HANDLERS:
+        if spec is None or api_key not in ROUTES:
             raise CloseConnection(f"unknown API key {api_key}")
         if api_key == ApiKey.API_VERSIONS:
             body = api_versions_body(ErrorCode.UNSUPPORTED_VERSION, 0)
@@ -234,7 +239,7 @@ class Dispatcher:
         if kind is OffsetCommitResponseData:
             return route.frame(correlation, encode_commit_rows(route.version, result.rows))
         if isinstance(result, ApiMessage):
-            return route.frame(correlation, route.spec.encode(result, route.version))
+            return route.frame(correlation, route.encode(result, route.version))
         if result is NO_RESPONSE:
             return None
         if isinstance(result, Deferred):
@@ -243,7 +248,7 @@ class Dispatcher:
             return out
         if inspect.isawaitable(result):
             return self._await(route, correlation, result)
-        return route.frame(correlation, route.spec.encode(result, route.version))
+        return route.frame(correlation, route.encode(result, route.version))
 
     def _await(self, route: _Route, correlation: bytes, result: Any) -> Deferred[Any]:
         out: Deferred[Any] = Deferred()

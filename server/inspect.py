@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
                      "client_id": m.client_id, "client_host": m.client_host}
                     for m in g.members.values()
                 ],
-                "offsets": len(g.offsets),
+                "offsets": coordinator.offset_manager.count(g.group_id),
             }
             if args.json:
                 print(json.dumps(row))
@@ -104,7 +104,7 @@ def main(argv: list[str]) -> int:
         return 0
     rows = []
     for g in groups:
-        for topic, partition, v in sorted(g.offsets.items(), key=lambda x: (x[0], x[1])):
+        for topic, partition, v in sorted(coordinator.committed_offsets(g.group_id), key=lambda x: (x[0], x[1])):
             if args.json:
                 print(json.dumps({"group": g.group_id, "topic": topic, "partition": partition,
                                   "offset": v.offset, "leader_epoch": v.leader_epoch,

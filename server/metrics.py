@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from protocol.coordinator_records import CoordinatorRecord, GroupValue, OffsetKey
-from server.group.state import GroupState
+from server.group.classic.state import GroupState
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -89,16 +89,20 @@ class _Collector:
         m, broker = self.m, self.broker
         groups = GaugeMetricFamily("kcoord_groups", "Consumer groups by state (Kafka: NumGroups<State>)",
                                    labels=["state"])
-        by_state = dict.fromkeys(GroupState, 0)
+        by_state = {s.value: 0 for s in GroupState}
         n_offsets = 0
         lag = GaugeMetricFamily("kcoord_consumer_lag",
                                 "Log end offset minus committed offset, per group and partition",
                                 labels=["group", "topic", "partition"])
         group_lag = GaugeMetricFamily("kcoord_consumer_group_lag", "Total lag of a group", labels=["group"])
-        for g in broker.coordinator.groups():
-            by_state[g.state] += 1
+        coordinator = broker.coordinator
+        for g in coordinator.groups():
+            state = g.state_name()
+            by_state[state] = by_state.get(state, 0) + 1
             total = 0
-            for topic, partition, value in g.offsets.items():
+            any_offset = False
+            for topic, partition, value in coordinator.committed_offsets(g.group_id):
+                any_offset = True
                 n_offsets += 1
                 plog = broker.logs.get(topic, partition) if broker.logs is not None else None
                 if plog is None:
@@ -106,10 +110,10 @@ class _Collector:
                 behind = max(plog.log_end_offset - value.offset, 0)
                 total += behind
                 lag.add_metric([g.group_id, topic, str(partition)], behind)
-            if len(g.offsets):
+            if any_offset:
                 group_lag.add_metric([g.group_id], total)
         for state, n in by_state.items():
-            groups.add_metric([state.value], n)
+            groups.add_metric([state], n)
         yield groups
         yield GaugeMetricFamily("kcoord_offsets", "Committed offsets held (Kafka: NumOffsets)", value=n_offsets)
         yield lag

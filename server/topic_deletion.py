@@ -4,7 +4,7 @@
    commit point. From here the topic is gone: Metadata, Produce, Fetch, ListOffsets and
    OffsetCommit answer it as unknown, and its name cannot be created again until step 5.
 2. Its logs are closed and forgotten, long polls on them answered, its idempotent producer
-   state dropped, and each partition directory renamed `<topic>-<p>.<uniqueid>-delete`
+   state and log-start-offset-checkpoint entries dropped, and each partition directory renamed `<topic>-<p>.<uniqueid>-delete`
    (storage/log_deletion.py), then the log directory fsynced.
 3. Once __consumer_offsets is loaded: tombstones for every group's committed offsets of its
    partitions, and for Empty groups left without offsets (Kafka's cleanupGroupMetadata),
@@ -69,6 +69,7 @@ class TopicDeleter:
             dp.appended(pending.name, p)  # parked long polls on it answer now
         dp.producers.drop_topic(pending.name)
         try:
+            broker.logs.checkpoint_log_start_offsets()  # its entries must not outlive it
             self._rename(pending)
         except OSError as e:  # retried by the next start-up's recover_files
             log.error("Renaming the partition directories of deleted topic %s failed: %s", pending.name, e)

@@ -26,37 +26,6 @@ REGISTRY_FILE = "kcoord-topics.json"
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
-# Topic-level configs kcoord accepts in CreateTopics (Kafka's names). Others are refused
-# with INVALID_CONFIG, as Kafka refuses unknown topic configs.
-TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
-    "cleanup.policy": "delete",
-    "compression.type": "producer",
-    "delete.retention.ms": "86400000",
-    "file.delete.delay.ms": "60000",
-    "flush.messages": "9223372036854775807",
-    "flush.ms": "9223372036854775807",
-    "index.interval.bytes": "4096",
-    "max.compaction.lag.ms": "9223372036854775807",
-    "max.message.bytes": "1048588",
-    "message.timestamp.type": "CreateTime",
-    "message.timestamp.after.max.ms": "9223372036854775807",
-    "message.timestamp.before.max.ms": "9223372036854775807",
-    "message.timestamp.difference.max.ms": "9223372036854775807",
-    "min.cleanable.dirty.ratio": "0.5",
-    "min.compaction.lag.ms": "0",
-    "min.insync.replicas": "1",
-    "preallocate": "false",
-    "retention.bytes": "-1",
-    "retention.ms": "604800000",
-    "segment.bytes": "1073741824",
-    "segment.index.bytes": "10485760",
-    "segment.jitter.ms": "0",
-    "segment.ms": "604800000",
-    "unclean.leader.election.enable": "false",
-    "message.downconversion.enable": "true",
-}
-
-
 def validate_topic_name(name: str) -> None:
     """Kafka's Topic.validate rules; raises INVALID_TOPIC_EXCEPTION with Kafka's wording."""
     if not name:

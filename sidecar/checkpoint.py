@@ -2,7 +2,7 @@
 
 The file says, per partition, the first offset not yet cleaned: everything below it was
 cleaned by an earlier pass. Its format is Kafka's: a version line (0), an entry count, then
-`topic partition offset` lines. The dirty ratio is Kafka's cleanable ratio: bytes of closed
+`topic partition offset` lines (storage/offset_checkpoint.py). The dirty ratio is Kafka's cleanable ratio: bytes of closed
 segments at or above that offset over bytes of every closed segment; a partition is worth a
 pass when it reaches log.cleaner.min.cleanable.ratio (min.cleanable.dirty.ratio, 0.5).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import os
 
+from storage.offset_checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
 from storage.segment import segment_name
-from storage.swap import fsync_dir
 
 log = logging.getLogger("kcoord.compact")
 
@@ -24,21 +24,9 @@ CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 def read_checkpoint(log_dir: str) -> dict[tuple[str, int], int]:
     path = os.path.join(log_dir, CHECKPOINT_FILE)
     try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return {}
-    try:
-        if lines[0].strip() != "0":
-            raise ValueError(f"version {lines[0]!r}")
-        count = int(lines[1])
-        out = {}
-        for line in lines[2:2 + count]:
-            topic, partition, offset = line.split()
-            out[(topic, int(partition))] = int(offset)
-        return out
-    except (IndexError, ValueError) as e:
-        log.warning("%s is malformed (%s): every partition counts as dirty", path, e)
+        return read_offset_checkpoint(path)
+    except CheckpointError as e:
+        log.warning("%s: every partition counts as dirty", e)
         return {}
 
 
@@ -46,16 +34,7 @@ def write_checkpoint(log_dir: str, updates: dict[tuple[str, int], int]) -> None:
     """Merge `updates` into the file, atomically (write, fsync, rename, fsync directory)."""
     entries = read_checkpoint(log_dir)
     entries.update(updates)
-    path = os.path.join(log_dir, CHECKPOINT_FILE)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"0\n{len(entries)}\n")
-        for (topic, partition), offset in sorted(entries.items()):
-            f.write(f"{topic} {partition} {offset}\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(log_dir)
+    write_offset_checkpoint(os.path.join(log_dir, CHECKPOINT_FILE), entries)
 
 
 def dirty_ratio(partition_dir: str, closed_bases: list[int], first_dirty: int) -> float:

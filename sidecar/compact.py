@@ -1,5 +1,6 @@
-"""kcoord-compact: one pass of the PySpark job that compacts the __consumer_offsets partitions
-of a kcoord (or Kafka) log directory the way Kafka's log cleaner does (cleanup.policy=compact).
+"""kcoord-compact: one pass of the PySpark job that compacts the partitions of
+`__consumer_offsets` and of every topic with cleanup.policy=compact (kcoord's topic registry
+says which) in a kcoord log directory, the way Kafka's log cleaner does.
 
     kcoord-compact /data --in-place --verify          # the server may keep running
     kcoord-compact /data --output /data-compacted     # a compacted copy
@@ -17,12 +18,12 @@ import argparse
 import json
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 
 if __package__ in (None, ""):
     # spark-submit runs this file as a script: make the project importable from its checkout.
@@ -33,10 +34,13 @@ from sidecar.pipeline import PartitionPlan, code_zip, get_spark, run_spark
 
 log = logging.getLogger("kcoord.compact")
 
-__all__ = ["get_spark", "main", "parse_args", "plan_pass", "run", "run_pass"]
+__all__ = ["CompactedTopic", "compacted_topics", "default_cleanup_policy", "find_partitions", "get_spark", "main", "parse_args",
+           "pass_settings", "plan_pass", "run", "run_pass"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_PARTITION_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
+REGISTRY_FILE = "kcoord-topics.json"
+BROKER_CONFIGS_FILE = "kcoord-broker-configs.json"  # dynamic broker configs (server/config_layers.py)
+LOG_SEGMENT_BYTES = 1_073_741_824  # log.segment.bytes: other topics' default segment size
 
 
 # ------------------------------------------------------------------------------ arguments
@@ -45,24 +49,35 @@ _PARTITION_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="kcoord-compact",
-        description="Compact __consumer_offsets like Kafka's log cleaner (cleanup.policy=compact), with Spark.")
-    p.add_argument("log_dir", help="the server's log.dirs directory (holds __consumer_offsets-N/)")
+        description="Compact __consumer_offsets and every topic with cleanup.policy=compact like Kafka's "
+                    "log cleaner, with Spark.")
+    p.add_argument("log_dir", help="the server's log.dirs directory (holds <topic>-N/)")
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--output", "-o", help="write compacted partition directories here")
     out.add_argument("--in-place", action="store_true",
                      help="hand the cleaned segments to the log directory (a running server swaps them in)")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--delete-retention-ms", type=int, default=DEFAULT_DELETE_RETENTION_MS,
-                   help="tombstones live this long after their first cleaning (delete.retention.ms)")
+                   help="tombstones live this long after their first cleaning (log.cleaner.delete.retention.ms; "
+                        "a topic's delete.retention.ms wins)")
     p.add_argument("--now-ms", type=int, default=None, help="the cleaning time (default: now)")
     p.add_argument("--segment-bytes", type=int, default=None,
-                   help="group cleaned segments up to this size (default: the topic's "
+                   help="group cleaned __consumer_offsets segments up to this size (default: its "
                         "segment.bytes from kcoord-topics.json, else 104857600)")
+    p.add_argument("--log-segment-bytes", type=int, default=LOG_SEGMENT_BYTES,
+                   help="the same for other topics without their own segment.bytes (log.segment.bytes)")
+    p.add_argument("--log-cleanup-policy", default=None,
+                   help="the broker's static log.cleanup.policy (topics without their own cleanup.policy; "
+                        "a dynamic value in the log directory wins)")
+    p.add_argument("--topics", default=None,
+                   help="comma-separated topics to compact (default: __consumer_offsets and every topic "
+                        "whose cleanup.policy has compact)")
     p.add_argument("--partitions", default=None,
                    help="comma-separated partition numbers to compact (default: all)")
     p.add_argument("--min-cleanable-ratio", type=float, default=0.0,
                    help="in place: only partitions whose dirty ratio reaches this "
-                        "(log.cleaner.min.cleanable.ratio; default 0: every partition)")
+                        "(log.cleaner.min.cleanable.ratio, a topic's min.cleanable.dirty.ratio wins; "
+                        "default 0: every partition)")
     p.add_argument("--verify", action="store_true",
                    help="replay input and output through the coordinator's start-up replay "
                         "and fail unless groups and committed offsets are identical")
@@ -77,62 +92,125 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # ------------------------------------------------------------------------------ discovery
 
 
-def find_partitions(log_dir: str, only: set[int] | None) -> dict[int, str]:
+@dataclass(frozen=True)
+class CompactedTopic:
+    """A topic the cleaner works on, as kcoord's registry describes it."""
+
+    name: str
+    partitions: int | None = None
+    configs: dict = field(default_factory=dict)
+
+
+def default_cleanup_policy(log_dir: str, static: str | None = None) -> str:
+    """The broker's log.cleanup.policy, what a topic without its own cleanup.policy has: a
+    dynamic value (kcoord-broker-configs.json: this broker's, else the cluster default), else
+    the static one (server.properties), else Kafka's default, delete."""
+    try:
+        with open(os.path.join(log_dir, BROKER_CONFIGS_FILE)) as f:
+            data = json.load(f)
+        layers = [*(data.get("brokers") or {}).values(), data.get("cluster") or {}]
+    except (OSError, ValueError, AttributeError):
+        layers = []
+    for layer in layers:
+        if isinstance(layer, dict) and layer.get("log.cleanup.policy"):
+            return str(layer["log.cleanup.policy"])
+    return static or "delete"
+
+
+def compacted_topics(log_dir: str, default_policy: str = "delete") -> dict[str, CompactedTopic]:
+    """__consumer_offsets (always) and every topic of the registry whose cleanup.policy (its
+    own, else `default_policy`) has `compact` (read at each pass: a policy changed meanwhile
+    counts from the next pass)."""
+    out = {OFFSETS_TOPIC: CompactedTopic(OFFSETS_TOPIC)}
+    try:
+        with open(os.path.join(log_dir, REGISTRY_FILE)) as f:
+            reg = json.load(f)
+    except (OSError, ValueError):
+        return out
+    topics = reg.get("topics", []) if isinstance(reg, dict) else []
+    for t in topics if isinstance(topics, list) else []:
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            continue
+        configs = t.get("configs") or {}
+        policy = {x.strip().lower() for x in str(configs.get("cleanup.policy") or default_policy).split(",")}
+        if t["name"] == OFFSETS_TOPIC or "compact" in policy:
+            out[t["name"]] = CompactedTopic(t["name"], t.get("partitions"), dict(configs))
+    return out
+
+
+def find_partitions(log_dir: str, only: set[int] | None,
+                    topics: dict[str, CompactedTopic] | None = None) -> dict[tuple[str, int], str]:
+    """(topic, partition) -> directory of every partition of the compacted topics."""
+    topics = compacted_topics(log_dir) if topics is None else topics
     out = {}
     for name in os.listdir(log_dir):
-        m = _PARTITION_DIR.match(name)
+        topic, sep, num = name.rpartition("-")
         path = os.path.join(log_dir, name)
-        if m and os.path.isdir(path) and (only is None or int(m.group(1)) in only):
-            out[int(m.group(1))] = path
-    return dict(sorted(out.items()))
+        if (sep and topic in topics and num.isdigit() and os.path.isdir(path)
+                and (only is None or int(num) in only)):
+            out[(topic, int(num))] = path
+    return dict(sorted(out.items(), key=lambda kv: (kv[0][0] != OFFSETS_TOPIC, kv[0])))
 
 
 def topic_settings(log_dir: str) -> tuple[int | None, int | None]:
     """(partition count, segment.bytes) of __consumer_offsets from kcoord's registry, if any."""
-    try:
-        with open(os.path.join(log_dir, "kcoord-topics.json")) as f:
-            reg = json.load(f)
-    except (OSError, ValueError):
-        return None, None
-    topics = reg.get("topics", []) if isinstance(reg, dict) else []
-    for t in topics if isinstance(topics, list) else []:
-        if isinstance(t, dict) and t.get("name") == OFFSETS_TOPIC:
-            seg = (t.get("configs") or {}).get("segment.bytes")
-            return t.get("partitions"), int(seg) if seg else None
-    return None, None
+    t = compacted_topics(log_dir)[OFFSETS_TOPIC]
+    seg = t.configs.get("segment.bytes")
+    return t.partitions, int(seg) if seg else None
+
+
+def pass_settings(topic: CompactedTopic, *, offsets_segment_bytes: int, log_segment_bytes: int,
+                  delete_retention_ms: int, min_ratio: float) -> dict:
+    """A topic's own pass settings: its configs over the broker's defaults (Kafka's
+    segment.bytes, delete.retention.ms and min.cleanable.dirty.ratio), and how --verify
+    compares (the coordinator's replay for __consumer_offsets, the last value per key else)."""
+    c = topic.configs
+    offsets = topic.name == OFFSETS_TOPIC
+    out = {"segment_bytes": int(c.get("segment.bytes") or (offsets_segment_bytes if offsets else log_segment_bytes)),
+           "delete_retention_ms": int(c.get("delete.retention.ms") or delete_retention_ms),
+           "min_ratio": float(c.get("min.cleanable.dirty.ratio") or min_ratio)}
+    if not offsets:
+        out["verify_mode"] = "records"
+    return out
 
 
 # ------------------------------------------------------------------------------ planning
 
 
-def plan_pass(log_dir: str, partitions: dict[int, str], *, output_dir: str | None,
-              min_ratio: float = 0.0) -> tuple[list[PartitionPlan], dict[int, str]]:
-    """What this pass does per partition, and why the others are skipped."""
+def plan_pass(log_dir: str, partitions: dict[tuple[str, int], str], *, output_dir: str | None,
+              min_ratio: float = 0.0, settings: dict[str, dict] | None = None,
+              ) -> tuple[list[PartitionPlan], dict[tuple[str, int], str]]:
+    """What this pass does per partition, and why the others are skipped. `settings`: per
+    topic, pass options over the pass's (pass_settings; its min_ratio replaces min_ratio)."""
     from sidecar.checkpoint import dirty_ratio, read_checkpoint
     from sidecar.handoff import closed_segments, fingerprints
     from sidecar.partition_io import DirectoryOutput, SwapOutput
     from storage.swap import pending_swaps, segment_bases
 
     plans: list[PartitionPlan] = []
-    skipped: dict[int, str] = {}
+    skipped: dict[tuple[str, int], str] = {}
     checkpoint = read_checkpoint(log_dir)
-    for p, d in partitions.items():
+    for (topic, p), d in partitions.items():
+        options = dict((settings or {}).get(topic, {}))
+        need = options.pop("min_ratio", min_ratio)
         if output_dir is not None:
             plans.append(PartitionPlan(p, d, segment_bases(d),
-                                       DirectoryOutput(os.path.join(output_dir, os.path.basename(d)))))
+                                       DirectoryOutput(os.path.join(output_dir, os.path.basename(d))),
+                                       topic=topic, settings=options))
             continue
         if pending_swaps(d):
-            skipped[p] = "the previous pass's segments are not swapped in yet"
+            skipped[(topic, p)] = "the previous pass's segments are not swapped in yet"
             continue
         closed, active = closed_segments(d)
         if not closed:
-            skipped[p] = "only the active segment (nothing to clean)"
+            skipped[(topic, p)] = "only the active segment (nothing to clean)"
             continue
-        ratio = dirty_ratio(d, closed, checkpoint.get((OFFSETS_TOPIC, p), 0))
-        if ratio < min_ratio:
-            skipped[p] = f"dirty ratio {ratio:.2f} below {min_ratio}"
+        ratio = dirty_ratio(d, closed, checkpoint.get((topic, p), 0))
+        if ratio < need:
+            skipped[(topic, p)] = f"dirty ratio {ratio:.2f} below {need}"
             continue
-        plans.append(PartitionPlan(p, d, closed, SwapOutput(d, fingerprints(d, closed)), active_base=active))
+        plans.append(PartitionPlan(p, d, closed, SwapOutput(d, fingerprints(d, closed)), active_base=active,
+                                   topic=topic, settings=options))
     return plans, skipped
 
 
@@ -162,7 +240,7 @@ class _Progress(threading.Thread):
 
 
 def format_table(results: list[dict]) -> str:
-    cols = ("partition", "segs in>out", "records in", "records out", "bytes in", "bytes out",
+    cols = ("topic-partition", "segs in>out", "records in", "records out", "bytes in", "bytes out",
             "superseded", "tombs dropped", "tombs kept", "log start..end", "verify", "secs")
     rows = []
     tot = dict.fromkeys(("records_in", "records_out", "bytes_in", "bytes_out", "superseded_dropped",
@@ -170,7 +248,7 @@ def format_table(results: list[dict]) -> str:
     for r in results:
         for k in tot:
             tot[k] += r.get(k, 0)
-        rows.append((str(r["partition"]), f"{r['segments_in']}>{r['segments_out']}", str(r["records_in"]),
+        rows.append((_label(r), f"{r['segments_in']}>{r['segments_out']}", str(r["records_in"]),
                      str(r["records_out"]), str(r["bytes_in"]), str(r["bytes_out"]),
                      str(r["superseded_dropped"]), str(r["tombstones_dropped"]), str(r["tombstones_kept"]),
                      f"{r['log_start_offset']}..{r['log_end_offset']}",
@@ -184,8 +262,12 @@ def format_table(results: list[dict]) -> str:
     out += [line(r) for r in rows]
     for r in results:
         if r["extra"].get("error"):
-            out.append(f"partition {r['partition']}: {r['extra']['error']}")
+            out.append(f"{_label(r)}: {r['extra']['error']}")
     return "\n".join(out)
+
+
+def _label(r: dict) -> str:
+    return f"{r.get('topic', OFFSETS_TOPIC)}-{r['partition']}"
 
 
 # ------------------------------------------------------------------------------ one pass
@@ -208,12 +290,11 @@ def run_pass(spark, log_dir: str, plans: list[PartitionPlan], options: dict, *, 
     swapped = [pl for pl in plans if isinstance(pl.output, SwapOutput)]
     note = ""
     if swapped:
-        published = {r["partition"] for r in results if r["extra"].get("swaps")}
-        note = finish(log_dir, [pl.directory for pl in swapped if pl.partition in published], handoff_timeout)
-        failed = {r["partition"] for r in results if r["extra"].get("error")}
+        published = {(r["topic"], r["partition"]) for r in results if r["extra"].get("swaps")}
+        note = finish(log_dir, [pl.directory for pl in swapped if pl.key in published], handoff_timeout)
+        failed = {(r["topic"], r["partition"]) for r in results if r["extra"].get("error")}
         # Kafka's cleaner checkpoint: where the next dirty range starts (the dirty ratio).
-        write_checkpoint(log_dir, {(OFFSETS_TOPIC, pl.partition): pl.active_base
-                                   for pl in swapped if pl.partition not in failed})
+        write_checkpoint(log_dir, {pl.key: pl.active_base for pl in swapped if pl.key not in failed})
     return results, note
 
 
@@ -227,13 +308,24 @@ def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
         print(f"kcoord-compact: {log_dir} is not a directory", file=sys.stderr)
         return 2
     only = {int(x) for x in args.partitions.split(",")} if args.partitions else None
+    topics = compacted_topics(log_dir, default_cleanup_policy(log_dir, args.log_cleanup_policy))
+    if args.topics:
+        wanted = {t.strip() for t in args.topics.split(",") if t.strip()}
+        topics = {name: t for name, t in topics.items() if name in wanted}
     registry_partitions, registry_segment_bytes = topic_settings(log_dir)
-    segment_bytes = args.segment_bytes or registry_segment_bytes or DEFAULT_SEGMENT_BYTES
     now_ms = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
-    partitions = find_partitions(log_dir, only)
+    partitions = find_partitions(log_dir, only, topics)
     if not partitions:
-        print(f"kcoord-compact: no {OFFSETS_TOPIC}-N directories in {log_dir}", file=sys.stderr)
+        print(f"kcoord-compact: no partition directories of {', '.join(sorted(topics)) or 'compacted topics'} "
+              f"in {log_dir}", file=sys.stderr)
         return 2
+    settings = {name: pass_settings(t, offsets_segment_bytes=args.segment_bytes or registry_segment_bytes
+                                    or DEFAULT_SEGMENT_BYTES, log_segment_bytes=args.log_segment_bytes,
+                                    delete_retention_ms=args.delete_retention_ms,
+                                    min_ratio=args.min_cleanable_ratio)
+                for name, t in topics.items()}
+    if args.segment_bytes and OFFSETS_TOPIC in settings:  # given explicitly: over the registry's
+        settings[OFFSETS_TOPIC]["segment_bytes"] = args.segment_bytes
     output_dir = None
     if args.output:
         output_dir = os.path.abspath(args.output)
@@ -251,12 +343,13 @@ def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
         for d in partitions.values():
             remove_cleaned(d)  # a killed compactor's leftovers: we hold the cleaner lock
         plans, skipped = plan_pass(log_dir, partitions, output_dir=output_dir,
-                                   min_ratio=args.min_cleanable_ratio)
-        for p, why in skipped.items():
-            print(f"partition {p}: skipped, {why}", file=out)
+                                   min_ratio=args.min_cleanable_ratio, settings=settings)
+        for (topic, p), why in skipped.items():
+            print(f"{topic}-{p}: skipped, {why}", file=out)
+        offsets_parts = [p for t, p in partitions if t == OFFSETS_TOPIC]
         options = dict(now_ms=now_ms, delete_retention_ms=args.delete_retention_ms,
-                       segment_bytes=segment_bytes, verify=args.verify, verify_mode=args.verify_mode,
-                       num_partitions=registry_partitions or (max(partitions) + 1))
+                       segment_bytes=DEFAULT_SEGMENT_BYTES, verify=args.verify, verify_mode=args.verify_mode,
+                       num_partitions=registry_partitions or (max(offsets_parts, default=49) + 1))
         started = time.monotonic()
         if own_spark:
             spark = get_spark(args.master)

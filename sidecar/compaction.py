@@ -94,6 +94,7 @@ class Segment:
 
 @dataclass(slots=True)
 class PartitionStats:
+    topic: str = "__consumer_offsets"
     partition: int = -1
     segments_in: int = 0
     segments_out: int = 0

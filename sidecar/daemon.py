@@ -1,9 +1,10 @@
 """`kcoord sidecar`: Kafka's log cleaner as a long-running process beside the server.
 
 One SparkSession stays up; every log.cleaner.backoff.ms the sidecar plans a pass over the
-__consumer_offsets partitions whose dirty ratio (sidecar/checkpoint.py) reaches
-log.cleaner.min.cleanable.ratio, runs it, and hands the cleaned segments to the server
-(sidecar/handoff.py). It holds the cleaner lock for its whole life, so a `kcoord compact`
+partitions of __consumer_offsets and of every topic whose cleanup.policy has `compact` (read
+from the topic registry at each pass) whose dirty ratio (sidecar/checkpoint.py) reaches
+log.cleaner.min.cleanable.ratio (a topic's min.cleanable.dirty.ratio wins), runs it, and
+hands the cleaned segments to the server (sidecar/handoff.py). It holds the cleaner lock for its whole life, so a `kcoord compact`
 started meanwhile is refused instead of racing it. SIGTERM / SIGINT end it after the current pass.
 """
 from __future__ import annotations
@@ -18,7 +19,15 @@ import tempfile
 import threading
 import time
 
-from sidecar.compact import find_partitions, format_table, plan_pass, run_pass, topic_settings
+from sidecar.compact import (
+    compacted_topics,
+    default_cleanup_policy,
+    find_partitions,
+    format_table,
+    pass_settings,
+    plan_pass,
+    run_pass,
+)
 from sidecar.handoff import CleanerLock
 from sidecar.pipeline import code_zip, get_spark
 from storage.swap import remove_cleaned
@@ -57,17 +66,23 @@ def serve(config, master: str = "local[*]", *, max_passes: int | None = None, ou
     passes = 0
     try:
         while not stop.is_set():
-            partitions = find_partitions(log_dir, None)
+            topics = compacted_topics(log_dir, default_cleanup_policy(log_dir, config.given.get("log.cleanup.policy")))
+            partitions = find_partitions(log_dir, None, topics)
             for d in partitions.values():
                 remove_cleaned(d)  # a killed compactor's leftovers: we hold the cleaner lock
-            registry_partitions, registry_segment_bytes = topic_settings(log_dir)
-            plans, _ = plan_pass(log_dir, partitions, output_dir=None, min_ratio=ratio)
+            settings = {name: pass_settings(t, offsets_segment_bytes=config["offsets.topic.segment.bytes"],
+                                            log_segment_bytes=config["log.segment.bytes"],
+                                            delete_retention_ms=config["log.cleaner.delete.retention.ms"],
+                                            min_ratio=ratio)
+                        for name, t in topics.items()}
+            plans, _ = plan_pass(log_dir, partitions, output_dir=None, min_ratio=ratio, settings=settings)
             if plans:
                 options = dict(now_ms=int(time.time() * 1000),
                                delete_retention_ms=config["log.cleaner.delete.retention.ms"],
-                               segment_bytes=registry_segment_bytes or config["offsets.topic.segment.bytes"],
+                               segment_bytes=config["offsets.topic.segment.bytes"],
                                verify=False, verify_mode="auto",
-                               num_partitions=registry_partitions or config["offsets.topic.num.partitions"])
+                               num_partitions=topics["__consumer_offsets"].partitions
+                               or config["offsets.topic.num.partitions"])
                 started = time.monotonic()
                 try:
                     results, note = run_pass(spark, log_dir, plans, options, out=out)

@@ -21,6 +21,9 @@ Options (case-insensitive):
 - `path`: a log directory holding `<topic>-N/` partition directories; or
 - `paths`: explicit segment files, a JSON list or comma-separated (partition from the parent
   directory name `<topic>-N`, base offset from the file name); read in the order given;
+- `partitionOf`: with `paths`, a JSON list of ints, one per path, to put in the `partition`
+  column instead of the directory's number (the compaction job numbers the partitions of
+  several topics this way);
 - `topic` (default `__consumer_offsets`): the partition directories to list under `path`;
 - `partitions`: comma-separated log partition numbers to keep;
 - `excludeActive` (default false): with `path`, leave out each partition's last segment
@@ -141,12 +144,15 @@ def segment_partitions(options) -> list[SegmentPartition]:
     if options.get("paths"):
         raw = str(options["paths"]).strip()
         paths = json.loads(raw) if raw.startswith("[") else [p for p in raw.split(",") if p.strip()]
-        for p in paths:
+        numbers = json.loads(str(options["partitionof"])) if options.get("partitionof") else None
+        if numbers is not None and (len(numbers) != len(paths) or not all(isinstance(n, int) for n in numbers)):
+            raise ValueError(f"{NAME}: partitionOf must be a JSON list of ints, one per path")
+        for i, p in enumerate(paths):
             p = p.removeprefix("file://")
             m = _SEGMENT_FILE.match(os.path.basename(p))
             if not m:
                 raise ValueError(f"{NAME}: {p} is not a <20-digit base offset>.log segment file")
-            part = _partition_of_dir(os.path.dirname(os.path.abspath(p)))
+            part = numbers[i] if numbers is not None else _partition_of_dir(os.path.dirname(os.path.abspath(p)))
             if keep is None or part in keep:
                 out.append(SegmentPartition(os.path.abspath(p), part, int(m.group(1))))
         return out

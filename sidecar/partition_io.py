@@ -135,7 +135,8 @@ def process_partition(partition: int, segments: list[Segment], *, source_dir: st
                       segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                       verify: bool = False, verify_mode: str = "auto",
                       num_partitions: int = 50,
-                      key_map: dict[bytes, int] | None = None) -> dict:
+                      key_map: dict[bytes, int] | None = None,
+                      topic: str = "__consumer_offsets") -> dict:
     """Everything one Spark task does for one partition: compact, verify (replay input and
     output through the coordinator's replay), write. Returns the stats as a dict, with
     `error` set (and no exception) when compaction, the checks or the writing failed."""
@@ -165,5 +166,6 @@ def process_partition(partition: int, segments: list[Segment], *, source_dir: st
         st = PartitionStats(partition=partition, segments_in=len(segments))
         st.extra["error"] = f"{type(e).__name__}: {e}"
         st.verified = verified
+    st.topic = topic
     st.seconds = time.monotonic() - started
     return st.as_dict()

@@ -1,4 +1,5 @@
-"""The Spark side of a compaction pass: one Spark job, two stages.
+"""The Spark side of a compaction pass: one Spark job, two stages, over the planned partitions
+of every compacted topic (numbered within the job: topics share partition numbers).
 
 Phase 1 reads every cleanable planned segment with the `kafka_segments` data source
 (sidecar/datasource.py), one task per segment, with latestPerKey: each task keeps the last
@@ -21,7 +22,7 @@ import logging
 import os
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sidecar.partition_io import Output
 
@@ -33,7 +34,7 @@ _PACKAGES = ("protocol", "storage", "server", "sidecar")
 
 @dataclass(frozen=True)
 class PartitionPlan:
-    """What one pass does with one partition."""
+    """What one pass does with one partition (of any compacted topic)."""
 
     partition: int
     directory: str
@@ -42,6 +43,14 @@ class PartitionPlan:
     # The active segment's base offset when it is not read (in place: the server appends to
     # it); compaction then gets an empty stand-in for it. None: `bases` ends with the active one.
     active_base: int | None = None
+    topic: str = "__consumer_offsets"
+    # this partition's own pass options over the pass's (its topic's segment.bytes,
+    # delete.retention.ms, the verify mode)
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.partition
 
     def paths(self) -> list[str]:
         from storage.segment import segment_name
@@ -162,11 +171,11 @@ def _planned_bytes(plan: PartitionPlan) -> int:
 # ------------------------------------------------------------------------------ the job
 
 
-def _error_result(partition: int, segments_in: int, error: Exception) -> dict:
+def _error_result(plan: PartitionPlan, error: Exception) -> dict:
     """A result like process_partition's for a failure before it could run."""
     from sidecar.compaction import PartitionStats
 
-    st = PartitionStats(partition=partition, segments_in=segments_in, verified="error")
+    st = PartitionStats(topic=plan.topic, partition=plan.partition, segments_in=len(plan.bases), verified="error")
     st.extra["error"] = f"{type(error).__name__}: {error}"
     return st.as_dict()
 
@@ -183,14 +192,16 @@ def compact_planned_partition(plan: PartitionPlan, key_map: dict[bytes, int] | N
             with open(path, "rb") as f:
                 segs.append(Segment(base, f.read()))
     except OSError as e:
-        return _error_result(plan.partition, len(plan.bases), e)
+        return _error_result(plan, e)
     return process_partition(plan.partition, _segments_of(plan, segs), source_dir=plan.directory,
-                             output=plan.output, key_map=key_map, **options)
+                             output=plan.output, key_map=key_map, topic=plan.topic,
+                             **{**options, **plan.settings})
 
 
 def _phase2(plans: dict[int, PartitionPlan], options: dict):
-    """The grouped-map function: (slot, partition) and that partition's key-map rows ->
-    one row (partition, pickled result dict)."""
+    """The grouped-map function: (slot, plan number) and that partition's key-map rows ->
+    one row (plan number, pickled result dict). Plans are numbered because the partitions of
+    several topics share their partition numbers."""
 
     def run(key, table):
         import pickle
@@ -223,19 +234,22 @@ def compaction_frame(spark, plans: list[PartitionPlan], options: dict):
     from sidecar.datasource import register
 
     register(spark)
-    ordered = sorted(plans, key=lambda pl: (-_planned_bytes(pl), pl.partition))  # longest first
-    slots = dict(zip((pl.partition for pl in ordered), slot_values(len(ordered)), strict=True))
+    number = {pl.key: i for i, pl in enumerate(plans)}  # the `partition` column of the job
+    ordered = sorted(plans, key=lambda pl: (-_planned_bytes(pl), pl.key))  # longest first
+    slots = dict(zip((number[pl.key] for pl in ordered), slot_values(len(ordered)), strict=True))
     slot_of = F.create_map(*[F.lit(x) for p, s in slots.items() for x in (p, s)])
     # Phase 1's tasks longest first too (the key map does not depend on their order).
-    paths = sorted((path for pl in ordered for path in cleanable_paths(pl)), key=_size, reverse=True)
+    paths = sorted(((path, number[pl.key]) for pl in ordered for path in cleanable_paths(pl)),
+                   key=lambda pn: _size(pn[0]), reverse=True)
     key_rows = StructType([StructField("slot", IntegerType(), False), StructField("partition", IntegerType(), False),
                            StructField("key", BinaryType(), True), StructField("offset", LongType(), True)])
     # One key-less row per planned partition: every partition gets its phase-2 task, even
     # with nothing to read.
-    frame = spark.createDataFrame([(slots[pl.partition], pl.partition, None, None) for pl in ordered], key_rows)
+    frame = spark.createDataFrame([(slots[number[pl.key]], number[pl.key], None, None) for pl in ordered], key_rows)
     if paths:
         latest = (spark.read.format("kafka_segments")
-                  .option("paths", json.dumps(paths))
+                  .option("paths", json.dumps([p for p, _ in paths]))
+                  .option("partitionOf", json.dumps([n for _, n in paths]))
                   .option("latestPerKey", "true")
                   .option("failOnCorrupt", "false")  # phase 2 reports it, for its partition only
                   .load()
@@ -244,7 +258,7 @@ def compaction_frame(spark, plans: list[PartitionPlan], options: dict):
     key_map = (frame.repartition(len(ordered), "slot")
                .groupBy("slot", "partition", "key").agg(F.max("offset").alias("offset")))
     return (key_map.groupBy("slot", "partition")
-            .applyInArrow(_phase2({pl.partition: pl for pl in plans}, options),
+            .applyInArrow(_phase2({number[pl.key]: pl for pl in plans}, options),
                           "partition int, result binary"))
 
 
@@ -280,9 +294,10 @@ def run_spark(spark, plans: list[PartitionPlan], options: dict) -> list[dict]:
         with _session_conf(spark, _JOB_CONF):
             rows = compaction_frame(spark, plans, options).collect()
         results = [pickle.loads(r["result"]) for r in rows]
-    done = {r["partition"] for r in results}
+    done = {(r["topic"], r["partition"]) for r in results}
     for plan in plans:  # not expected (every planned partition has its task); kept as a safety net
-        if plan.partition not in done:
-            results.append(process_partition(plan.partition, _segments_of(plan, []),
-                                             source_dir=plan.directory, output=plan.output, **options))
-    return sorted(results, key=lambda r: r["partition"])
+        if plan.key not in done:
+            results.append(process_partition(plan.partition, _segments_of(plan, []), source_dir=plan.directory,
+                                             output=plan.output, topic=plan.topic,
+                                             **{**options, **plan.settings}))
+    return sorted(results, key=lambda r: (r["topic"] != "__consumer_offsets", r["topic"], r["partition"]))

@@ -7,7 +7,8 @@ replay, end_loading; undecodable records skipped) with a frozen FakeClock, and t
 groups (state, generation, protocol, leader, members, committed offsets) are compared.
 Otherwise the check falls back to the decoded last-value-per-key state (OffsetKey ->
 OffsetValue, GroupKey -> GroupValue, tombstones removing the key), which is what a
-per-key replay must agree on anyway.
+per-key replay must agree on anyway. Other compacted topics (mode "records") compare the
+last value of each raw key, which is all compaction promises a reader of such a topic.
 """
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def _coordinator_state(records, partition: int, num_partitions: int):
     coord.end_loading(partition)
     groups = {}
     for g in coord.groups():
-        offsets = tuple(sorted((t, p, _snap(v)) for t, p, v in g.offsets.items()))
+        offsets = tuple(sorted((t, p, _snap(v)) for t, p, v in coord.committed_offsets(g.group_id)))
         groups[g.group_id] = (_snap(g), offsets)
     return groups
 
@@ -108,10 +109,25 @@ def _last_value_state(records):
     return state
 
 
+def _records_state(records):
+    state: dict[bytes, bytes] = {}
+    for key, value in records:
+        if key is None:
+            continue
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value
+    return state
+
+
 def replay_state(records: Iterable[tuple[bytes | None, bytes | None]], partition: int,
                  num_partitions: int, mode: str = "auto") -> tuple[str, dict]:
     """(mode used, state) after replaying (key, value) records of one partition in order.
-    mode: "auto" (coordinator if available), "coordinator" or "last-value"."""
+    mode: "auto" (coordinator if available), "coordinator" or "last-value" for
+    __consumer_offsets; "records" (last value per raw key) for any compacted topic."""
+    if mode == "records":
+        return mode, _records_state(records)
     if mode == "auto":
         mode = "coordinator" if coordinator_available() else "last-value"
     if mode == "coordinator":

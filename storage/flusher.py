@@ -9,9 +9,11 @@ carries every append that arrived during the previous one.
 The core is callback based (`when_durable`) so that the hot path of a commit costs no
 asyncio task; `sync()` is the awaitable form.
 
-A failed fdatasync is reported to every waiter of that round. After such a failure the
-kernel may have dropped the dirty pages, so the caller should treat the log as suspect
-(Kafka halts the broker); the next round retries the same segments.
+A failed fdatasync is reported to every waiter of that round, and the log's directory goes
+offline (storage/log_dir_failure.py): after such a failure the kernel may have dropped the
+dirty pages, so no later round may tell anyone that data of that log is durable. Every waiter
+of an offline log is failed at once; a log without a failure channel (tools, unit tests)
+retries the same segments in the next round.
 """
 from __future__ import annotations
 
@@ -45,6 +47,10 @@ class GroupCommit:
         if log.durable_offset > upto_offset:
             callback(None)
             return
+        offline = log.offline_error()
+        if offline is not None:
+            callback(offline)
+            return
         if upto_offset >= log.log_end_offset:
             raise ValueError(f"offset {upto_offset} is not in the log (end {log.log_end_offset})")
         self._waiters.append((upto_offset, callback))
@@ -70,7 +76,11 @@ class GroupCommit:
 
     def _start_round(self) -> None:
         _prompt_thread_handoffs()
-        ticket = self.log.begin_flush()
+        try:
+            ticket = self.log.begin_flush()
+        except OSError as e:  # the directory is (now) offline: nobody here becomes durable
+            self._fail_all(e)
+            return
         self._running = True
         self.rounds += 1
         fut = asyncio.get_running_loop().run_in_executor(self.executor, ticket.run)
@@ -79,9 +89,15 @@ class GroupCommit:
     def _round_done(self, ticket: FlushTicket, fut: asyncio.Future[None]) -> None:
         if fut.cancelled():  # the loop is shutting down; nobody can be told it is durable
             exc: BaseException | None = OSError("flush cancelled: shutting down")
+            self.log.end_flush(ticket, ok=False)
         else:
             exc = fut.exception()
-        self.log.end_flush(ticket, ok=exc is None)
+            self.log.end_flush(ticket, ok=exc is None, error=exc)
+        self._running = False
+        offline = self.log.offline_error()
+        if offline is not None:  # this failure, or an earlier one, took the directory offline
+            self._fail_all(offline)
+            return
         durable = self.log.durable_offset
         done: list[tuple[Callback, BaseException | None]] = []
         still: list[tuple[int, Callback]] = []
@@ -93,11 +109,15 @@ class GroupCommit:
             else:
                 still.append((upto, cb))
         self._waiters = still
-        self._running = False
         if still:
             self._start_round()
         for cb, e in done:
             cb(e)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        waiters, self._waiters = self._waiters, []
+        for _upto, cb in waiters:
+            cb(exc)
 
 
 # A busy event loop keeps the GIL until the interpreter's switch interval (5 ms by default)

@@ -25,8 +25,9 @@ from storage.batch import (
     set_log_append_time,
     split_batches,
 )
+from storage.log_dir_failure import LogDirFailureChannel
 from storage.segment import INDEX_INTERVAL_BYTES, MAX_RELATIVE_OFFSET, LogSegment, scan_batches
-from storage.swap import complete_swap, pending_swaps, remove_cleaned, segment_bases
+from storage.swap import complete_swap, pending_swaps, remove_cleaned, remove_swaps_below, segment_bases
 from storage.transactions import uncommitted_batches
 
 logger = logging.getLogger(__name__)
@@ -78,8 +79,13 @@ class PartitionLog:
     """Segments of one partition, oldest first; the last one is active (appended to)."""
 
     def __init__(self, path: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 index_interval_bytes: int = INDEX_INTERVAL_BYTES) -> None:
+                 index_interval_bytes: int = INDEX_INTERVAL_BYTES,
+                 failures: LogDirFailureChannel | None = None) -> None:
         self.path = path
+        # The log directory's failure channel (storage/log_dir_failure.py): an I/O error while
+        # appending or syncing takes the directory offline. None: errors are only raised.
+        self.failures = failures
+        self.log_dir = os.path.dirname(os.path.abspath(path))
         self.segment_bytes = segment_bytes
         self.index_interval_bytes = index_interval_bytes
         self.segments: list[LogSegment] = []
@@ -87,6 +93,8 @@ class PartitionLog:
         self.sync_count = 0  # fdatasync calls made so far (observability and tests)
         self._dir_dirty = False  # a segment file was created since the directory was synced
         self.deleted = False  # its topic was deleted (LogManager.remove): answer as unknown
+        # DeleteRecords moves the log start past the first segment's base (log-start-offset-checkpoint)
+        self._log_start_offset = 0
         os.makedirs(path, exist_ok=True)
         try:
             self._recover()
@@ -184,7 +192,10 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
+        """The first offset a reader may ask for: the first segment's base, or beyond it when
+        DeleteRecords moved it (Kafka's logStartOffset)."""
+        base = self.segments[0].base_offset
+        return base if self._log_start_offset <= base else self._log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -239,8 +250,12 @@ class PartitionLog:
             if log_append_time_ms is not None:
                 set_log_append_time(data, h, log_append_time_ms)
             next_offset += h.last_offset_delta + 1
-        seg = self._maybe_roll(len(data), next_offset - 1)
-        seg.append(data, headers)
+        self._check_online()
+        try:
+            seg = self._maybe_roll(len(data), next_offset - 1)
+            seg.append(data, headers)
+        except OSError as e:
+            raise self._io_failed("appending records to", e) from e
         return first, next_offset - 1, -1 if log_append_time_ms is None else log_append_time_ms
 
     def append_records(self, records: list[tuple[bytes, bytes | None]], timestamp_ms: int,
@@ -249,11 +264,15 @@ class PartitionLog:
 
         The coordinator's path: returns (first offset, last offset).
         """
+        self._check_online()
         first = self.log_end_offset
         data = build_batch([(k, v, timestamp_ms) for k, v in records], first, leader_epoch)
         headers = split_batches(data)
-        seg = self._maybe_roll(len(data), first + len(records) - 1)
-        seg.append(data, headers)
+        try:
+            seg = self._maybe_roll(len(data), first + len(records) - 1)
+            seg.append(data, headers)
+        except OSError as e:
+            raise self._io_failed("appending records to", e) from e
         return first, first + len(records) - 1
 
     # ------------------------------------------------------------------ reading
@@ -264,6 +283,7 @@ class PartitionLog:
     def read(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> bytes:
         """Whole batches starting with the one holding `offset`, up to max_bytes; KIP-74: with
         min_one_batch the first batch is returned even if larger. b"" at log_end_offset."""
+        self._check_online()
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]")
@@ -275,10 +295,12 @@ class PartitionLog:
         return b""
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
-        for seg in self.segments:
+        """(offset, timestamp) of the first record from the log start offset on with
+        timestamp >= `timestamp`, or None."""
+        start = self.log_start_offset
+        for seg in self.segments[self._segment_index(start):]:
             if seg.max_timestamp >= timestamp:
-                found = seg.find_offset_by_timestamp(timestamp)
+                found = seg.find_offset_by_timestamp(timestamp, start)
                 if found is not None:
                     return found
         return None
@@ -349,28 +371,85 @@ class PartitionLog:
             self.durable_offset = max(self.durable_offset, self.log_start_offset)
             logger.info("%s: retention deleted %d segment(s); log start offset now %d",
                         self.path, deleted, self.log_start_offset)
+            remove_swaps_below(self.path, self.segments[0].base_offset)
         return deleted
+
+    # ------------------------------------------------------------------ log start offset
+
+    def increment_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords: move the log start to `offset` (never backwards; beyond the high
+        watermark, i.e. the log end, is OffsetOutOfRangeError). Whole segments below it are
+        deleted by delete_segments_before_start(), which the caller runs once the new start is
+        checkpointed. Returns the log start offset."""
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of partition {self.name} since it is "
+                f"larger than the high watermark {self.log_end_offset}")
+        if offset > self.log_start_offset:
+            self._log_start_offset = offset
+        return self.log_start_offset
+
+    def undo_log_start_offset(self, previous: int) -> None:
+        """Take back an increment whose checkpoint could not be written."""
+        self._log_start_offset = previous
+
+    def restore_log_start_offset(self, offset: int) -> None:
+        """At start-up, from the checkpoint (never past what the log holds: a log torn behind
+        its checkpointed start starts at its end)."""
+        self._log_start_offset = max(self._log_start_offset, min(offset, self.log_end_offset))
+
+    def delete_segments_before_start(self) -> int:
+        """Delete the closed segments that lie wholly below the log start offset (the active
+        one stays). Returns how many."""
+        start = self.log_start_offset
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= start:
+            seg = self.segments.pop(0)
+            self._bases.pop(0)
+            seg.delete()
+            deleted += 1
+        if deleted:
+            self._dir_dirty = True
+            self.durable_offset = max(self.durable_offset, start)
+            logger.info("%s: deleted %d segment(s) below the log start offset %d", self.path, deleted, start)
+            remove_swaps_below(self.path, self.segments[0].base_offset)
+        return deleted
+
+    @property
+    def name(self) -> str:
+        """`topic-partition`, as Kafka names a partition in messages."""
+        return os.path.basename(self.path)
 
     # ------------------------------------------------------------------ durability
 
     def begin_flush(self) -> FlushTicket:
         """Snapshot what to fdatasync (loop thread). Pair with ticket.run() and end_flush()."""
-        work = []
-        for seg in self.segments:
-            if seg.size > seg.synced_size:
-                work.append((seg, os.dup(seg.fd), seg.size))
-        if self._dir_dirty:
-            # New or deleted segment files: their directory entries must be durable too.
-            self._dir_dirty = False
-            work.append((None, os.open(self.path, os.O_RDONLY), 0))
+        self._check_online()
+        work: list[tuple[LogSegment | None, int, int]] = []
+        try:
+            for seg in self.segments:
+                if seg.size > seg.synced_size:
+                    work.append((seg, os.dup(seg.fd), seg.size))
+            if self._dir_dirty:
+                # New or deleted segment files: their directory entries must be durable too.
+                work.append((None, os.open(self.path, os.O_RDONLY), 0))
+        except OSError as e:
+            for _, fd, _ in work:
+                os.close(fd)
+            raise self._io_failed("syncing", e) from e
+        self._dir_dirty = False
         return FlushTicket(self.log_end_offset, work)
 
-    def end_flush(self, ticket: FlushTicket, ok: bool = True) -> None:
-        """Record a finished round (loop thread); a failed one leaves everything unsynced."""
+    def end_flush(self, ticket: FlushTicket, ok: bool = True, error: BaseException | None = None) -> None:
+        """Record a finished round (loop thread); a failed one leaves everything unsynced, and
+        a failed fdatasync (`error`) takes the log directory offline: the kernel may have
+        dropped the pages it could not write, so a retry could not be trusted."""
         self.sync_count += ticket.syncs
-        if not ok:
+        if not ok or error is not None:
             if any(seg is None for seg, _, _ in ticket._work):
                 self._dir_dirty = True
+            if isinstance(error, OSError):
+                self._io_failed("syncing", error)
             return
         for seg, _, size in ticket._work:
             if seg is not None and size > seg.synced_size:
@@ -383,10 +462,33 @@ class PartitionLog:
         ticket = self.begin_flush()
         try:
             ticket.run()
-        except OSError:
-            self.end_flush(ticket, ok=False)
-            raise
+        except OSError as e:
+            self.end_flush(ticket, ok=False, error=e)
+            raise self._offline_error(e) from e
         self.end_flush(ticket)
+
+    # ------------------------------------------------------------------ failures
+
+    def _check_online(self) -> None:
+        """LogDirOfflineError if an earlier I/O error took this log's directory offline."""
+        if self.failures is not None:
+            self.failures.check(self.log_dir)
+
+    def offline_error(self) -> OSError | None:
+        """What every operation on this log raises once its directory is offline; else None."""
+        if self.failures is not None and self.failures.is_offline(self.log_dir):
+            return self.failures.error(self.log_dir)
+        return None
+
+    def _io_failed(self, what: str, error: OSError) -> OSError:
+        """The error to raise for `error`: with a failure channel, the directory goes offline."""
+        if self.failures is None:
+            return error
+        return self.failures.fail(self.log_dir, f"Error while {what} {os.path.basename(self.path)} in dir "
+                                                f"{self.log_dir}", error)
+
+    def _offline_error(self, error: OSError) -> OSError:
+        return error if self.failures is None else self.failures.error(self.log_dir)
 
     def close(self) -> None:
         """Flush and close every file."""

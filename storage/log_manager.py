@@ -1,19 +1,23 @@
 """LogManager: the partition logs under one log directory (Kafka's log.dirs entry).
 
 Owns discovering `topic-N` directories at start-up, creating new ones (with their
-`partition.metadata`), looking logs up, forgetting deleted ones, and closing them all. A
-partition may be declared instead of created: its directory is made the first time it is looked
-up (a new server's 50 empty __consumer_offsets partitions cost no files and no fsyncs at
+`partition.metadata`), looking logs up, forgetting deleted ones, closing them all, and Kafka's
+`log-start-offset-checkpoint` (the log start offsets DeleteRecords moved past a segment base).
+A partition may be declared instead of created: its directory is made the first time it is
+looked up (a new server's 50 empty __consumer_offsets partitions cost no files and no fsyncs at
 start-up).
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import uuid
 from collections.abc import Iterator
 
 from storage.log import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES, PartitionLog
+from storage.log_dir_failure import LogDirFailureChannel
+from storage.offset_checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
 
 logger = logging.getLogger(__name__)
@@ -21,6 +25,10 @@ logger = logging.getLogger(__name__)
 __all__ = ["OFFSETS_TOPIC", "LogManager", "parse_partition_dir"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+# Errors of the device rather than of one request: creating a log that fails with one of these
+# takes the directory offline (appends and syncs take it offline on any error).
+_DEVICE_ERRORS = {errno.EIO, errno.ENOSPC, errno.EROFS, errno.EDQUOT}
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -38,6 +46,8 @@ class LogManager:
     def __init__(self, log_dir: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  offsets_segment_bytes: int = OFFSETS_SEGMENT_BYTES) -> None:
         self.log_dir = log_dir
+        # An I/O error in any partition takes the directory offline (storage/log_dir_failure.py).
+        self.failures = LogDirFailureChannel([os.path.abspath(log_dir)])
         self.segment_bytes = segment_bytes
         self.offsets_segment_bytes = offsets_segment_bytes
         self.logs: dict[tuple[str, int], PartitionLog] = {}
@@ -50,7 +60,7 @@ class LogManager:
             path = os.path.join(log_dir, name)
             if tp is None or not os.path.isdir(path):
                 continue
-            self.logs[tp] = PartitionLog(path, segment_bytes=self._segment_bytes(tp[0]))
+            self.logs[tp] = PartitionLog(path, segment_bytes=self._segment_bytes(tp[0]), failures=self.failures)
             try:
                 tid = read_partition_metadata(path)
             except ValueError as e:
@@ -59,6 +69,39 @@ class LogManager:
             if tid is not None:
                 self.topic_ids.setdefault(tp[0], tid)
         logger.info("%s: opened %d partition log(s)", log_dir, len(self.logs))
+        self._lso_path = os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
+        self._lso_written: dict[tuple[str, int], int] = {}
+        self._load_log_start_offsets()
+
+    # ---- log-start-offset-checkpoint
+
+    def _load_log_start_offsets(self) -> None:
+        """Apply the checkpoint, delete the segments it puts below a log's start, and rewrite
+        it at once if it names partitions that are gone (a deleted topic's entries must not
+        reach a topic created later under its name)."""
+        try:
+            entries = read_offset_checkpoint(self._lso_path)
+        except CheckpointError as e:
+            logger.warning("%s; log start offsets fall back to the first segments", e)
+            entries = {}
+        self._lso_written = entries
+        for tp, offset in entries.items():
+            log = self.logs.get(tp)
+            if log is not None:
+                log.restore_log_start_offset(offset)
+                log.delete_segments_before_start()
+        self.checkpoint_log_start_offsets()
+
+    def checkpoint_log_start_offsets(self) -> bool:
+        """Write the log start offsets that lie past their log's first segment (Kafka writes
+        the same subset) if they differ from the file. Returns whether it wrote."""
+        entries = {tp: log.log_start_offset for tp, log in self.logs.items()
+                   if log.log_start_offset > log.segments[0].base_offset}
+        if entries == self._lso_written:
+            return False
+        write_offset_checkpoint(self._lso_path, entries)
+        self._lso_written = entries
+        return True
 
     def _segment_bytes(self, topic: str) -> int:
         return self.offsets_segment_bytes if topic == OFFSETS_TOPIC else self.segment_bytes
@@ -89,9 +132,17 @@ class LogManager:
         if log is not None:
             return log
         path = os.path.join(self.log_dir, f"{topic}-{partition}")
-        log = PartitionLog(path, segment_bytes=segment_bytes or self._segment_bytes(topic))
+        root = os.path.abspath(self.log_dir)
+        self.failures.check(root)
+        try:
+            log = PartitionLog(path, segment_bytes=segment_bytes or self._segment_bytes(topic), failures=self.failures)
+            if topic_id is not None:
+                write_partition_metadata(path, topic_id)
+        except OSError as e:
+            if e.errno not in _DEVICE_ERRORS:  # e.g. a name the filesystem refuses: this topic's problem
+                raise
+            raise self.failures.fail(root, f"Error while creating log for {topic}-{partition} in dir {root}", e) from e
         if topic_id is not None:
-            write_partition_metadata(path, topic_id)
             self.topic_ids.setdefault(topic, topic_id)
         self.logs[(topic, partition)] = log
         return log

@@ -317,18 +317,19 @@ class LogSegment:
             p += size
         return data[:p] if p < n else data
 
-    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+    def find_offset_by_timestamp(self, timestamp: int, min_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after min_offset (the log start offset)
+        with timestamp >= `timestamp`, or None."""
         if self.max_timestamp < timestamp:
             return None
         i = bisect_right(self._ti_ts, timestamp) - 1
         # Everything before the batch that first reached entry i's timestamp is older than it.
-        start = self._ti_off[i] if i >= 0 else self.base_offset
+        start = max(self._ti_off[i] if i >= 0 else self.base_offset, min_offset)
         h = self.find_batch(start)
         while h is not None:
             if h.max_timestamp >= timestamp:
                 for r in DefaultRecordBatch(_pread_exact(self.fd, h.size, h.position)):
-                    if r.timestamp >= timestamp:
+                    if r.timestamp >= timestamp and r.offset >= min_offset:
                         return r.offset, r.timestamp
             h = self.read_header(h.position + h.size)
         return None

@@ -29,7 +29,7 @@ from storage.segment import scan_batches, segment_name
 logger = logging.getLogger(__name__)
 
 __all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "complete_swap", "fsync_dir", "pending_swaps",
-           "remove_cleaned", "segment_bases", "swap_range"]
+           "remove_cleaned", "remove_swaps_below", "segment_bases", "swap_range"]
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -56,6 +56,21 @@ def segment_bases(path: str) -> list[int]:
 def pending_swaps(path: str) -> list[int]:
     """Base offsets of the committed `.swap` segments waiting to be completed, ascending."""
     return sorted(int(m.group(1)) for name in os.listdir(path) if (m := _SWAP_FILE.match(name)))
+
+
+def remove_swaps_below(path: str, offset: int) -> list[int]:
+    """Delete the committed swaps that start below `offset`, the log's new first segment
+    after retention or DeleteRecords deleted the segments they would replace."""
+    gone = [b for b in pending_swaps(path) if b < offset]
+    for b in gone:
+        try:
+            os.unlink(os.path.join(path, segment_name(b) + ".log" + SWAP_SUFFIX))
+        except FileNotFoundError:
+            continue
+    if gone:
+        fsync_dir(path)
+        logger.info("%s: deleted %d compacted segment(s) whose segments were deleted meanwhile", path, len(gone))
+    return gone
 
 
 def remove_cleaned(path: str) -> list[str]:
@@ -102,8 +117,10 @@ def _delete_segment_files(path: str, base: int) -> None:
 
 def complete_swap(path: str, base: int, bases: list[int], limit: int | None = None) -> list[int] | None:
     """Complete the `.swap` of `base` against the segments `bases` of the directory (steps 3
-    and 4 above); a swap reaching `limit` (the active segment's base) is refused. Returns the
-    replaced base offsets, or None if the swap was refused (and deleted)."""
+    and 4 above); a swap reaching `limit` (the active segment's base) is refused. Live (limit
+    given), a swap must replace a segment that starts at its base: retention or DeleteRecords
+    may have deleted what it replaces meanwhile, and it must not bring those offsets back.
+    Returns the replaced base offsets, or None if the swap was refused (and deleted)."""
     swap_path = os.path.join(path, segment_name(base) + ".log" + SWAP_SUFFIX)
     rng = swap_range(swap_path, base)
     replaced = [b for b in bases if rng is not None and base <= b < rng[1]]
@@ -111,6 +128,8 @@ def complete_swap(path: str, base: int, bases: list[int], limit: int | None = No
            else f"offsets [{base}, {rng[1]}) reach the active segment at {limit}"
            if limit is not None and rng[1] > limit
            else f"offsets [{base}, {rng[1]}) vs segments {replaced}" if replaced and replaced[0] != base
+           else f"offsets [{base}, {rng[1]}) replace no segment of the log (deleted meanwhile)"
+           if limit is not None and not replaced
            else None)
     if why:
         logger.warning("%s: deleting swap file %s that does not fit the log: %s", path,

@@ -387,27 +387,34 @@ class Background:
 
 def python_member(lib: str, bootstrap: str, topic: str, group: str, *, instance_id: str | None = None,
                   session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 1000,
-                  name: str | None = None, deadline: float = MEMBER_DEADLINE) -> Background:
+                  name: str | None = None, deadline: float = MEMBER_DEADLINE,
+                  conf: dict[str, Any] | None = None) -> Background:
     """A consumer-group member in its own Python process; lib: confluent | kafka-python | aiokafka.
 
-    All three use the roundrobin assignor (eager), so they can share one group."""
+    All three use the roundrobin assignor (eager), so they can share one group. `conf`: extra
+    librdkafka settings (confluent only)."""
     if lib not in ("confluent", "kafka-python", "aiokafka"):
         raise ValueError(lib)
+    if conf and lib != "confluent":
+        raise ValueError("conf is for confluent members")
     cfg = {"lib": lib, "bootstrap": bootstrap, "topic": topic, "group": group, "instance_id": instance_id,
            "session_timeout_ms": session_timeout_ms, "heartbeat_interval_ms": heartbeat_interval_ms,
-           "client_id": name or lib}
+           "client_id": name or lib, "conf": conf or {}}
     return Background([sys.executable, Path(__file__).resolve(), "member", json.dumps(cfg)],
                       name or lib, deadline=deadline)
 
 
 def java_member(bootstrap: str, topic: str, group: str, *, instance_id: str | None = None,
                 session_timeout_ms: int = 10000, name: str = "java",
-                deadline: float = MEMBER_DEADLINE) -> Background:
-    """KcoordClient's `member` mode: a Java kafka-clients consumer (roundrobin) until told to close."""
+                deadline: float = MEMBER_DEADLINE, conf: dict[str, Any] | None = None) -> Background:
+    """KcoordClient's `member` mode: a Java kafka-clients consumer (roundrobin) until told to
+    close. `conf`: extra consumer settings (values without commas)."""
     compile_java()
     if shutil.which("java") is None:
         raise ClientError(f"java not found; {INSTALL_HINT}")
+    extra = ",".join(f"{k}={v}" for k, v in (conf or {}).items())
     return Background(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m",
+                       f"-Dkcoord.conf={extra}",
                        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                        "-Dorg.slf4j.simpleLogger.logFile=System.err", "-cp", java_classpath(),
                        "KcoordClient", "member", bootstrap, topic, group, instance_id or "",
@@ -481,6 +488,7 @@ def _member_confluent(cfg: dict[str, Any], stop: threading.Event) -> None:
             "socket.timeout.ms": 10000, "reconnect.backoff.max.ms": 1000}
     if cfg["instance_id"]:
         conf["group.instance.id"] = cfg["instance_id"]
+    conf.update(cfg.get("conf") or {})
     pending: dict[int, int] = {}
 
     def generation(c: Consumer) -> int | None:

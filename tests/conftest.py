@@ -28,11 +28,13 @@ def free_port() -> int:
 class KcoordProcess:
     """A kcoord server process. `bootstrap` is what clients are given."""
 
-    def __init__(self, log_dir: Path, port: int | None = None, overrides: dict[str, str] | None = None):
+    def __init__(self, log_dir: Path, port: int | None = None, overrides: dict[str, str] | None = None,
+                 host: str = "127.0.0.1"):
         self.log_dir = log_dir
+        self.host = host  # another local address: the server end of a test's faulty link
         self.port = port or free_port()
         self.overrides = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{host}:{self.port}",
             "log.dirs": str(log_dir),
             # Tests do not want to wait Kafka's 3 s for the first rebalance of each group.
             "group.initial.rebalance.delay.ms": "0",
@@ -43,7 +45,7 @@ class KcoordProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 60.0) -> KcoordProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -58,7 +60,7 @@ class KcoordProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kcoord exited with {self.proc.returncode}:\n{self.log_text()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection((self.host, self.port), timeout=0.2):
                     return self
             except OSError:
                 time.sleep(0.05)

@@ -1,1 +1,2 @@
-"""The classic-protocol group coordinator: state machine, members, offsets."""
+"""The group coordinator: the groups of every type (group_manager), their committed offsets
+(offset_manager), one package per group type (classic/), composed in coordinator.py."""

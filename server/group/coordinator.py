@@ -1,4 +1,8 @@
-"""GroupCoordinator: the classic consumer-group coordinator the handlers call.
+"""GroupCoordinator: the group coordinator the handlers call, composed as Kafka's
+GroupCoordinatorShard is: a group metadata manager (the groups of every type), an offset
+metadata manager (every group's committed offsets) and, per group type, the unit that runs
+that type's protocol (server/group/classic/). Each API and each record key is routed once,
+in the two tables below.
 
 The API methods take the decoded kafka-python request and the negotiated version and return
 a CoordinatorResult (server/group/result.py). Persisted state (offsets, a group's generation,
@@ -15,127 +19,147 @@ go to set_background_writer().
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from protocol.coordinator_records import CoordinatorRecord, GroupKey, GroupValue, OffsetKey, OffsetValue
 from protocol.errors import ErrorCode
 from server.clock import Clock
-from server.group.admin import AdminMixin
-from server.group.base import log
+from server.group.classic.group import ClassicGroup
+from server.group.classic.membership import ClassicMembership
 from server.group.config import GroupConfig
-from server.group.group import GroupMetadata
-from server.group.member import MemberMetadata
-from server.group.membership import MembershipMixin
-from server.group.offset_api import OffsetsMixin
-from server.group.state import GroupState
+from server.group.group_manager import GroupMetadataManager, log
+from server.group.offset_manager import OffsetMetadataManager
+from server.group.responses import delete_groups_response
+from server.group.result import CoordinatorResult
+from server.group.types import Group, GroupType
 
 
-class GroupCoordinator(MembershipMixin, OffsetsMixin, AdminMixin):
+class GroupCoordinator:
     def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50) -> None:
-        super().__init__(config, clock, num_partitions)
+        self.config = config
+        self.clock = clock
+        self.num_partitions = num_partitions
+        self.group_manager = groups = GroupMetadataManager(config, clock, num_partitions)
+        self.offset_manager = offsets = OffsetMetadataManager(groups)
+        self.classic = classic = ClassicMembership(groups)
+        offsets.commit_hooks[ClassicGroup] = classic.on_offset_commit
+        # what finishing a partition's load does to a group, by type
+        self._on_loaded: dict[GroupType, Callable[[Any], None]] = {GroupType.CLASSIC: classic.on_group_loaded}
+
+        # ---- the APIs: (request, version) -> CoordinatorResult, each served by one unit ----
+        self.join_group = classic.join_group  # (request, version, client_id, client_host)
+        self.sync_group = classic.sync_group
+        self.heartbeat = classic.heartbeat
+        self.heartbeat_error = classic.heartbeat_error  # the server's fast path: only the error
+        self.leave_group = classic.leave_group
+        self.offset_commit = offsets.offset_commit
+        self.offset_fetch = offsets.offset_fetch
+        self.offset_delete = offsets.offset_delete
+        self.describe_groups = groups.describe_groups
+        self.list_groups = groups.list_groups
+        # delete_groups (below) needs both managers
+        self.expire_offsets = offsets.expire_offsets  # the retention task, no request
+        self.on_partitions_deleted = offsets.on_partitions_deleted  # DeleteTopics
+
+        # ---- the records: key type -> replay(key, value) ----
+        self._replayers: dict[type, Callable[[Any, Any], None]] = {
+            OffsetKey: offsets.replay,
+            GroupKey: self._replay_group_metadata,
+        }
+
+        self.partition_of = groups.partition_of
+        self.set_background_writer = groups.set_background_writer
+        self.drain_background = groups.drain_background
+
+    # ====================================================================== inspection
+
+    def group(self, group_id: str) -> Any:
+        """The live group of any type, or None (tests and tools may inspect it; do not mutate)."""
+        return self.group_manager.group(group_id)
+
+    def groups(self) -> list[Any]:
+        return self.group_manager.groups()
+
+    def committed_offsets(self, group_id: str) -> Iterator[tuple[str, int, OffsetValue]]:
+        """(topic, partition, value) of every offset the group has committed."""
+        return self.offset_manager.committed(group_id)
+
+    def is_loading(self, partition: int | None = None) -> bool:
+        loading = self.group_manager.loading
+        return bool(loading) if partition is None else partition in loading
 
     # ====================================================================== replay
 
     def replay(self, record: CoordinatorRecord) -> None:
-        key = record.key
-        if isinstance(key, OffsetKey):
-            self._replay_offset(key, record.value)  # type: ignore[arg-type]
-        elif isinstance(key, GroupKey):
-            self._replay_group(key.group, record.value)  # type: ignore[arg-type]
-        else:
-            log.warning("Skipping __consumer_offsets record with unknown key %r", key)
-
-    def _replay_offset(self, key: OffsetKey, value: OffsetValue | None) -> None:
-        group = self._groups.get(key.group)
-        if value is None:
-            if group is not None:
-                group.offsets.remove(key.topic, key.partition)
+        replay = self._replayers.get(type(record.key))
+        if replay is None:
+            log.warning("Skipping __consumer_offsets record with unknown key %r", record.key)
             return
-        if group is None or (group.state is GroupState.DEAD and not self._is_loading(key.group)):
-            # offsets without group metadata belong to an Empty group (Kafka's load does the same)
-            group = self._new_group(key.group)
-        group.offsets.put(key.topic, key.partition, value)
-        group.remove_pending_commit(key.topic, key.partition)
+        replay(record.key, record.value)
 
-    def _replay_group(self, group_id: str, value: GroupValue | None) -> None:
-        group = self._groups.get(group_id)
-        loading = self._is_loading(group_id)
-        if value is None:
-            if group is None:
-                return
-            if group.state is not GroupState.DEAD:
-                self._mark_dead(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            del self._groups[group_id]
-            if len(group.offsets):
-                # offsets outlive the group metadata until their own tombstones
-                fresh = self._new_group(group_id)
-                fresh.offsets = group.offsets
-            return
-        if loading or group is None or group.state is GroupState.DEAD:
-            self._load_group(group_id, value, group)
-        elif group.state is GroupState.COMPLETING_REBALANCE and group.generation_id == value.generation:
-            self._complete_rebalance_from_record(group, {m.member_id: m.assignment for m in value.members})
-        # otherwise memory is already ahead of (or equal to) the record: nothing to apply
-
-    def _load_group(self, group_id: str, value: GroupValue, previous: GroupMetadata | None) -> None:
-        state = GroupState.STABLE if value.members else GroupState.EMPTY
-        ts = value.current_state_timestamp
-        g = GroupMetadata(group_id, self.clock.now_ms(), state)
-        g.current_state_timestamp = None if ts == -1 else ts
-        g.generation_id = value.generation
-        g.protocol_type = value.protocol_type or None
-        g.protocol_name = value.protocol
-        g.leader_id = value.leader
-        for mv in value.members:
-            g.add(MemberMetadata(
-                mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host,
-                # v0 values have no rebalance timeout: the codec fills the session timeout
-                mv.rebalance_timeout, mv.session_timeout, value.protocol_type,
-                [(value.protocol or "", mv.subscription)], mv.assignment,
-            ))
-        g.subscribed_topics = g.compute_subscribed_topics()
-        if previous is not None:
-            g.offsets = previous.offsets
-            g.pending_offset_commits = previous.pending_offset_commits
-            if previous.state is not GroupState.DEAD:
-                self._mark_dead(previous, ErrorCode.NOT_COORDINATOR)
-        self._groups[group_id] = g
-        if not self._is_loading(group_id):
-            self._on_group_loaded(g)
+    def _replay_group_metadata(self, key: GroupKey, value: GroupValue | None) -> None:
+        self.classic.replay(key, value)
+        if value is None and self.offset_manager.count(key.group):
+            # offsets outlive the group metadata until their own tombstones
+            self.group_manager.classic_group_for_offsets(key.group)
 
     # ====================================================================== loading
 
     def begin_loading(self, partition: int) -> None:
         """Groups of `partition` answer COORDINATOR_LOAD_IN_PROGRESS until end_loading; any
         state held for it is dropped (the log is the truth)."""
-        self._loading.add(partition)
-        for gid, g in list(self._groups.items()):
-            if self.partition_of(gid) == partition:
-                if g.state is not GroupState.DEAD:
-                    self._mark_dead(g, ErrorCode.NOT_COORDINATOR)
-                del self._groups[gid]
+        self.group_manager.begin_loading(partition)
+        self.offset_manager.begin_loading(partition)
 
     def end_loading(self, partition: int) -> None:
-        self._loading.discard(partition)
+        self.group_manager.end_loading(partition)
         n_groups = n_offsets = 0
-        for gid, g in list(self._groups.items()):
-            if self.partition_of(gid) == partition:
-                n_groups += 1
-                n_offsets += len(g.offsets)
-                self._on_group_loaded(g)
+        for g in self.group_manager.groups_of_partition(partition):
+            n_groups += 1
+            n_offsets += self.offset_manager.count(g.group_id)
+            on_loaded = self._on_loaded.get(g.TYPE)
+            if on_loaded is not None:
+                on_loaded(g)
         # an empty partition is not worth a line at INFO (a new server has 50 of them)
         log.log(logging.INFO if n_groups else logging.DEBUG,
                 "Finished loading offsets and group metadata from __consumer_offsets-%d: %d groups, "
                 "%d offsets", partition, n_groups, n_offsets)
 
-    def _on_group_loaded(self, group: GroupMetadata) -> None:
-        log.info("Loading group metadata for %s with generation %d", group.group_id, group.generation_id)
-        if group.size() > self.config.group_max_size:
-            self._prepare_rebalance(
-                group, f"Freshly-loaded group is over capacity ({self.config.group_max_size}). "
-                       "Rebalancing in order to give a chance for consumers to commit offsets"
-            )
-        for m in list(group.members.values()):
-            self._complete_and_schedule_next_heartbeat(group, m)
+    # ====================================================================== DeleteGroups
 
-    def is_loading(self, partition: int | None = None) -> bool:
-        return bool(self._loading) if partition is None else partition in self._loading
+    def delete_groups(self, req: Any, version: int) -> CoordinatorResult:
+        """Records may span several groups (contiguous per group): route each record by
+        partition_of(record.key.group)."""
+        results: dict[str, ErrorCode] = {}
+        deleted: list[Group] = []
+        now = self.clock.now_ms()
+        for gid in dict.fromkeys(req.groups_names):
+            err = self.group_manager.validate(gid, "delete_groups")
+            if err is None:
+                group = self.group_manager.group(gid)
+                err = ErrorCode.GROUP_ID_NOT_FOUND if group is None else group.validate_delete_group()
+            if err is not None:
+                results[gid] = err
+                continue
+            group.mark_dead(now, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            deleted.append(group)
+            results[gid] = ErrorCode.NONE
+        if not deleted:
+            return CoordinatorResult(response=delete_groups_response(version, list(results.items())))
+        records: list[CoordinatorRecord] = []
+        n_offsets = 0
+        for g in deleted:
+            n_offsets += self.offset_manager.delete_all_offsets(g.group_id, records)
+            records.extend(g.tombstones())
+        log.info("The following groups were deleted: %s. A total of %d offsets were removed.",
+                 ", ".join(g.group_id for g in deleted), n_offsets)
+
+        def on_appended(error: ErrorCode | None) -> Any:
+            if error is not None:
+                for g in deleted:
+                    self.group_manager.revive(g)
+                    results[g.group_id] = error
+            return delete_groups_response(version, list(results.items()))
+
+        return CoordinatorResult(records=records, on_appended=on_appended)

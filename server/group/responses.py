@@ -17,7 +17,7 @@ from kafka.protocol.consumer import (
 
 from protocol.errors import ErrorCode
 from protocol.fastpath import OffsetCommitResponseData
-from server.group.member import JoinResult, SyncResult
+from server.group.classic.member import JoinResult, SyncResult
 
 _JoinMember = JoinGroupResponse.JoinGroupResponseMember
 _LeaveMember = LeaveGroupResponse.MemberResponse
@@ -126,13 +126,14 @@ def describe_response(version: int, groups: list[_Described]) -> DescribeGroupsR
     return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=groups)
 
 
-def list_response(version: int, error: ErrorCode, groups: Iterable[tuple[str, str, str]]) -> ListGroupsResponse:
+def list_response(version: int, error: ErrorCode, groups: Iterable[tuple[str, str, str, str]]) -> ListGroupsResponse:
+    """groups: (group id, protocol type, state, group type)."""
     return ListGroupsResponse(
         version=version,
         throttle_time_ms=0,
         error_code=int(error),
         groups=[
-            _Listed(group_id=g, protocol_type=pt, group_state=st, group_type="classic") for g, pt, st in groups
+            _Listed(group_id=g, protocol_type=pt, group_state=st, group_type=gt) for g, pt, st, gt in groups
         ],
     )
 

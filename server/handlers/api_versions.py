@@ -6,10 +6,10 @@ from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from protocol.api import API_TABLE, ApiKey
+from protocol.api import API_TABLE
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import HANDLERS, handles
+from server.handlers.registry import HANDLERS
 
 
 def api_versions_body(error: ErrorCode, version: int) -> Any:
@@ -27,6 +27,5 @@ def api_versions_body(error: ErrorCode, version: int) -> Any:
     )
 
 
-@handles(ApiKey.API_VERSIONS)
 def handle_api_versions(ctx: RequestContext, req: Any, version: int) -> Any:
     return api_versions_body(ErrorCode.NONE, version)

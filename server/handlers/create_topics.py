@@ -8,11 +8,10 @@ from typing import Any
 
 from kafka.protocol.admin.topics import CreateTopicsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
+from server.config_catalogue import TOPIC_CONFIGS, ConfigError, check_topic_configs
 from server.context import RequestContext
-from server.handlers.registry import handles
-from server.topics import TOPIC_CONFIG_DEFAULTS, validate_topic_name
+from server.topics import validate_topic_name
 
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs
@@ -20,8 +19,6 @@ BROKER_COUNT = 1
 # Kafka's controller refuses an operation of more than 10,000 metadata records (a topic
 # record, one per partition, one per config) with POLICY_VIOLATION.
 MAX_RECORDS_PER_OPERATION = 10_000
-DEFAULT_CONFIG_SOURCE = 5  # DescribeConfigsResponse ConfigSource.DEFAULT_CONFIG
-TOPIC_CONFIG_SOURCE = 1  # DYNAMIC_TOPIC_CONFIG
 
 
 def _plan(ctx: RequestContext, t: Any) -> tuple[int, dict[str, str]]:
@@ -73,41 +70,27 @@ def _plan(ctx: RequestContext, t: Any) -> tuple[int, dict[str, str]]:
                 f"Unable to replicate the partition {rf} time(s): The target replication factor "
                 f"of {rf} cannot be reached because only {BROKER_COUNT} broker(s) are registered.",
             )
-    configs: dict[str, str] = {}
-    for c in t.configs:
-        if c.name not in TOPIC_CONFIG_DEFAULTS:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
-        if c.value is None:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {c.name}")
-        configs[c.name] = c.value
-    ts_type = configs.get("message.timestamp.type")
-    if ts_type is not None and ts_type not in ("CreateTime", "LogAppendTime"):
-        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {ts_type} for configuration message.timestamp.type")
-    for name in ("retention.ms", "retention.bytes", "segment.bytes", "max.message.bytes"):
-        if name in configs:
-            try:
-                int(configs[name])
-            except ValueError:
-                raise KafkaError(
-                    ErrorCode.INVALID_CONFIG, f"Invalid value {configs[name]} for configuration {name}"
-                ) from None
+    # Kafka's controller: the last value of a name given twice wins; then LogConfig.validate
+    # over the broker's defaults (server/config_catalogue.py), answered INVALID_CONFIG.
+    configs: dict[str, str] = {c.name: c.value for c in t.configs}
+    try:
+        check_topic_configs(configs, broker.configs.topic_defaults())
+    except ConfigError as e:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
     return partitions, configs
 
 
-def _config_entries(configs: dict[str, str]) -> list[Any]:
-    return [
-        ConfigEntry(
-            name=name,
-            value=configs.get(name, default),
-            read_only=False,
-            config_source=TOPIC_CONFIG_SOURCE if name in configs else DEFAULT_CONFIG_SOURCE,
-            is_sensitive=False,
-        )
-        for name, default in sorted(TOPIC_CONFIG_DEFAULTS.items())
-    ]
+def _config_entries(ctx: RequestContext, configs: dict[str, str]) -> list[Any]:
+    """The new topic's effective configs as the controller resolves them (v5+)."""
+    layers = ctx.broker.configs
+    out = []
+    for name in sorted(TOPIC_CONFIGS):
+        e = layers.created_topic_entry(configs, name)
+        out.append(ConfigEntry(name=name, value=None if e.sensitive else e.value, read_only=False,
+                               config_source=int(e.source), is_sensitive=e.sensitive))
+    return out
 
 
-@handles(ApiKey.CREATE_TOPICS)
 def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
     counts = Counter(t.name for t in req.topics)
     results = []
@@ -137,7 +120,7 @@ def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
                 error_message=None,
                 num_partitions=partitions,
                 replication_factor=BROKER_COUNT,
-                configs=_config_entries(configs),
+                configs=_config_entries(ctx, configs),
             )
         )
     return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)

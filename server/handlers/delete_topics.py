@@ -22,10 +22,8 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DeleteTopicsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import handles
 from server.topics import Topic
 
 log = logging.getLogger("kcoord.topics")
@@ -47,7 +45,6 @@ def _requested(req: Any, version: int) -> list[tuple[str | None, uuid.UUID | Non
     return [(name, None) for name in req.topic_names]
 
 
-@handles(ApiKey.DELETE_TOPICS)
 async def handle_delete_topics(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     wanted = _requested(req, version)

@@ -27,12 +27,10 @@ from typing import Any
 
 from kafka.protocol.consumer import FetchResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import data_plane, leader_epoch_error, partition_log
 from server.deferred import Deferred
-from server.handlers.registry import handles
 from server.purgatory import DelayedOperation
 from storage.log import OffsetOutOfRangeError, PartitionLog
 
@@ -197,7 +195,6 @@ class DelayedFetch(DelayedOperation):
         self.deferred.complete(_response(self.version, self.req, self.resolved, rows))
 
 
-@handles(ApiKey.FETCH)
 def handle_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
     if version >= 7 and req.session_epoch not in (0, -1):
         return FetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,

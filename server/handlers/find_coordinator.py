@@ -10,10 +10,8 @@ from typing import Any
 
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 GROUP = 0
 TRANSACTION = 1
@@ -29,7 +27,6 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
     return ErrorCode.NONE, None
 
 
-@handles(ApiKey.FIND_COORDINATOR)
 def handle_find_coordinator(ctx: RequestContext, req: Any, version: int) -> Any:
     host, port = ctx.advertised or ("", -1)  # the listener the client came in on
     node = ctx.broker.config.node_id

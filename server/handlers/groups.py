@@ -1,6 +1,7 @@
-"""The group-coordinator APIs. Their behaviour lives in server/group/coordinator.py; each
+"""The group-coordinator APIs. Their behaviour lives in server/group/ (the coordinator); each
 handler here only passes the decoded request to the coordinator and its result through the
-runtime, which makes the result's records durable before the response leaves.
+runtime, which makes the result's records durable before the response leaves. Their routes
+(which have a hand-written fast path, which are called directly) are in routes.py.
 
     JoinGroup v0-v9      SyncGroup v0-v5      Heartbeat v0-v4      LeaveGroup v0-v5
     OffsetCommit v0-v9   OffsetFetch v0-v9    OffsetDelete v0
@@ -8,39 +9,52 @@ runtime, which makes the result's records durable before the response leaves.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fastpath import OffsetCommitResponseData, heartbeat_response_body
 from server.context import RequestContext
 from server.deferred import Deferred
 from server.group.responses import commit_response
-from server.handlers.registry import handles
 
 if TYPE_CHECKING:
     from server.broker import Broker
 
 
-@handles(ApiKey.JOIN_GROUP)
 def handle_join_group(ctx: RequestContext, req: Any, version: int) -> Any:
     coordinator = ctx.broker.coordinator
     result = coordinator.join_group(req, version, ctx.client_id or "", "/" + ctx.client_host)
     return ctx.broker.runtime.submit(result)
 
 
-def _plain(api_key: ApiKey, method: str) -> None:
-    """Register a handler that is just `runtime.submit(coordinator.<method>(req, version))`."""
-
-    def handle(ctx: RequestContext, req: Any, version: int) -> Any:
-        return ctx.broker.runtime.submit(getattr(ctx.broker.coordinator, method)(req, version))
-
-    handle.__name__ = f"handle_{method}"
-    handles(api_key)(handle)
+def handle_sync_group(ctx: RequestContext, req: Any, version: int) -> Any:
+    return ctx.broker.runtime.submit(ctx.broker.coordinator.sync_group(req, version))
 
 
-@handles(ApiKey.HEARTBEAT)
+def handle_leave_group(ctx: RequestContext, req: Any, version: int) -> Any:
+    return ctx.broker.runtime.submit(ctx.broker.coordinator.leave_group(req, version))
+
+
+def handle_offset_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
+    return ctx.broker.runtime.submit(ctx.broker.coordinator.offset_fetch(req, version))
+
+
+def handle_offset_delete(ctx: RequestContext, req: Any, version: int) -> Any:
+    return ctx.broker.runtime.submit(ctx.broker.coordinator.offset_delete(req, version))
+
+
+def handle_describe_groups(ctx: RequestContext, req: Any, version: int) -> Any:
+    return ctx.broker.runtime.submit(ctx.broker.coordinator.describe_groups(req, version))
+
+
+def handle_list_groups(ctx: RequestContext, req: Any, version: int) -> Any:
+    return ctx.broker.runtime.submit(ctx.broker.coordinator.list_groups(req, version))
+
+
+def handle_delete_groups(ctx: RequestContext, req: Any, version: int) -> Any:
+    return ctx.broker.runtime.submit(ctx.broker.coordinator.delete_groups(req, version))
+
+
 def handle_heartbeat(ctx: RequestContext, req: Any, version: int) -> Any:
     return heartbeat_body(ctx.broker, req, version)
 
@@ -50,7 +64,6 @@ def heartbeat_body(broker: Broker, req: Any, version: int) -> bytes:
     return heartbeat_response_body(version, broker.coordinator.heartbeat_error(req, version))
 
 
-@handles(ApiKey.OFFSET_COMMIT)
 def handle_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
     return commit_offsets(ctx.broker, req, version)
 
@@ -79,23 +92,3 @@ def commit_offsets(broker: Broker, req: Any, version: int) -> Any:
         answer.add_callback(lambda r: merged.complete(merge(r)))
         return merged
     return merge(answer)
-
-
-# The hot APIs, served without building a RequestContext (nor decoding the client id): the
-# dispatcher calls these as (broker, request, version); they answer like any handler.
-DIRECT: dict[int, Callable[[Broker, Any, int], Any]] = {
-    ApiKey.HEARTBEAT: heartbeat_body,
-    ApiKey.OFFSET_COMMIT: commit_offsets,
-}
-
-
-for _key, _method in (
-    (ApiKey.SYNC_GROUP, "sync_group"),
-    (ApiKey.LEAVE_GROUP, "leave_group"),
-    (ApiKey.OFFSET_FETCH, "offset_fetch"),
-    (ApiKey.OFFSET_DELETE, "offset_delete"),
-    (ApiKey.DESCRIBE_GROUPS, "describe_groups"),
-    (ApiKey.LIST_GROUPS, "list_groups"),
-    (ApiKey.DELETE_GROUPS, "delete_groups"),
-):
-    _plain(_key, _method)

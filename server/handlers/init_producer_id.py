@@ -16,11 +16,9 @@ from typing import Any
 
 from kafka.protocol.producer import InitProducerIdResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import data_plane
-from server.handlers.registry import handles
 
 log = logging.getLogger("kcoord.producers")
 
@@ -30,7 +28,6 @@ def _error(version: int, code: ErrorCode) -> Any:
                                   producer_epoch=-1)
 
 
-@handles(ApiKey.INIT_PRODUCER_ID)
 def handle_init_producer_id(ctx: RequestContext, req: Any, version: int) -> Any:
     pid = req.producer_id if version >= 3 else -1
     epoch = req.producer_epoch if version >= 3 else -1

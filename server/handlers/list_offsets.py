@@ -21,11 +21,9 @@ from typing import Any
 
 from kafka.protocol.consumer import ListOffsetsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import LEADER_EPOCH, leader_epoch_error, partition_log
-from server.handlers.registry import handles
 from storage.log import PartitionLog
 
 log = logging.getLogger("kcoord.list_offsets")
@@ -82,7 +80,6 @@ def legacy_offsets_before(plog: PartitionLog, timestamp: int, max_num: int, now_
     return sorted((pairs[start - j][0] for j in range(n)), reverse=True)
 
 
-@handles(ApiKey.LIST_OFFSETS)
 def handle_list_offsets(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     counts = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)

@@ -10,10 +10,8 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from server.context import RequestContext
-from server.handlers.registry import handles
 from server.topics import Topic, validate_topic_name
 
 TopicOut = MetadataResponse.MetadataResponseTopic
@@ -51,7 +49,6 @@ def _error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_U
     return TopicOut(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
-@handles(ApiKey.METADATA)
 def handle_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     node = broker.config.node_id

@@ -33,7 +33,6 @@ from typing import Any
 from aiokafka.errors import UnsupportedCodecError
 from kafka.protocol.producer import ProduceResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from server.context import RequestContext
 from server.data_plane import (
@@ -44,8 +43,9 @@ from server.data_plane import (
     max_message_bytes,
     partition_log,
     segment_bytes,
+    timestamp_bounds,
 )
-from server.handlers.registry import NO_RESPONSE, handles
+from server.handlers.registry import NO_RESPONSE
 from server.record_validation import validate_records
 from storage.batch import (
     CorruptBatchError,
@@ -64,7 +64,6 @@ RecordError = PartitionOut.BatchIndexAndErrorMessage
 _MAGIC_OFFSET = 16
 _ZSTD = 4
 _MAX_COMPRESSION = 4
-_LONG_MAX = 2**63 - 1
 
 
 class _Result:
@@ -142,13 +141,13 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
                        f"Message batch size is {h.size} bytes in append to partition {topic_name}-{index}, which "
                        f"exceeds the maximum configured segment size of {seg_limit}.")
     append_time = log_append_time(broker, topic)
+    before_max_ms, after_max_ms = timestamp_bounds(broker, topic)
     now = broker.clock.now_ms()
     try:
         bad = validate_records(
-            records, f"{topic_name}-{index}", compacted="compact" in cleanup_policy(topic),
+            records, f"{topic_name}-{index}", compacted="compact" in cleanup_policy(broker, topic),
             create_time=not append_time,
-            before_max_ms=int(topic.config("message.timestamp.before.max.ms") or _LONG_MAX),
-            after_max_ms=int(topic.config("message.timestamp.after.max.ms") or _LONG_MAX), now=now)
+            before_max_ms=before_max_ms, after_max_ms=after_max_ms, now=now)
         if bad is not None:
             res = _Result(bad.code, bad.message)
             res.record_errors = bad.errors
@@ -183,8 +182,7 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
         base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH)
     except CorruptBatchError as e:
         return _Result(ErrorCode.CORRUPT_MESSAGE, str(e))
-    except OSError as e:
-        log.error("Appending to %s-%d failed: %r", topic_name, index, e)
+    except OSError as e:  # the log directory is offline (logged once by the failure channel)
         return _Result(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
     if state is not None:
         state.update(h, base)
@@ -236,7 +234,8 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
         try:
             await sync(plog, offset)
         except Exception as e:  # noqa: BLE001 - reported per partition
-            log.error("fdatasync of %s failed: %r", plog.path, e)
+            if not isinstance(e, OSError):  # an I/O error was logged once by the failure channel
+                log.error("fdatasync of %s failed: %r", plog.path, e)
             outcome[key] = error_code_of(e)
 
     tasks = [asyncio.ensure_future(one(k, plog, off)) for k, (plog, off) in waits.items()]
@@ -256,7 +255,6 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
     return _response(version, req, results)
 
 
-@handles(ApiKey.PRODUCE)
 def handle_produce(ctx: RequestContext, req: Any, version: int) -> Any:
     acks = req.acks
     if any(_is_transactional(p.records) for t in req.topic_data for p in t.partition_data):

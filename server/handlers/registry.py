@@ -1,4 +1,6 @@
-"""Handler registration: one module per API registers its function here by API key."""
+"""What a handler is, and the old way of declaring one (`@handles`), kept importable for code
+written against it: routes.py takes such handlers in as plain routes. New APIs are declared in
+routes.py's table."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -9,6 +11,8 @@ if TYPE_CHECKING:
 
 # handler(ctx, request, version) -> response object | Deferred | awaitable | NO_RESPONSE
 Handler = Callable[["RequestContext", Any, int], Any]
+
+# API key -> handler of every served API (filled by routes.py; `@handles` adds plain ones)
 HANDLERS: dict[int, Handler] = {}
 
 
@@ -23,6 +27,9 @@ NO_RESPONSE: Any = _NoResponse()
 
 
 def handles(api_key: int) -> Callable[[Handler], Handler]:
+    """Declare a plain route (a handler, no fast path, no direct call) from the handler's
+    module; routes.py picks it up (the module must be imported before routes.py)."""
+
     def register(fn: Handler) -> Handler:
         if api_key in HANDLERS:
             raise RuntimeError(f"two handlers for API key {api_key}")

@@ -638,6 +638,144 @@ def _delete_topics(a: Access, req: Any, version: int) -> Guarded:
     return Guarded(request=_clone(req, **{field: kept}), after=merge)
 
 
+def _delete_records(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.admin.topics import DeleteRecordsResponse
+
+    T = DeleteRecordsResponse.DeleteRecordsTopicResult
+    P = T.DeleteRecordsPartitionResult
+    return _per_topic(a, req, version, DELETE, "topics", lambda t: T(name=t.name, partitions=[
+        P(partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        for p in t.partitions]), "topics", lambda v, errors: DeleteRecordsResponse(version=v, throttle_time_ms=0,
+                                                                                   topics=errors))
+
+
+def _create_partitions(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.admin.topics import CreatePartitionsResponse
+
+    R = CreatePartitionsResponse.CreatePartitionsTopicResult
+    return _per_topic(a, req, version, ALTER, "topics", lambda t: R(
+        name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        error_message="The topic authorization is failed."), "results",
+        lambda v, errors: CreatePartitionsResponse(version=v, throttle_time_ms=0, results=errors))
+
+
+def _per_topic(a: Access, req: Any, version: int, op: AclOperation, field: str, denied_entry: Callable[[Any], Any],
+               response_field: str, only_errors: Callable[[int, list[Any]], Any]) -> Guarded:
+    """The usual shape: each topic of req.<field> needs `op`; the others are answered with
+    `denied_entry(topic)` in resp.<response_field>."""
+    topics = list(getattr(req, field))
+    allowed = a.allowed_names(op, TOPIC, (t.name for t in topics))
+    denied = [t for t in topics if t.name not in allowed]
+    if not denied:
+        return Guarded()
+    errors = [denied_entry(t) for t in denied]
+    kept = [t for t in topics if t.name in allowed]
+
+    def merge(resp: Any) -> Any:
+        setattr(resp, response_field, list(getattr(resp, response_field)) + errors)
+        return resp
+
+    if not kept:
+        return Guarded(refusal=only_errors(version, errors))
+    return Guarded(request=_clone(req, **{field: kept}), after=merge)
+
+
+# ConfigResource types: TOPIC 2, BROKER 4, BROKER_LOGGER 8, GROUP 32 (Kafka's ConfigResource.Type)
+_CONFIG_RESOURCES = {2: (TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                     4: (CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                     8: (CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                     32: (GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED)}
+
+
+def _configs(op: AclOperation, result_field: str, result_class: Callable[[], Any]) -> Policy:
+    """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: DESCRIBE_CONFIGS or ALTER_CONFIGS
+    on each resource (the cluster for a broker or broker logger)."""
+    def policy(a: Access, req: Any, version: int) -> Guarded:
+        response_cls, entry_cls = result_class()
+
+        def permitted(r: Any) -> ErrorCode | None:
+            rtype, error = _CONFIG_RESOURCES.get(r.resource_type, (None, None))
+            if rtype is None:
+                return None  # an unknown type: the handler answers it
+            name = CLUSTER_NAME if rtype == CLUSTER else r.resource_name
+            return None if a.allowed(op, rtype, name) else error
+        codes = [permitted(r) for r in req.resources]
+        if not any(codes):
+            return Guarded()
+        errors = []
+        for r, code in zip(req.resources, codes, strict=True):
+            if code is not None:
+                entry = entry_cls(error_code=int(code), error_message=None, resource_type=r.resource_type,
+                                  resource_name=r.resource_name)
+                if result_field == "results":
+                    entry.configs = []
+                errors.append(entry)
+        kept = [r for r, code in zip(req.resources, codes, strict=True) if code is None]
+
+        def merge(resp: Any) -> Any:
+            setattr(resp, result_field, list(getattr(resp, result_field)) + errors)
+            return resp
+
+        if not kept:
+            return Guarded(refusal=response_cls(version=version, throttle_time_ms=0, **{result_field: errors}))
+        return Guarded(request=_clone(req, resources=kept), after=merge)
+    return policy
+
+
+def _describe_configs_classes() -> tuple[Any, Any]:
+    from kafka.protocol.admin.configs import DescribeConfigsResponse
+
+    return DescribeConfigsResponse, DescribeConfigsResponse.DescribeConfigsResult
+
+
+def _alter_configs_classes() -> tuple[Any, Any]:
+    from kafka.protocol.admin.configs import AlterConfigsResponse
+
+    return AlterConfigsResponse, AlterConfigsResponse.AlterConfigsResourceResponse
+
+
+def _incremental_alter_configs_classes() -> tuple[Any, Any]:
+    from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
+
+    return IncrementalAlterConfigsResponse, IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+
+def _describe_cluster(a: Access, req: Any, version: int) -> Guarded:
+    if not req.include_cluster_authorized_operations:
+        return Guarded()
+
+    def ops(resp: Any) -> Any:
+        resp.authorized_operations = a.operations(CLUSTER, CLUSTER_NAME) if a.cluster(DESCRIBE) else set()
+        return resp
+    return Guarded(after=ops)
+
+
+def _describe_topic_partitions(a: Access, req: Any, version: int) -> Guarded:
+    from server.security.acl import bit_field
+
+    named = bool(req.topics)  # every requested name is answered by the handler; a refused one is then blanked
+    for t in req.topics if named else ():
+        a.allowed(DESCRIBE, TOPIC, t.name)  # (the denial's log line)
+
+    def finish(resp: Any) -> Any:
+        out = []
+        for t in resp.topics:
+            if t.name is not None and not a.allowed(DESCRIBE, TOPIC, t.name, log=False):
+                if named:  # named and refused: TOPIC_AUTHORIZATION_FAILED, without its id or partitions
+                    t.error_code, t.topic_id, t.partitions = ErrorCode.TOPIC_AUTHORIZATION_FAILED, ZERO_UUID, []
+                    t.is_internal = False
+                    t.topic_authorized_operations = -2**31
+                    out.append(t)
+                continue  # a listing shows only what may be described
+            if t.error_code == ErrorCode.NONE and t.name is not None:
+                t.topic_authorized_operations = bit_field({AclOperation(op) for op in a.operations(TOPIC, t.name)})
+            out.append(t)
+        resp.topics = out
+        return resp
+
+    return Guarded(after=finish)
+
+
 def _init_producer_id(a: Access, req: Any, version: int) -> Guarded:
     from kafka.protocol.producer import InitProducerIdResponse
 
@@ -706,6 +844,41 @@ def _alter_scram_refused(req: Any, version: int, message: str) -> Any:
             user=n, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=message) for n in names])
 
 
+def _describe_log_dirs_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.cluster import DescribeLogDirsResponse
+
+    return DescribeLogDirsResponse(version=version, throttle_time_ms=0,
+                                   error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
+
+
+def _elect_leaders_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.topics import ElectLeadersResponse
+
+    R = ElectLeadersResponse.ReplicaElectionResult
+    return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                replica_election_results=[R(topic=t.topic, partition_result=[
+                                    R.PartitionResult(partition_id=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                      error_message=None) for p in t.partitions])
+                                    for t in req.topic_partitions or []])
+
+
+def _list_reassignments_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.topics import ListPartitionReassignmentsResponse
+
+    return ListPartitionReassignmentsResponse(version=version, throttle_time_ms=0,
+                                              error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                              error_message=message, topics=[])
+
+
+def _alter_reassignments_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.topics import AlterPartitionReassignmentsResponse
+
+    return AlterPartitionReassignmentsResponse(version=version, throttle_time_ms=0,
+                                               allow_replication_factor_change=True,
+                                               error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                               error_message=message, responses=[])
+
+
 def _open(a: Access, req: Any, version: int) -> Guarded:
     """Needs no authorization (ApiVersions, and the SASL requests: authentication comes first)."""
     return Guarded()
@@ -738,6 +911,18 @@ POLICIES: dict[int, Policy] = {
     ApiKey.DELETE_ACLS: _cluster_op(ALTER, _delete_acls_refused),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster_op(DESCRIBE, _describe_scram_refused),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster_op(ALTER, _alter_scram_refused),
+    ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.CREATE_PARTITIONS: _create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: _configs(AclOperation.DESCRIBE_CONFIGS, "results", _describe_configs_classes),
+    ApiKey.ALTER_CONFIGS: _configs(AclOperation.ALTER_CONFIGS, "responses", _alter_configs_classes),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(AclOperation.ALTER_CONFIGS, "responses",
+                                               _incremental_alter_configs_classes),
+    ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.DESCRIBE_LOG_DIRS: _cluster_op(DESCRIBE, _describe_log_dirs_refused),
+    ApiKey.ELECT_LEADERS: _cluster_op(ALTER, _elect_leaders_refused),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster_op(DESCRIBE, _list_reassignments_refused),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster_op(ALTER, _alter_reassignments_refused),
 }
 
 

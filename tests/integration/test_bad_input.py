@@ -33,8 +33,14 @@ EXPECTED_RANGES = {
     0: (0, 11), 1: (4, 17), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9),
     12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 18: (0, 4), 19: (0, 7), 22: (0, 5),
     42: (0, 2), 47: (0, 0),
+    # admin: configs and cluster (issue 12)
+    32: (0, 4), 33: (0, 2), 35: (0, 4), 43: (0, 2), 44: (0, 1), 45: (0, 0), 46: (0, 0), 60: (0, 1), 75: (0, 0),
 }
 EXPECTED_RANGES[20] = (0, 6)  # DeleteTopics
+EXPECTED_RANGES[21] = (0, 2)  # DeleteRecords
+EXPECTED_RANGES[37] = (0, 3)  # CreatePartitions
+# security (issue 16): SaslHandshake, SaslAuthenticate, Describe/Create/DeleteAcls, the SCRAM credential APIs
+EXPECTED_RANGES.update({17: (0, 1), 36: (0, 2), 29: (0, 3), 30: (0, 3), 31: (0, 3), 50: (0, 0), 51: (0, 0)})
 
 
 @pytest.fixture(scope="module")

@@ -59,7 +59,7 @@ class Progress:
 
 
 def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while True:
         try:
             r = call(bootstrap, OffsetFetchRequest(group_id=group, topics=None, require_stable=False), 7)
@@ -83,7 +83,7 @@ def test_fifty_kill_cycles_lose_no_acknowledged_commit(kcoord):
     try:
         for cycle in range(CYCLES):
             start = progress.snapshot()[0]
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 60
             while progress.snapshot()[0] < start + 3:  # some commits acknowledged by this server life
                 assert time.monotonic() < deadline, f"cycle {cycle}: no commit acknowledged"
                 time.sleep(0.01)

@@ -43,15 +43,18 @@ from protocol.api import API_TABLE, ApiKey
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 FRAMES = int(os.environ.get("KCOORD_FUZZ_FRAMES", "100000"))
-# whichever comes first; the budget is a bound for a busy machine (a quiet one needs ~60 s)
+# whichever comes first: a quiet machine sends all the frames in ~60 s; on a busy one the budget
+# ends the run, which must still have delivered MIN_DELIVERED frames (the rate is not asserted)
 TIME_BUDGET = float(os.environ.get("KCOORD_FUZZ_SECONDS", "360"))
+MIN_DELIVERED = min(FRAMES, 25_000)
 SEED = int(os.environ.get("KCOORD_FUZZ_SEED", "20240811"))
 CORPUS_FILE = os.environ.get("KCOORD_FUZZ_CORPUS")  # replay a saved corpus instead of capturing
 CONNECTIONS, BATCH, IDLE = 10, 4, 1.0  # batch: ~2 frames are processed per connection (most
 # mutations that do not decode close it); idle: a request parked longer is left to the server
 RSS_LIMIT_KB = 200 * 1024
 RSS_GROWTH_LIMIT_KB = 100 * 1024  # over the RSS measured when the fuzzing starts
-SLICE = 10.0  # seconds: the healthy group must make progress in every slice (of a shared machine)
+SLICE = 20.0  # seconds: the healthy group must make progress in every slice (of a shared machine)
+HEALTHY_SESSION_MS = 30_000  # a member starved of CPU for a few seconds is not a rebalance
 MAX_REBALANCES = 1
 HEALTHY_PARTITIONS = 4
 PRODUCE_PER_SECOND = 40
@@ -99,7 +102,8 @@ class HealthyGroup:
         self._thread.start()
         for lib in ("kafka-python", "confluent"):
             self.members.append(python_member(lib, self.srv.bootstrap, self.topic, self.group,
-                                              name=f"healthy-{lib}", deadline=600))
+                                              name=f"healthy-{lib}", deadline=900,
+                                              session_timeout_ms=HEALTHY_SESSION_MS))
         wait_balanced(self.members, HEALTHY_PARTITIONS, 90, "the healthy group's first balance")
         return self
 
@@ -318,7 +322,7 @@ def test_server_survives_100k_mutated_frames(live: LiveRun) -> None:
     # Every generated frame reached the server (frames never read after a close were resent),
     # except those still queued when the time budget ran out.
     assert st.delivered + st.unsent >= st.generated, st.summary()
-    assert st.delivered >= 0.9 * FRAMES, (
+    assert st.delivered >= MIN_DELIVERED, (
         f"only {st.delivered} of {FRAMES} frames delivered within {TIME_BUDGET:.0f}s: {st.summary()}")
     # Non-vacuity: the mutations reach handlers, they are not all refused at the decoder.
     assert st.answered > st.delivered // 4, st.summary()

@@ -42,7 +42,7 @@ def test_expired_offsets_are_tombstoned_and_logged(kcoord_factory):
     commit("kept", -1)  # broker default retention: a week
     assert committed(srv.bootstrap, "short-lived") == [("ret", 0, 42)]
 
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while committed(srv.bootstrap, "short-lived") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert committed(srv.bootstrap, "short-lived") == []
@@ -60,7 +60,7 @@ def test_expired_offsets_are_tombstoned_and_logged(kcoord_factory):
 
     # ... and so does the server after a restart.
     srv.restart()
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             assert committed(srv.bootstrap, "kept") == [("ret", 0, 42)]

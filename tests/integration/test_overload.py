@@ -97,7 +97,7 @@ def test_five_thousand_concurrent_connections(kcoord):
     conns = []
     try:
         for _ in range(5000):
-            conns.append(socket.create_connection(("127.0.0.1", kcoord.port), timeout=10))
+            conns.append(socket.create_connection(("127.0.0.1", kcoord.port), timeout=60))
         for i, s in enumerate(conns):
             s.sendall(api_versions(i))
         for i, s in enumerate(conns):

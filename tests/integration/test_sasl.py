@@ -220,7 +220,7 @@ async def test_scram_credentials_are_validated_described_and_kept_across_restart
             "u5": (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"),
             "ghost": (ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"),
         }
-        await asyncio.to_thread(alter, e.plain, [upsert("u6", SHA256, "p6")])
+        await asyncio.to_thread(alter, e.plain, [upsert("u6", SHA256, "u6-Pa55word")])
         assert await asyncio.to_thread(describe, e.plain, ["u2", "u6", "nobody", "u6"]) == {
             "u2": (0, None, [(SHA512, 8192)]),
             "u6": (ErrorCode.DUPLICATE_RESOURCE,
@@ -231,7 +231,7 @@ async def test_scram_credentials_are_validated_described_and_kept_across_restart
         await e.srv.stop()
     stored = (tmp_path / "data" / "kcoord-scram-credentials.json")
     assert oct(stored.stat().st_mode & 0o777) == "0o600"
-    assert "p6" not in stored.read_text()
+    assert "u6-Pa55word" not in stored.read_text()  # keys derived from it, never the password
     e = await start(tmp_path)  # the same log directory
     try:
         assert await asyncio.to_thread(describe, e.plain, None) == {"u2": (0, None, [(SHA512, 8192)]),
@@ -239,11 +239,11 @@ async def test_scram_credentials_are_validated_described_and_kept_across_restart
 
         def auth() -> str:
             with WireClient(e.sasl) as c:
-                c.authenticate("SCRAM-SHA-256", "u6", "p6")
+                c.authenticate("SCRAM-SHA-256", "u6", "u6-Pa55word")
                 return metadata(c).cluster_id
         assert await asyncio.to_thread(auth)
         assert await asyncio.to_thread(alter, e.plain, [], [Deletion(name="u6", mechanism=SHA256)]) == {"u6": (0, None)}
-        err, _, _ = await asyncio.to_thread(failure, e.sasl, "SCRAM-SHA-256", "u6", "p6")
+        err, _, _ = await asyncio.to_thread(failure, e.sasl, "SCRAM-SHA-256", "u6", "u6-Pa55word")
         assert err.code == ErrorCode.SASL_AUTHENTICATION_FAILED
     finally:
         await e.srv.stop()

@@ -74,7 +74,7 @@ def _run_and_describe(argv: list[str], port: int) -> dict:
     proc = subprocess.Popen([sys.executable, "-m", "server", *argv], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while True:
             assert proc.poll() is None, proc.stdout.read().decode()  # type: ignore[union-attr]
             try:

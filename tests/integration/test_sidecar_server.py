@@ -166,7 +166,8 @@ def test_commits_flow_while_the_sidecar_compacts(kcoord_factory, tmp_path):
     log_dir = Path(srv.log_dir)
     for p in range(PARTS):
         d = log_dir / f"__consumer_offsets-{p}"
-        assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap"))]
+        if d.exists():  # a partition no group uses has no directory (declared, never created)
+            assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap"))]
     assert "Could not swap" not in srv.log_text() and "does not fit" not in srv.log_text()
     srv.stop()
     srv.start()

@@ -27,16 +27,27 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteAclsRequest,
     DeleteGroupsRequest,
+    DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeLogDirsRequest,
+    DescribeTopicPartitionsRequest,
     DescribeUserScramCredentialsRequest,
+    ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
     ListGroupsRequest,
+    ListPartitionReassignmentsRequest,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -195,7 +206,54 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
             return DeleteTopicsRequest(version=v, timeout_ms=5000, topics=[
                 T(name=f"fuzz-created-{v}", topic_id=uuid.UUID(int=0))])
         return DeleteTopicsRequest(version=v, timeout_ms=5000, topic_names=[f"fuzz-created-{v}"])
+    if api == ApiKey.DELETE_RECORDS:  # offset 0: the log start offset stays where it is
+        T = DeleteRecordsRequest.DeleteRecordsTopic
+        return DeleteRecordsRequest(version=v, timeout_ms=5000, topics=[
+            T(name=TOPIC, partitions=[T.DeleteRecordsPartition(partition_index=1, offset=0)])])
+    if api == ApiKey.CREATE_PARTITIONS:  # each version grows the topic by one (it has 2)
+        return CreatePartitionsRequest(version=v, timeout_ms=5000, validate_only=False, topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name=TOPIC, count=3 + v, assignments=None)])
+    seed = _admin_seed(api, v)
+    if seed is not None:
+        return seed
     raise AssertionError(f"no seed for API {api}: add one when an API is added to API_TABLE")
+
+
+def _admin_seed(api: int, v: int) -> Any:
+    """Seeds of the config and cluster admin APIs (alterations are validate_only)."""
+    if api == ApiKey.DESCRIBE_CONFIGS:
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        return DescribeConfigsRequest(version=v, include_synonyms=True, include_documentation=True, resources=[
+            R(resource_type=2, resource_name=TOPIC, configuration_keys=None),
+            R(resource_type=4, resource_name="1", configuration_keys=["message.max.bytes"])])
+    if api == ApiKey.ALTER_CONFIGS:
+        R = AlterConfigsRequest.AlterConfigsResource
+        return AlterConfigsRequest(version=v, validate_only=True, resources=[R(
+            resource_type=2, resource_name=TOPIC, configs=[R.AlterableConfig(name="retention.ms", value="60000")])])
+    if api == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+        R = IncrementalAlterConfigsRequest.AlterConfigsResource
+        return IncrementalAlterConfigsRequest(version=v, validate_only=True, resources=[R(
+            resource_type=2, resource_name=TOPIC,
+            configs=[R.AlterableConfig(name="retention.ms", config_operation=0, value="60000")])])
+    if api == ApiKey.DESCRIBE_LOG_DIRS:
+        T = DescribeLogDirsRequest.DescribableLogDirTopic
+        return DescribeLogDirsRequest(version=v, topics=[T(topic=TOPIC, partitions=[0])])
+    if api == ApiKey.ELECT_LEADERS:
+        T = ElectLeadersRequest.TopicPartitions
+        return ElectLeadersRequest(version=v, election_type=0, timeout_ms=1000,
+                                   topic_partitions=[T(topic=TOPIC, partitions=[0])])
+    if api == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+        T = AlterPartitionReassignmentsRequest.ReassignableTopic
+        return AlterPartitionReassignmentsRequest(version=v, timeout_ms=1000, topics=[
+            T(name=TOPIC, partitions=[T.ReassignablePartition(partition_index=0, replicas=[1])])])
+    if api == ApiKey.LIST_PARTITION_REASSIGNMENTS:
+        return ListPartitionReassignmentsRequest(version=v, timeout_ms=1000, topics=None)
+    if api == ApiKey.DESCRIBE_CLUSTER:
+        return DescribeClusterRequest(version=v, include_cluster_authorized_operations=True, endpoint_type=1)
+    if api == ApiKey.DESCRIBE_TOPIC_PARTITIONS:
+        return DescribeTopicPartitionsRequest(version=v, response_partition_limit=100, cursor=None, topics=[
+            DescribeTopicPartitionsRequest.TopicRequest(name=TOPIC)])
+    return None
 
 
 def header(api: int, v: int, corr: int) -> bytes:
@@ -286,10 +344,10 @@ class Env:
 
 
 def _creates_huge_topic(frame: bytes) -> bool:
-    if len(frame) < 8 or struct.unpack_from(">h", frame)[0] != ApiKey.CREATE_TOPICS:
+    if len(frame) < 8 or struct.unpack_from(">h", frame)[0] not in (ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS):
         return False
-    _, v, _ = struct.unpack_from(">hhi", frame)
-    spec = API_TABLE[ApiKey.CREATE_TOPICS]
+    api, v, _ = struct.unpack_from(">hhi", frame)
+    spec = API_TABLE[api]
     if not spec.min_version <= v <= spec.max_version:
         return False
     from protocol.headers import read_client_id
@@ -298,6 +356,12 @@ def _creates_huge_topic(frame: bytes) -> bool:
         req = spec.decode(frame, pos, v)
     except Exception:  # noqa: BLE001 - undecodable: the dispatcher will close
         return False
+    if api == ApiKey.DELETE_RECORDS:  # offset 0: the log start offset stays where it is
+        T = DeleteRecordsRequest.DeleteRecordsTopic
+        return DeleteRecordsRequest(version=v, timeout_ms=5000, topics=[
+            T(name=TOPIC, partitions=[T.DeleteRecordsPartition(partition_index=1, offset=0)])])
+    if api == ApiKey.CREATE_PARTITIONS:
+        return any(t.count > MAX_FUZZ_PARTITIONS for t in req.topics or ())
     return any(t.num_partitions > MAX_FUZZ_PARTITIONS or len(t.assignments or ()) > MAX_FUZZ_PARTITIONS
                for t in req.topics or ())
 

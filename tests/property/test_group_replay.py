@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit"))
 from test_group_helpers import E, Harness, done, stable_group, sub  # noqa: E402
 
 from server.clock import FakeClock  # noqa: E402
+from server.group.classic.state import GroupState  # noqa: E402
 from server.group.coordinator import GroupCoordinator  # noqa: E402
-from server.group.state import GroupState  # noqa: E402
 
 GROUPS = ["g0", "g1", "g2"]
 TOPICS = ["t0", "t1"]
@@ -30,7 +30,7 @@ def snapshot(coord: GroupCoordinator) -> dict:
             continue
         offsets = sorted(
             (t, p, v.offset, v.metadata, v.commit_timestamp, v.leader_epoch, v.expire_timestamp)
-            for t, p, v in g.offsets.items()
+            for t, p, v in coord.committed_offsets(g.group_id)
         )
         if g.state is GroupState.EMPTY and g.generation_id == 0 and not offsets:
             continue  # created in memory by a request, never written (Kafka expires these too)

@@ -193,3 +193,46 @@ def test_changed_inputs_commit_nothing(partition, tmp_path):
     with pytest.raises(InputChangedError):
         publish(partition, groups, segs, fps)
     assert not [n for n in os.listdir(partition) if n.endswith((".cleaned", ".swap"))]
+
+
+def test_a_swap_whose_segments_retention_deleted_is_dropped_not_resurrected(partition):
+    """compact,delete topics: retention (or DeleteRecords) may delete the segments a committed
+    swap replaces before the server adopts it; the swap must not bring their offsets back."""
+    plog = PartitionLog(partition, segment_bytes=2048)
+    try:
+        groups, segs, fps = compacted(partition)
+        commit_swaps(partition, write_cleaned(partition, groups, segs), fps)
+        assert pending_swaps(partition)
+        first_swap = pending_swaps(partition)[0]
+        deleted = plog.apply_retention(NOW, -1, 1)  # size retention: keep only the active segment
+        assert deleted and plog.segments[0].base_offset > first_swap
+        assert not [b for b in pending_swaps(partition) if b < plog.segments[0].base_offset]
+        start = plog.log_start_offset
+        plog.adopt_swaps()
+        assert plog.log_start_offset == start
+    finally:
+        plog.close()
+    check_clean_dir(partition)
+
+
+def test_live_adoption_refuses_a_swap_that_replaces_no_segment(partition):
+    plog = PartitionLog(partition, segment_bytes=2048)
+    try:
+        groups, segs, fps = compacted(partition)
+        commit_swaps(partition, write_cleaned(partition, groups, segs), fps)
+        swaps = pending_swaps(partition)
+        # as if the segments vanished without the swap being noticed (no remove_swaps_below)
+        for seg in list(plog.segments[:-1]):
+            if seg.base_offset in swaps:
+                seg.close()
+                for ext in (".log", ".index", ".timeindex"):
+                    p = os.path.join(partition, segment_name(seg.base_offset) + ext)
+                    if os.path.exists(p):
+                        os.unlink(p)
+        plog.segments = [s for s in plog.segments if s.base_offset not in swaps or s is plog.active]
+        plog._bases = [s.base_offset for s in plog.segments]
+        start = plog.log_start_offset
+        assert plog.adopt_swaps() == 0
+        assert plog.log_start_offset == start and not pending_swaps(partition)
+    finally:
+        plog.close()

@@ -83,8 +83,7 @@ async def commit(broker, group, offsets: dict[tuple[str, int], int]):
 
 
 def offsets_of(broker, group) -> dict[tuple[str, int], int]:
-    g = broker.coordinator.group(group)
-    return {} if g is None else {(t, p): v.offset for t, p, v in g.offsets.items()}
+    return {(t, p): v.offset for t, p, v in broker.coordinator.committed_offsets(group)}
 
 
 def dirs(broker) -> list[str]:

@@ -131,7 +131,7 @@ def test_append_failure_maps_error_and_clears_pending() -> None:
     h.fail_next = E.COORDINATOR_NOT_AVAILABLE
     r = done(h.commit(G, {("t", 0): 1}))
     assert errors(r) == {("t", 0): E.COORDINATOR_NOT_AVAILABLE}
-    assert not h.coord.group(G).pending_offset_commits and h.offsets(G) == {}
+    assert not h.coord.offset_manager.pending(G) and h.offsets(G) == {}
 
 
 # ---------------------------------------------------------------- fetch

@@ -547,6 +547,12 @@ public final class KcoordClient {
         p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        // -Dkcoord.conf=name=value,name=value: extra consumer settings (tests/clientlib.py java_member)
+        for (String kv : System.getProperty("kcoord.conf", "").split(",")) {
+            if (kv.contains("=")) {
+                p.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
+            }
+        }
         AtomicBoolean stop = new AtomicBoolean();
         Map<TopicPartition, Long> pending = new TreeMap<>(
                 (a, b) -> a.topic().equals(b.topic()) ? Integer.compare(a.partition(), b.partition())

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from server.group.group import GroupMetadata
+from server.group.classic.group import ClassicGroup
 from server.purgatory import DelayedOperation, Purgatory
 
 if TYPE_CHECKING:
-    from server.group.membership import MembershipMixin
+    from server.group.classic.membership import ClassicMembership
 
 
 def join_key(group_id: str) -> tuple[str, str]:
@@ -31,7 +31,7 @@ class DelayedJoin(DelayedOperation):
 
     __slots__ = ("coord", "group")
 
-    def __init__(self, coord: MembershipMixin, group: GroupMetadata, timeout_ms: int) -> None:
+    def __init__(self, coord: ClassicMembership, group: ClassicGroup, timeout_ms: int) -> None:
         super().__init__(timeout_ms)
         self.coord = coord
         self.group = group
@@ -51,9 +51,9 @@ class InitialDelayedJoin(DelayedJoin):
 
     def __init__(
         self,
-        coord: MembershipMixin,
+        coord: ClassicMembership,
         purgatory: Purgatory,
-        group: GroupMetadata,
+        group: ClassicGroup,
         configured_delay: int,
         delay_ms: int,
         remaining_ms: int,
@@ -86,7 +86,7 @@ class DelayedSync(DelayedOperation):
 
     __slots__ = ("coord", "group", "generation_id")
 
-    def __init__(self, coord: MembershipMixin, group: GroupMetadata, generation_id: int, timeout_ms: int) -> None:
+    def __init__(self, coord: ClassicMembership, group: ClassicGroup, generation_id: int, timeout_ms: int) -> None:
         super().__init__(timeout_ms)
         self.coord = coord
         self.group = group
@@ -105,7 +105,7 @@ class DelayedHeartbeat(DelayedOperation):
     __slots__ = ("coord", "group", "member_id", "is_pending")
 
     def __init__(
-        self, coord: MembershipMixin, group: GroupMetadata, member_id: str, is_pending: bool, timeout_ms: int
+        self, coord: ClassicMembership, group: ClassicGroup, member_id: str, is_pending: bool, timeout_ms: int
     ) -> None:
         super().__init__(timeout_ms)
         self.coord = coord

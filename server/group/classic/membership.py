@@ -1,9 +1,11 @@
-"""JoinGroup (v0-v9), SyncGroup (v0-v5), Heartbeat (v0-v4), LeaveGroup (v0-v5) and the
-rebalance engine behind them: delayed joins, the initial join delay, session and sync
-timeouts, static membership (KIP-345), pending members (KIP-394), skip_assignment (KIP-814).
+"""The classic rebalance protocol: JoinGroup (v0-v9), SyncGroup (v0-v5), Heartbeat (v0-v4),
+LeaveGroup (v0-v5) and the engine behind them: delayed joins, the initial join delay, session
+and sync timeouts, static membership (KIP-345), pending members (KIP-394), skip_assignment
+(KIP-814); and the classic group's record (ClassicGroup): building it, replaying it, loading.
 
 Follows kafka.coordinator.group.GroupCoordinator (Kafka 3.x) decision for decision; see
-state.REQUEST_OUTCOMES for the per-state summary.
+state.REQUEST_OUTCOMES for the per-state summary. The groups themselves are kept by the group
+metadata manager (server/group/group_manager.py), shared by every group type.
 """
 from __future__ import annotations
 
@@ -11,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.coordinator_records import CoordinatorRecord, GroupKey, GroupValue, MemberValue
 from protocol.errors import ErrorCode
 from server.deferred import Deferred
-from server.group.base import CoordinatorBase, group_write_error, log
-from server.group.delayed import (
+from server.group.classic.delayed import (
     DelayedHeartbeat,
     DelayedJoin,
     DelayedSync,
@@ -23,11 +25,13 @@ from server.group.delayed import (
     member_key,
     sync_key,
 )
-from server.group.group import GroupMetadata
-from server.group.member import JoinCallback, JoinResult, MemberMetadata, Protocols, SyncResult
+from server.group.classic.group import ClassicGroup
+from server.group.classic.member import JoinCallback, JoinResult, MemberMetadata, Protocols, SyncResult
+from server.group.classic.state import GroupState
+from server.group.group_manager import GroupMetadataManager, log
 from server.group.responses import heartbeat_response, join_response, leave_response, sync_response
 from server.group.result import CoordinatorResult
-from server.group.state import GroupState
+from server.purgatory import Purgatory
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     GroupState.EMPTY,
@@ -40,6 +44,14 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
 # A new member's JoinGroup is parked without a session (it has no member id to heartbeat
 # with); Kafka expires it after 5 minutes so disconnected joiners do not pile up.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+# Kafka's GroupMetadataManager.storeGroup maps append failures a little differently from
+# offset commits; the runtime hands us the commit mapping, so undo the one that differs.
+_GROUP_WRITE_ERRORS = {ErrorCode.INVALID_COMMIT_OFFSET_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR}
+
+
+def group_write_error(code: ErrorCode) -> ErrorCode:
+    return _GROUP_WRITE_ERRORS.get(code, code)
 
 
 @dataclass(slots=True)
@@ -59,7 +71,119 @@ class _Join:
     deferred: Deferred
 
 
-class MembershipMixin(CoordinatorBase):
+class ClassicMembership:
+    """Runs classic groups: their requests, timers (two purgatories) and records."""
+
+    def __init__(self, manager: GroupMetadataManager) -> None:
+        self.manager = manager
+        self.config = manager.config
+        self.clock = manager.clock
+        self._groups = manager.groups_by_id  # the manager's table, read on every request
+        self._validate = manager.validate
+        self._emit = manager.emit
+        self.partition_of = manager.partition_of
+        self._heartbeats = Purgatory(self.clock, "Heartbeat")
+        self._rebalances = Purgatory(self.clock, "Rebalance")
+
+    @staticmethod
+    def _answer(d: Deferred) -> CoordinatorResult:
+        return CoordinatorResult(response=d.result() if d.done else d)
+
+    # ====================================================================== records
+
+    def group_record(self, group: ClassicGroup, assignment: dict[str, bytes]) -> CoordinatorRecord:
+        """The group's GroupMetadata record with these assignments."""
+        proto = group.protocol_name
+        members = [
+            MemberValue(
+                member_id=mid,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms,
+                subscription=m.metadata(proto) if proto is not None else b"",
+                assignment=assignment.get(mid, b""),
+            )
+            for mid, m in group.members.items()
+        ]
+        ts = group.current_state_timestamp
+        value = GroupValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=proto,
+            leader=group.leader_id,
+            current_state_timestamp=-1 if ts is None else ts,
+            members=members,
+        )
+        return CoordinatorRecord(GroupKey(group.group_id), value)
+
+    def replay(self, key: GroupKey, value: GroupValue | None) -> None:
+        """A GroupMetadata record (or its tombstone), live or while loading."""
+        group_id = key.group
+        group = self._groups.get(group_id)
+        loading = self.manager.is_group_loading(group_id)
+        if value is None:
+            if group is None:
+                return
+            if not group.is_dead():
+                group.mark_dead(self.clock.now_ms(), ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            self.manager.remove_group(group_id)
+            return
+        if group is not None and not isinstance(group, ClassicGroup):
+            log.warning("Skipping GroupMetadata record of %s, which is a %s group", group_id, group.TYPE)
+            return
+        if loading or group is None or group.state is DEAD:
+            self._load_group(group_id, value, group)
+        elif group.state is COMPLETING and group.generation_id == value.generation:
+            self._complete_rebalance_from_record(group, {m.member_id: m.assignment for m in value.members})
+        # otherwise memory is already ahead of (or equal to) the record: nothing to apply
+
+    def _load_group(self, group_id: str, value: GroupValue, previous: ClassicGroup | None) -> None:
+        state = STABLE if value.members else EMPTY
+        ts = value.current_state_timestamp
+        g = ClassicGroup(group_id, self.clock.now_ms(), state)
+        g.current_state_timestamp = None if ts == -1 else ts
+        g.generation_id = value.generation
+        g.protocol_type = value.protocol_type or None
+        g.protocol_name = value.protocol
+        g.leader_id = value.leader
+        for mv in value.members:
+            g.add(MemberMetadata(
+                mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host,
+                # v0 values have no rebalance timeout: the codec fills the session timeout
+                mv.rebalance_timeout, mv.session_timeout, value.protocol_type,
+                [(value.protocol or "", mv.subscription)], mv.assignment,
+            ))
+        g.subscribed_topics = g.compute_subscribed_topics()
+        if previous is not None and not previous.is_dead():
+            previous.mark_dead(self.clock.now_ms(), ErrorCode.NOT_COORDINATOR)
+        self.manager.put_group(g)
+        if not self.manager.is_group_loading(group_id):
+            self.on_group_loaded(g)
+
+    def on_group_loaded(self, group: ClassicGroup) -> None:
+        """The group's partition finished loading (or the group was replaced live)."""
+        log.info("Loading group metadata for %s with generation %d", group.group_id, group.generation_id)
+        if group.size() > self.config.group_max_size:
+            self._prepare_rebalance(
+                group, f"Freshly-loaded group is over capacity ({self.config.group_max_size}). "
+                       "Rebalancing in order to give a chance for consumers to commit offsets"
+            )
+        for m in list(group.members.values()):
+            self._complete_and_schedule_next_heartbeat(group, m)
+
+    # ====================================================================== OffsetCommit
+
+    def on_offset_commit(self, group: ClassicGroup, member_id: str) -> None:
+        """An accepted commit is a sign of life while Stable or PreparingRebalance (Kafka's
+        rescheduleClassicGroupMemberHeartbeat)."""
+        state = group.state
+        if state is STABLE or state is PREPARING:
+            member = group.members.get(member_id)
+            if member is not None:
+                self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
+
     # ====================================================================== JoinGroup
 
     def join_group(self, req: Any, version: int, client_id: str, client_host: str) -> CoordinatorResult:
@@ -107,7 +231,7 @@ class MembershipMixin(CoordinatorBase):
             if not unknown:
                 j.callback(JoinResult(j.member_id, ErrorCode.UNKNOWN_MEMBER_ID))
                 return None
-            group = self._new_group(group_id)
+            group = self.manager.new_classic_group(group_id)
         result = None
         if not self._accept_joining_member(group, j.member_id):
             group.remove(j.member_id)
@@ -120,7 +244,7 @@ class MembershipMixin(CoordinatorBase):
             self._rebalances.check_and_complete(join_key(group.group_id))
         return result
 
-    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         max_size = self.config.group_max_size
         if group.state in (EMPTY, DEAD):
             return True
@@ -131,7 +255,7 @@ class MembershipMixin(CoordinatorBase):
             return (m is not None and m.is_awaiting_join) or group.num_awaiting_join < max_size
         return member_id in group.members or group.size() < max_size
 
-    def _new_member_join(self, group: GroupMetadata, j: _Join) -> CoordinatorResult | None:
+    def _new_member_join(self, group: ClassicGroup, j: _Join) -> CoordinatorResult | None:
         if group.state is DEAD:
             # the group was just deleted or unloaded: let the client rediscover and retry
             j.callback(JoinResult("", ErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -139,7 +263,7 @@ class MembershipMixin(CoordinatorBase):
         if not group.supports_protocols(j.protocol_type, {n for n, _ in j.protocols}):
             j.callback(JoinResult("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return None
-        new_id = GroupMetadata.generate_member_id(j.client_id, j.instance_id)
+        new_id = ClassicGroup.generate_member_id(j.client_id, j.instance_id)
         if j.instance_id is not None:
             old_id = group.current_static_member_id(j.instance_id)
             if old_id is not None:
@@ -158,7 +282,7 @@ class MembershipMixin(CoordinatorBase):
             self._add_member_and_rebalance(group, new_id, j)
         return None
 
-    def _current_member_join(self, group: GroupMetadata, j: _Join) -> CoordinatorResult | None:
+    def _current_member_join(self, group: ClassicGroup, j: _Join) -> CoordinatorResult | None:
         mid = j.member_id
         if group.state is DEAD:
             j.callback(JoinResult(mid, ErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -173,7 +297,7 @@ class MembershipMixin(CoordinatorBase):
                 return None
             self._add_member_and_rebalance(group, mid, j)
             return None
-        err = self._validate_current_member(group, mid, j.instance_id)
+        err = group.validate_member(mid, j.instance_id)
         if err is not None:
             j.callback(JoinResult(mid, err))
             return None
@@ -203,7 +327,7 @@ class MembershipMixin(CoordinatorBase):
 
     @staticmethod
     def _generation_result(
-        group: GroupMetadata, member_id: str, members: list, skip: bool = False, leader: str | None = None
+        group: ClassicGroup, member_id: str, members: list, skip: bool = False, leader: str | None = None
     ) -> JoinResult:
         return JoinResult(
             member_id=member_id,
@@ -216,23 +340,7 @@ class MembershipMixin(CoordinatorBase):
             members=members,
         )
 
-    def _validate_current_member(
-        self, group: GroupMetadata, member_id: str, instance_id: str | None
-    ) -> ErrorCode | None:
-        if instance_id is not None:
-            current = group.current_static_member_id(instance_id)
-            if current is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                log.info("Request memberId=%s for static member with groupInstanceId=%s is fenced by "
-                         "current memberId=%s", member_id, instance_id, current)
-                return ErrorCode.FENCED_INSTANCE_ID
-            return None
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
-
-    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, j: _Join) -> None:
+    def _add_member_and_rebalance(self, group: ClassicGroup, member_id: str, j: _Join) -> None:
         member = MemberMetadata(
             member_id, j.instance_id, j.client_id, j.client_host,
             j.rebalance_timeout_ms, j.session_timeout_ms, j.protocol_type, j.protocols,
@@ -247,14 +355,14 @@ class MembershipMixin(CoordinatorBase):
             group, f"Adding new member {member_id} with group instance id {j.instance_id}; client reason: {j.reason}"
         )
 
-    def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata, j: _Join) -> None:
+    def _update_member_and_rebalance(self, group: ClassicGroup, member: MemberMetadata, j: _Join) -> None:
         group.update_member(member, j.protocols, j.rebalance_timeout_ms, j.session_timeout_ms, j.callback)
         self._maybe_prepare_rebalance(
             group, f"Updating metadata for member {member.member_id} during {group.state}; client reason: {j.reason}"
         )
 
     def _update_static_member_and_rebalance(
-        self, group: GroupMetadata, old_id: str, new_id: str, j: _Join
+        self, group: ClassicGroup, old_id: str, new_id: str, j: _Join
     ) -> CoordinatorResult | None:
         assert j.instance_id is not None
         instance_id = j.instance_id
@@ -276,7 +384,7 @@ class MembershipMixin(CoordinatorBase):
             # Stable group; persist the new member id, then answer.
             log.info("Static member which joins during Stable stage and doesn't affect selectProtocol "
                      "will not trigger rebalance.")
-            record = self._group_record(group, {mid: m.assignment for mid, m in group.members.items()})
+            record = self.group_record(group, {mid: m.assignment for mid, m in group.members.items()})
             generation = group.generation_id
 
             def on_appended(error: ErrorCode | None) -> Any:
@@ -327,11 +435,11 @@ class MembershipMixin(CoordinatorBase):
 
     # ====================================================================== rebalance engine
 
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def _maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(group, reason)
 
-    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
         # members parked in SyncGroup must rejoin
         if group.state is COMPLETING:
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
@@ -350,10 +458,10 @@ class MembershipMixin(CoordinatorBase):
                  group.generation_id, self.partition_of(group.group_id), reason)
         self._rebalances.try_complete_else_watch(op, (join_key(group.group_id),))
 
-    def _try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
+    def _try_complete_join(self, group: ClassicGroup, force_complete: Callable[[], bool]) -> bool:
         return force_complete() if group.has_all_members_joined() else False
 
-    def _on_complete_join(self, group: GroupMetadata) -> None:
+    def _on_complete_join(self, group: ClassicGroup) -> None:
         for m in group.not_yet_rejoined_members():
             # static members keep their seat across a missed rebalance (KIP-345)
             if not m.is_static:
@@ -379,7 +487,7 @@ class MembershipMixin(CoordinatorBase):
                     # the previous generation stays in the log and times out after a restart
                     log.warning("Failed to write empty metadata for group %s: %s", gid, error.name)
 
-            self._emit(CoordinatorResult(records=[self._group_record(group, {})], on_appended=on_appended))
+            self._emit(CoordinatorResult(records=[self.group_record(group, {})], on_appended=on_appended))
             return
         log.info("Stabilized group %s generation %d (__consumer_offsets-%d) with %d members",
                  group.group_id, group.generation_id, self.partition_of(group.group_id), group.size())
@@ -397,22 +505,22 @@ class MembershipMixin(CoordinatorBase):
 
     # ---- sync expiration (members that never send SyncGroup) ----
 
-    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+    def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
         self._rebalances.check_and_complete(sync_key(group.group_id))
 
-    def _remove_sync_expiration(self, group: GroupMetadata) -> None:
+    def _remove_sync_expiration(self, group: ClassicGroup) -> None:
         group.pending_sync_members.clear()
         self._rebalances.check_and_complete(sync_key(group.group_id))
 
     def _try_complete_pending_sync(
-        self, group: GroupMetadata, generation_id: int, force_complete: Callable[[], bool]
+        self, group: ClassicGroup, generation_id: int, force_complete: Callable[[], bool]
     ) -> bool:
         if generation_id != group.generation_id or group.state in (DEAD, EMPTY, PREPARING):
             return force_complete()
         return force_complete() if not group.pending_sync_members else False
 
-    def _on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
+    def _on_expire_pending_sync(self, group: ClassicGroup, generation_id: int) -> None:
         if generation_id != group.generation_id or group.state not in (COMPLETING, STABLE):
             return
         if group.pending_sync_members:
@@ -427,11 +535,11 @@ class MembershipMixin(CoordinatorBase):
 
     # ---- sessions ----
 
-    def _complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+    def _complete_and_schedule_next_heartbeat(self, group: ClassicGroup, member: MemberMetadata) -> None:
         self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
 
     def _complete_and_schedule_next_expiration(
-        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int
+        self, group: ClassicGroup, member: MemberMetadata, timeout_ms: int
     ) -> None:
         session = member._session
         if (session is not None and session.group is group and session.member_id == member.member_id
@@ -448,16 +556,16 @@ class MembershipMixin(CoordinatorBase):
         if not self._heartbeats.try_complete_else_watch(op, (key,)):
             member._session = op
 
-    def _add_pending_member_expiration(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
+    def _add_pending_member_expiration(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
         self._heartbeats.try_complete_else_watch(
             DelayedHeartbeat(self, group, member_id, True, timeout_ms), (member_key(group.group_id, member_id),)
         )
 
-    def _remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member_id: str) -> None:
+    def _remove_heartbeat_for_leaving_member(self, group: ClassicGroup, member_id: str) -> None:
         self._heartbeats.check_and_complete(member_key(group.group_id, member_id))
 
     def _try_complete_heartbeat(
-        self, group: GroupMetadata, member_id: str, is_pending: bool, force_complete: Callable[[], bool]
+        self, group: ClassicGroup, member_id: str, is_pending: bool, force_complete: Callable[[], bool]
     ) -> bool:
         if group.state is DEAD:
             return force_complete()
@@ -468,7 +576,7 @@ class MembershipMixin(CoordinatorBase):
             return force_complete()
         return False
 
-    def _on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None:
+    def _on_expire_heartbeat(self, group: ClassicGroup, member_id: str, is_pending: bool) -> None:
         if group.state is DEAD:
             return
         if is_pending:
@@ -485,7 +593,7 @@ class MembershipMixin(CoordinatorBase):
 
     # ---- removal ----
 
-    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+    def _remove_member_and_update_group(self, group: ClassicGroup, member: MemberMetadata, reason: str) -> None:
         # a new member may time out while parked in JoinGroup: answer it so it retries
         group.maybe_invoke_join(member, JoinResult("", ErrorCode.UNKNOWN_MEMBER_ID))
         # Kafka leaves a parked SyncGroup of a removed member unanswered; answering keeps that
@@ -497,19 +605,19 @@ class MembershipMixin(CoordinatorBase):
         elif group.state is PREPARING:
             self._rebalances.check_and_complete(join_key(group.group_id))
 
-    def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
+    def _remove_pending_member_and_update_group(self, group: ClassicGroup, member_id: str) -> None:
         group.remove(member_id)
         if group.state is PREPARING:
             self._rebalances.check_and_complete(join_key(group.group_id))
 
     # ---- assignment propagation ----
 
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
+    def _reset_and_propagate_assignment_error(self, group: ClassicGroup, error: ErrorCode) -> None:
         for m in group.members.values():
             m.assignment = b""
         self._propagate_assignment(group, error)
 
-    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
+    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
         ok = error == ErrorCode.NONE
         ptype = group.protocol_type if ok else None
         pname = group.protocol_name if ok else None
@@ -518,8 +626,8 @@ class MembershipMixin(CoordinatorBase):
                 # sessions that lapsed while waiting for the assignment restart now
                 self._complete_and_schedule_next_heartbeat(group, m)
 
-    def _complete_rebalance_from_record(self, group: GroupMetadata, assignment: dict[str, bytes]) -> None:
-        """Replay of the leader's GroupMetadata record: apply it and answer every SyncGroup."""
+    def _complete_rebalance_from_record(self, group: ClassicGroup, assignment: dict[str, bytes]) -> None:
+        """Replay of the leader's ClassicGroup record: apply it and answer every SyncGroup."""
         for mid, m in group.members.items():
             m.assignment = assignment.get(mid, b"")
         self._propagate_assignment(group, ErrorCode.NONE)
@@ -563,7 +671,7 @@ class MembershipMixin(CoordinatorBase):
 
     def _do_sync(
         self,
-        group: GroupMetadata,
+        group: ClassicGroup,
         generation_id: int,
         member_id: str,
         protocol_type: str | None,
@@ -576,7 +684,7 @@ class MembershipMixin(CoordinatorBase):
         if group.state is DEAD:
             respond(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return None
-        err = self._validate_current_member(group, member_id, instance_id)
+        err = group.validate_member(member_id, instance_id)
         if err is None:
             if generation_id != group.generation_id:
                 err = ErrorCode.ILLEGAL_GENERATION
@@ -605,7 +713,7 @@ class MembershipMixin(CoordinatorBase):
                 given = dict(assignments)
                 # members the leader left out get an empty assignment
                 full = {mid: given.get(mid, b"") for mid in group.members}
-                record = self._group_record(group, full)
+                record = self.group_record(group, full)
                 generation = group.generation_id
 
                 def on_appended(error: ErrorCode | None) -> Any:
@@ -649,7 +757,7 @@ class MembershipMixin(CoordinatorBase):
         instance_id = req.group_instance_id if version >= 3 else None
         member = group.members.get(member_id) if instance_id is None else None
         if member is None:  # not a known dynamic member: the full check says why (or finds it)
-            err = self._validate_current_member(group, member_id, instance_id)
+            err = group.validate_member(member_id, instance_id)
             if err is not None:
                 return err
             member = group.members[member_id]
@@ -701,14 +809,14 @@ class MembershipMixin(CoordinatorBase):
                          "request", mid, group.group_id)
                 out.append((mid, instance_id, ErrorCode.NONE))
             else:
-                e = self._validate_current_member(group, mid, instance_id)
+                e = group.validate_member(mid, instance_id)
                 if e is None:
                     self._remove_current_member(group, mid, why)
                     e = ErrorCode.NONE
                 out.append((mid, instance_id, e))
         return ErrorCode.NONE, out
 
-    def _remove_current_member(self, group: GroupMetadata, member_id: str, reason: str) -> None:
+    def _remove_current_member(self, group: ClassicGroup, member_id: str, reason: str) -> None:
         member = group.members[member_id]
         self._remove_member_and_update_group(
             group, member, f"Removing member {member_id} on LeaveGroup; client reason: {reason}"

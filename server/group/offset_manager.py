@@ -1,19 +1,24 @@
-"""OffsetCommit (v0-v9), OffsetFetch (v0-v9), OffsetDelete (v0) and offset retention
-(KIP-211), as Kafka 3.x's GroupCoordinator / GroupMetadataManager do them.
+"""The offset metadata manager: every group's committed offsets, and OffsetCommit (v0-v9),
+OffsetFetch (v0-v9), OffsetDelete (v0) and offset retention (KIP-211), as Kafka's
+OffsetMetadataManager does them.
 
-A commit is appended first and stored by replay(); until then the partition counts as a
-pending commit, which is what OffsetFetch require_stable reports as UNSTABLE_OFFSET_COMMIT.
+Offsets are kept per group id, apart from the groups themselves (server/group/group_manager.py):
+a group of any type is asked through the Group interface whether a commit, fetch or delete is
+allowed and when its offsets expire. A commit is appended first and stored by replay(); until
+then the partition counts as a pending commit, which is what OffsetFetch require_stable
+reports as UNSTABLE_OFFSET_COMMIT.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from protocol.coordinator_codec import offset_key
-from protocol.coordinator_records import CoordinatorRecord, GroupKey, OffsetKey, OffsetValue
+from protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
 from protocol.errors import ErrorCode
 from protocol.fastpath import OffsetCommitResponseData
-from server.group.base import CoordinatorBase, log
-from server.group.group import GroupMetadata
+from server.group.group_manager import GroupMetadataManager, log
+from server.group.offsets import OffsetStore
 from server.group.responses import (
     FetchRow,
     commit_response,
@@ -23,21 +28,17 @@ from server.group.responses import (
     offset_delete_response,
 )
 from server.group.result import CoordinatorResult
-from server.group.state import GroupState
-
-EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
-    GroupState.EMPTY,
-    GroupState.PREPARING_REBALANCE,
-    GroupState.COMPLETING_REBALANCE,
-    GroupState.STABLE,
-    GroupState.DEAD,
-)
-
+from server.group.types import Group
 
 _INT64_MAX = 2**63 - 1
 
 # (topic, partition, whether its metadata is over offset.metadata.max.bytes)
 _Row = tuple[str, int, bool]
+
+# What an accepted commit does to its member, by group class (the classic protocol counts it
+# as a heartbeat); set by the coordinator. Keyed by class, not GroupType: an Enum hashes in
+# Python code, and this is looked up on every commit.
+CommitHook = Callable[[Any, str], None]
 
 
 def _java_length(s: str) -> int:
@@ -69,11 +70,11 @@ class _CommitAppended:
     append's error with its pending commits undone. A callable object rather than a closure:
     a commit waiting for its fdatasync keeps fewer objects alive for the garbage collector."""
 
-    __slots__ = ("group", "records", "rows", "version")
+    __slots__ = ("store", "records", "rows", "version")
 
-    def __init__(self, group: GroupMetadata, records: list[CoordinatorRecord], rows: list[_Row] | None,
+    def __init__(self, store: OffsetStore, records: list[CoordinatorRecord], rows: list[_Row] | None,
                  version: int) -> None:
-        self.group = group
+        self.store = store
         self.records = records
         self.rows = rows  # None when no partition was refused: the records say it all
         self.version = version
@@ -81,7 +82,7 @@ class _CommitAppended:
     def __call__(self, error: ErrorCode | None) -> Any:
         if error is not None:
             for r in self.records:
-                self.group.remove_pending_commit(r.key.topic, r.key.partition)  # type: ignore[union-attr]
+                self.store.remove_pending(r.key.topic, r.key.partition)  # type: ignore[union-attr]
         ok = ErrorCode.NONE if error is None else error
         if self.rows is None:
             records = self.records
@@ -94,9 +95,77 @@ class _CommitAppended:
         ])
 
 
-class OffsetsMixin(CoordinatorBase):
-    # Uses MembershipMixin's member validation and session reset (both mixed into
-    # GroupCoordinator).
+class OffsetMetadataManager:
+    def __init__(self, groups: GroupMetadataManager) -> None:
+        self.groups = groups
+        self.config = groups.config
+        self.clock = groups.clock
+        self._groups = groups.groups_by_id  # the group table, read on every commit
+        self._validate = groups.validate
+        self.offsets_by_group: dict[str, OffsetStore] = {}
+        self.commit_hooks: dict[type, CommitHook] = {}
+
+    # ====================================================================== reading
+
+    def store(self, group_id: str) -> OffsetStore | None:
+        """The group's offsets (tests and tools may inspect it; do not mutate)."""
+        return self.offsets_by_group.get(group_id)
+
+    def _store_for_write(self, group_id: str) -> OffsetStore:
+        s = self.offsets_by_group.get(group_id)
+        if s is None:
+            s = self.offsets_by_group[group_id] = OffsetStore()
+        return s
+
+    def _drop_if_unused(self, group_id: str) -> None:
+        s = self.offsets_by_group.get(group_id)
+        if s is not None and s.is_unused():
+            del self.offsets_by_group[group_id]
+
+    def has_offsets(self, group_id: str) -> bool:
+        """Offsets committed or on their way (Kafka keeps such a group)."""
+        s = self.offsets_by_group.get(group_id)
+        return s is not None and not s.is_unused()
+
+    def count(self, group_id: str) -> int:
+        s = self.offsets_by_group.get(group_id)
+        return 0 if s is None else len(s)
+
+    def committed(self, group_id: str) -> Iterator[tuple[str, int, OffsetValue]]:
+        """(topic, partition, value) of every committed offset of the group."""
+        s = self.offsets_by_group.get(group_id)
+        return iter(()) if s is None else s.items()
+
+    def pending(self, group_id: str) -> dict[tuple[str, int], int]:
+        s = self.offsets_by_group.get(group_id)
+        return {} if s is None else dict(s.pending)
+
+    # ====================================================================== replay / loading
+
+    def replay(self, key: OffsetKey, value: OffsetValue | None) -> None:
+        group_id = key.group
+        if value is None:
+            s = self.offsets_by_group.get(group_id)
+            if s is not None:
+                s.remove(key.topic, key.partition)
+                self._drop_if_unused(group_id)
+            return
+        group = self._groups.get(group_id)
+        if group is None or group.is_dead():
+            self.groups.classic_group_for_offsets(group_id)
+        s = self.offsets_by_group.get(group_id)
+        if s is None:
+            s = self.offsets_by_group[group_id] = OffsetStore()
+        s.put(key.topic, key.partition, value)
+        if s.pending:
+            s.remove_pending(key.topic, key.partition)
+
+    def begin_loading(self, partition: int) -> None:
+        """Forget the offsets of `partition`'s groups: loading replays them from the log."""
+        partition_of = self.groups.partition_of
+        for gid in [g for g in self.offsets_by_group if partition_of(g) == partition]:
+            del self.offsets_by_group[gid]
+
 
     # ====================================================================== OffsetCommit
 
@@ -119,44 +188,23 @@ class OffsetsMixin(CoordinatorBase):
                 return _all_error(version, topics, ErrorCode.ILLEGAL_GENERATION)
             # not using group management: the group exists only to hold offsets
             log.info("Creating simple consumer group %s via manual offset commit.", group_id)
-            group = self._new_group(group_id)
-        err = self._validate_offset_commit(group, generation, member_id, instance_id)
+            group = self.groups.new_classic_group(group_id)
+        err = group.validate_offset_commit(member_id, instance_id, generation, False, version)
         if err is not None:
             return _all_error(version, topics, err)
-        if group.state is COMPLETING:
-            # the member knows the new generation but has no assignment yet
-            return _all_error(version, topics, ErrorCode.REBALANCE_IN_PROGRESS)
-        if group.state in (STABLE, PREPARING):
-            # commits are allowed while preparing: the heartbeat tells the member to rejoin
-            self._complete_and_schedule_next_heartbeat(group, group.members[member_id])  # type: ignore[attr-defined]
+        hook = self.commit_hooks.get(group.__class__)
+        if hook is not None:
+            hook(group, member_id)
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
         # v2-v4 may ask for a retention: that is the only case with an explicit expire timestamp
         # clamped: a retention near Long.MAX_VALUE must not overflow the int64 on disk
         expire = None if retention == -1 else min(now + retention, _INT64_MAX)
-        return self._store_offsets(group, topics, version, now, expire)
+        return self._store_offsets(group_id, topics, version, now, expire)
 
-    def _validate_offset_commit(
-        self, group: GroupMetadata, generation: int, member_id: str, instance_id: str | None
-    ) -> ErrorCode | None:
-        if group.state is DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.state is EMPTY:
-            # admin client or a consumer without group management
-            return None
-        if generation >= 0 or member_id or instance_id is not None:
-            err = self._validate_current_member(  # type: ignore[attr-defined]
-                group, member_id, instance_id)
-            if err is not None:
-                return err
-            return ErrorCode.ILLEGAL_GENERATION if generation != group.generation_id else None
-        # a group with members only takes commits from them
-        return ErrorCode.UNKNOWN_MEMBER_ID if group.state is not EMPTY else None
-
-    def _store_offsets(self, group: GroupMetadata, topics: Any, version: int, now: int,
+    def _store_offsets(self, gid: str, topics: Any, version: int, now: int,
                        expire: int | None) -> CoordinatorResult:
         """One record per partition whose metadata is within offset.metadata.max.bytes."""
         max_meta = self.config.offset_metadata_max_bytes
-        gid = group.group_id
         records: list[CoordinatorRecord] = []
         refused = False
         for t in topics:
@@ -172,10 +220,13 @@ class OffsetsMixin(CoordinatorBase):
                 records.append(CoordinatorRecord(offset_key(gid, topic, p.partition_index), value))
         if not records:
             return _all_error(version, topics, ErrorCode.OFFSET_METADATA_TOO_LARGE)
+        store = self.offsets_by_group.get(gid)
+        if store is None:
+            store = self.offsets_by_group[gid] = OffsetStore()
         for r in records:
-            group.add_pending_commit(r.key.topic, r.key.partition)  # type: ignore[union-attr]
+            store.add_pending(r.key.topic, r.key.partition)  # type: ignore[union-attr]
         rows = _rows(topics, max_meta) if refused else None
-        return CoordinatorResult(records=records, on_appended=_CommitAppended(group, records, rows, version))
+        return CoordinatorResult(records=records, on_appended=_CommitAppended(store, records, rows, version))
 
     # ====================================================================== OffsetFetch
 
@@ -204,16 +255,17 @@ class OffsetsMixin(CoordinatorBase):
         # v0 used to read ZooKeeper, which reported a partition without an offset as unknown
         missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if version == 0 else ErrorCode.NONE
         group = self._groups.get(group_id)
-        if group is None or group.state is DEAD:
+        store = self.offsets_by_group.get(group_id)
+        if group is None or group.is_dead() or store is None:
             return ErrorCode.NONE, [(t, p, -1, -1, "", missing) for t, parts in (topics or []) for p in parts]
-        wanted = group.offsets.keys() if topics is None else [(t, p) for t, parts in topics for p in parts]
-        pending = group.pending_offset_commits
+        wanted = store.keys() if topics is None else [(t, p) for t, parts in topics for p in parts]
+        pending = store.pending
         rows: list[FetchRow] = []
         for t, p in wanted:
             if require_stable and (t, p) in pending:
                 rows.append((t, p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
                 continue
-            v = group.offsets.get(t, p)
+            v = store.get(t, p)
             if v is None:
                 rows.append((t, p, -1, -1, "", missing))
             else:
@@ -233,21 +285,23 @@ class OffsetsMixin(CoordinatorBase):
         if err is not None:
             return group_error(err)
         group = self._groups.get(group_id)
-        if group is None or group.state is DEAD:
+        if group is None:
             return group_error(ErrorCode.GROUP_ID_NOT_FOUND)
+        err = group.validate_offset_delete()
+        if err is not None:
+            return group_error(err)
         subscribed: list[tuple[str, int]] = []
-        if group.state is EMPTY:
+        if group.is_empty():
             eligible = wanted
-        elif group.is_consumer_group():
+        else:
             eligible = []
             for tp in wanted:
                 (subscribed if group.is_subscribed_to_topic(tp[0]) else eligible).append(tp)
-        else:
-            return group_error(ErrorCode.NON_EMPTY_GROUP)
 
-        removed = [tp for tp in dict.fromkeys(eligible) if tp in group.offsets]
+        store = self.offsets_by_group.get(group_id)
+        removed = [tp for tp in dict.fromkeys(eligible) if store is not None and tp in store]
         records = [CoordinatorRecord(OffsetKey(group_id, t, p), None) for t, p in removed]
-        died = self._maybe_die_with_offsets(group, len(removed), records)
+        died = self._maybe_delete_group(group, len(removed), records)
 
         def results(code: ErrorCode) -> list[tuple[str, int, ErrorCode]]:
             sub = set(subscribed)
@@ -260,20 +314,32 @@ class OffsetsMixin(CoordinatorBase):
 
         def on_appended(error: ErrorCode | None) -> Any:
             if error is not None and died:
-                self._revive(group)
+                self.groups.revive(group)
             return offset_delete_response(version, ErrorCode.NONE, results(error or ErrorCode.NONE))
 
         return CoordinatorResult(records=records, on_appended=on_appended)
 
-    def _maybe_die_with_offsets(self, group: GroupMetadata, n_removed: int, records: list[CoordinatorRecord]) -> bool:
+    def _maybe_delete_group(self, group: Group, n_removed: int, records: list[CoordinatorRecord]) -> bool:
         """An Empty group left without offsets is Dead and gets a tombstone (Kafka's
         cleanupGroupMetadata). Returns whether it died."""
-        if group.state is EMPTY and len(group.offsets) == n_removed and not group.pending_offset_commits:
-            log.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
-            self._mark_dead(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            records.append(CoordinatorRecord(GroupKey(group.group_id), None))
+        store = self.offsets_by_group.get(group.group_id)
+        if group.is_empty() and (store is None or (len(store) == n_removed and not store.pending)):
+            log.info("Group %s transitioned to Dead", group.group_id)
+            group.mark_dead(self.clock.now_ms(), ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            records.extend(group.tombstones())
             return True
         return False
+
+    # ====================================================================== DeleteGroups
+
+    def delete_all_offsets(self, group_id: str, records: list[CoordinatorRecord]) -> int:
+        """Tombstones for every committed offset of the group; returns how many."""
+        store = self.offsets_by_group.get(group_id)
+        if store is None:
+            return 0
+        keys = store.keys()
+        records.extend(CoordinatorRecord(OffsetKey(group_id, t, p), None) for t, p in keys)
+        return len(keys)
 
     # ====================================================================== retention
 
@@ -286,15 +352,15 @@ class OffsetsMixin(CoordinatorBase):
         start = self.clock.now_ms()
         retention = self.config.offsets_retention_ms
         records: list[CoordinatorRecord] = []
-        died: list[GroupMetadata] = []
+        died: list[Group] = []
         removed = 0
         for group in list(self._groups.values()):
-            if group.state is DEAD or self._is_loading(group.group_id):
+            if group.is_dead() or self.groups.is_group_loading(group.group_id):
                 continue
             expired = self._expired_offsets(group, start, retention)
             records.extend(CoordinatorRecord(OffsetKey(group.group_id, t, p), None) for t, p in expired)
             removed += len(expired)
-            if self._maybe_die_with_offsets(group, len(expired), records):
+            if self._maybe_delete_group(group, len(expired), records):
                 died.append(group)
         if removed > 0:
             log.info("Removed %d expired offsets in %d milliseconds.", removed, self.clock.now_ms() - start)
@@ -304,9 +370,18 @@ class OffsetsMixin(CoordinatorBase):
                 log.error("Failed to append %d tombstones for expired offsets and groups: %s",
                           len(records), error.name)
                 for g in died:
-                    self._revive(g)
+                    self.groups.revive(g)
 
         return CoordinatorResult(records=records, on_appended=on_appended if records else None)
+
+    def _expired_offsets(self, group: Group, now: int, retention_ms: int) -> list[tuple[str, int]]:
+        store = self.offsets_by_group.get(group.group_id)
+        if store is None:
+            return []
+        condition = group.offset_expiration()
+        if condition is None:
+            return []
+        return store.expired(now, retention_ms, condition.base_timestamp, condition.keep_topics, set(store.pending))
 
     # ====================================================================== deleted topics
 
@@ -319,20 +394,21 @@ class OffsetsMixin(CoordinatorBase):
         partition_of(record.key.group). The response (with no records) and on_appended's
         answer are the append's error, None when it succeeded."""
         records: list[CoordinatorRecord] = []
-        died: list[GroupMetadata] = []
+        died: list[Group] = []
         removed = 0
-        for group in list(self._groups.values()):
-            if group.state is DEAD:
+        for group_id, store in list(self.offsets_by_group.items()):
+            group = self._groups.get(group_id)
+            if group is None or group.is_dead():
                 continue
-            gone = [(t, p) for t in partitions if t in group.offsets.topics()
-                    for p in group.offsets.partitions(t) if p in partitions[t]]
-            gone += [(t, p) for t, p in group.pending_offset_commits if p in partitions.get(t, ()) and (t, p) not in gone]
+            topics = store.topics()
+            gone = [(t, p) for t in partitions if t in topics for p in store.partitions(t) if p in partitions[t]]
+            gone += [(t, p) for t, p in store.pending if p in partitions.get(t, ()) and (t, p) not in gone]
             if not gone:
                 continue
-            records.extend(CoordinatorRecord(OffsetKey(group.group_id, t, p), None) for t, p in gone)
+            records.extend(CoordinatorRecord(OffsetKey(group_id, t, p), None) for t, p in gone)
             removed += len(gone)
-            committed = sum(1 for tp in gone if tp in group.offsets)
-            if self._maybe_die_with_offsets(group, committed, records):
+            committed = sum(1 for tp in gone if tp in store)
+            if self._maybe_delete_group(group, committed, records):
                 died.append(group)
         if removed:
             log.info("Removed %d offsets of deleted partitions of %s", removed, ", ".join(sorted(partitions)))
@@ -342,22 +418,7 @@ class OffsetsMixin(CoordinatorBase):
                 log.error("Failed to append %d tombstones for offsets of deleted partitions: %s",
                           len(records), error.name)
                 for g in died:
-                    self._revive(g)
+                    self.groups.revive(g)
             return error  # the caller's answer: None once durable and replayed
 
         return CoordinatorResult(records=records, on_appended=on_appended if records else None)
-
-    @staticmethod
-    def _expired_offsets(group: GroupMetadata, now: int, retention_ms: int) -> list[tuple[str, int]]:
-        pending = set(group.pending_offset_commits)
-        if group.protocol_type is not None and group.state is EMPTY:
-            # KIP-211: the retention clock starts when the group became Empty (commit time for
-            # groups loaded from the old schema without a state timestamp)
-            return group.offsets.expired(now, retention_ms, group.current_state_timestamp, set(), pending)
-        if group.is_consumer_group() and group.subscribed_topics is not None and group.state is STABLE:
-            # a live consumer group keeps what it consumes; other topics' offsets age by commit time
-            return group.offsets.expired(now, retention_ms, None, group.subscribed_topics, pending)
-        if group.protocol_type is None:
-            # standalone (simple) consumers: age by commit time
-            return group.offsets.expired(now, retention_ms, None, set(), pending)
-        return []

@@ -1,0 +1,507 @@
+#!/usr/bin/env python3
+"""Runs librdkafka's own test suite (its C test-runner, built from Debian's source package by
+scripts/setup-rdkafka.sh) against a kcoord it starts, and keeps the table of results.
+
+    rdkafka_suite.py run [--tests 0001,0045] [--jobs 2] [--group-protocol consumer] [--check] [--update]
+    rdkafka_suite.py list                  # what would run, what is excluded and why
+    rdkafka_suite.py readme [--check]      # README section from the committed table
+
+The server is set up as librdkafka's own test clusters are (its tests/scenarios/*.json and
+trivup's broker template): num.partitions=4, auto topic creation on (off for the
+"noautocreate" scenario, which gets its own server), Kafka's group.initial.rebalance.delay.ms
+of 3000, log.retention.bytes=1000000000. Every broker test (`-L`) not excluded in
+tests/rdkafka/suite.toml runs, one test id (all its tests of one scenario) per test-runner
+process under a time limit; a server that stops answering is replaced by a fresh one on a
+fresh data directory; an id with a test that did not pass runs once more in a fresh process.
+
+--check (CI) exits 1 when a test that passed in the committed table (tests/rdkafka/results.json)
+fails both attempts; tests that newly pass are listed so the table can be regenerated with
+--update (which also rewrites the README section). The run's own table, logs and server logs
+go to .cache/rdkafka-suite/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rdkafka_results as res  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRDKAFKA = "2.14.2"
+BUILD = ROOT / ".cache" / "rdk" / f"librdkafka-{LIBRDKAFKA}"
+SUITE_TOML = ROOT / "tests" / "rdkafka" / "suite.toml"
+COMMITTED = {"classic": ROOT / "tests" / "rdkafka" / "results.json",
+             "consumer": ROOT / "tests" / "rdkafka" / "results-consumer.json"}
+OUT = ROOT / ".cache" / "rdkafka-suite"
+README = ROOT / "README.md"
+MARKERS = {"classic": ("<!-- rdkafka-suite:start -->", "<!-- rdkafka-suite:end -->"),
+           "consumer": ("<!-- rdkafka-suite-consumer:start -->", "<!-- rdkafka-suite-consumer:end -->")}
+
+# Where Kafka's command-line tools are looked for: librdkafka runs $KAFKA_PATH/bin/kafka-topics.sh,
+# kafka-configs.sh, kafka-acls.sh and (for its Java helpers) kafka-run-class.sh. The first
+# directory here holding a kafka-topics.sh is linked into the run's Kafka home (see kafka_home()).
+KAFKA_TOOLS_DIRS = [ROOT / ".venv" / "bin", ROOT / "bin"]
+KJAR = ROOT / ".cache" / "kjar" / "lib"           # the Java kafka-clients jar (scripts/setup-clients.sh)
+RUN_CLASS = ROOT / "tests" / "rdkafka" / "kafka-run-class.sh"
+
+# As librdkafka's test clusters (tests/scenarios/default.json, trivup's server.properties and
+# tests/interactive_broker_version.py); the replication factor of 3 there needs three brokers.
+SERVER_SETTINGS = {
+    "num.partitions": "4",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "group.initial.rebalance.delay.ms": "3000",
+    "log.retention.bytes": "1000000000",
+}
+SCENARIO_SETTINGS = {"noautocreate": {"auto.create.topics.enable": "false"}}
+KAFKA_VERSION = "3.9.0"        # TEST_KAFKA_VERSION: what the tests gate their features on
+TIME_LIMIT = 600               # seconds for one test id in one process (a hang costs this once)
+RUNNING: set[subprocess.Popen] = set()   # test-runner processes in flight (killed on SIGTERM)
+STOPPING = threading.Event()              # set on SIGTERM: queued test ids are not started
+
+
+# ---- the server ----
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def answers(port: int, timeout: float = 10.0) -> bool:
+    """Does the server answer an ApiVersions v0 request within `timeout`?"""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            body = struct.pack(">hhih", 18, 0, 4242, 6) + b"health"
+            s.sendall(struct.pack(">i", len(body)) + body)
+            buf = b""
+            while len(buf) < 8:
+                chunk = s.recv(8 - len(buf))
+                if not chunk:
+                    return False
+                buf += chunk
+            return struct.unpack(">ii", buf)[1] == 4242
+    except OSError:
+        return False
+
+
+class Server:
+    """One kcoord process for one scenario; replaced by a fresh one (fresh data directory) when
+    it stops answering."""
+
+    def __init__(self, scenario: str, workdir: Path):
+        self.scenario = scenario
+        self.workdir = workdir
+        self.generation = 0
+        self.restarts = 0
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+        self.lock = threading.Lock()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.generation += 1
+        self.port = free_port()
+        data = self.workdir / f"{self.scenario}-{self.generation}"
+        shutil.rmtree(data, ignore_errors=True)
+        data.mkdir(parents=True)
+        settings = {**SERVER_SETTINGS, **SCENARIO_SETTINGS.get(self.scenario, {}),
+                    "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": str(data / "data")}
+        args = [sys.executable, "-m", "server", "serve"]
+        for k, v in settings.items():
+            args += ["--override", f"{k}={v}"]
+        self.log = data / "server.log"
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kcoord exited with {self.proc.returncode}; see {self.log}")
+            if answers(self.port, 2.0):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"kcoord did not answer on {self.port} within 60 s; see {self.log}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def ensure(self) -> str:
+        """The bootstrap address of a server that answers (started or replaced as needed)."""
+        with self.lock:
+            if self.proc is None:
+                self.start()
+            elif self.proc.poll() is not None or not answers(self.port):
+                print(f"  kcoord ({self.scenario}) stopped answering: replacing it with a fresh one "
+                      f"(log: {self.log})", flush=True)
+                self.restarts += 1
+                if self.proc.poll() is None:
+                    self.proc.kill()
+                    self.proc.wait()
+                self.start()
+            return self.bootstrap
+
+
+# ---- the suite ----
+
+@dataclass
+class Unit:
+    """One test-runner process: one test id, one scenario."""
+    id: str
+    scenario: str
+    tests: list[res.SuiteTest]
+
+    @property
+    def key(self) -> str:
+        return self.id if self.scenario == "default" else f"{self.id}-{self.scenario}"
+
+
+def load_suite_toml() -> dict:
+    with open(SUITE_TOML, "rb") as f:
+        return tomllib.load(f)
+
+
+def select(tests: list[res.SuiteTest], excluded: dict[str, str], only: set[str] | None,
+           group_tests: set[str] | None) -> list[Unit]:
+    units: dict[tuple[str, str], Unit] = {}
+    for t in tests:
+        if t.local or t.manual or t.name in excluded:
+            continue
+        if only and t.id not in only and t.name not in only:
+            continue
+        if group_tests is not None and t.id not in group_tests:
+            continue
+        units.setdefault((t.id, t.run_scenario), Unit(t.id, t.run_scenario, [])).tests.append(t)
+    return list(units.values())
+
+
+def excluded_tests(tests: list[res.SuiteTest], conf: dict) -> dict[str, str]:
+    """test name -> why it is not run: the ones librdkafka itself marks, and suite.toml's."""
+    out = {}
+    for t in tests:
+        if t.local or t.manual:
+            continue
+        if t.name in conf.get("excluded", {}):
+            out[t.name] = conf["excluded"][t.name]
+        elif t.known_issue:
+            out[t.name] = "librdkafka marks it a known issue (TEST_F_KNOWN_ISSUE; its own CI runs with -K)"
+    return out
+
+
+def uses_groups(build: Path, test_id: str) -> bool:
+    """A test that joins a consumer group (subscribes): what group.protocol=consumer changes."""
+    for src in (build / "tests").glob(f"{test_id}-*.c*"):
+        text = src.read_text(errors="replace")
+        if "subscribe(" in text or "test_consumer_subscribe" in text:
+            return True
+    return False
+
+
+def kafka_home(out: Path) -> Path:
+    """A directory shaped like a Kafka distribution for $KAFKA_PATH: bin/ holds Kafka's
+    command-line tools where they are installed (KAFKA_TOOLS_DIRS) and a kafka-run-class.sh that
+    runs the real Java kafka-clients jar; libs/ holds that jar (the suite compiles its Java
+    helpers against libs/kafka-clients-*.jar)."""
+    home = out / "kafka-home"
+    shutil.rmtree(home, ignore_errors=True)
+    (home / "bin").mkdir(parents=True)
+    (home / "libs").mkdir()
+    tools = next((d for d in KAFKA_TOOLS_DIRS if (d / "kafka-topics.sh").exists()), None)
+    if tools:
+        for tool in sorted(tools.glob("kafka-*.sh")):
+            (home / "bin" / tool.name).symlink_to(tool.resolve())
+    if not (home / "bin" / "kafka-run-class.sh").exists():
+        (home / "bin" / "kafka-run-class.sh").symlink_to(RUN_CLASS)
+    if KJAR.is_dir():
+        for jar in sorted(KJAR.glob("*.jar")):
+            name = "kafka-clients-3.9.1.jar" if jar.name == "kafka-clients.jar" else jar.name
+            (home / "libs" / name).symlink_to(jar.resolve())
+    return home
+
+
+def run_unit(unit: Unit, server: Server, attempt: int, env_base: dict, logs: Path) -> dict[str, res.Outcome]:
+    if STOPPING.is_set():
+        return {t.name: res.Outcome() for t in unit.tests}
+    bootstrap = server.ensure()
+    work = logs / f"{unit.key}.{attempt}"
+    work.mkdir(parents=True, exist_ok=True)
+    conf = work / "test.conf"
+    conf.write_text(f"bootstrap.servers={bootstrap}\nbroker.address.family=v4\ntest.timeout.multiplier=2\n")
+    env = {**env_base, "TESTS": unit.id, "TEST_SCENARIO": unit.scenario, "RDKAFKA_TEST_CONF": str(conf),
+           "BROKERS": bootstrap, "BROKER_ADDRESS_1": bootstrap, "TEST_REPORT": str(work / "report.json")}
+    log = work / "test-runner.log"
+    t0 = time.monotonic()
+    with open(log, "wb") as f:
+        # stdbuf: line-buffered stdout, so a runner that aborts still leaves its summary.
+        proc = subprocess.Popen(["stdbuf", "-oL", str(BUILD / "tests" / "test-runner"), "-L", "-p1"], cwd=BUILD / "tests",
+                                env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        RUNNING.add(proc)
+        try:
+            proc.wait(TIME_LIMIT)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            timed_out = True
+        finally:
+            RUNNING.discard(proc)
+    wall = time.monotonic() - t0
+    text = log.read_text(errors="replace")
+    got = res.parse_output(text)
+    try:
+        res.apply_report(got, json.loads((work / "report.json").read_text(errors="replace")))
+    except (OSError, ValueError):
+        pass                                    # killed, or aborted before writing it
+    main = got.pop("<MAIN>", None)
+    outcomes = {}
+    for t in unit.tests:
+        o = got.get(t.name, res.Outcome())
+        if timed_out and o.state in ("timeout", "not run"):
+            o.state, o.failure = "timeout", o.failure or f"killed after the runner's {TIME_LIMIT} s limit"
+        if o.seconds is None and o.state != "not run":
+            o.seconds = round(wall, 1)
+        outcomes[t.name] = o
+    # <MAIN> fails after every test finished when librdkafka objects outlive them (leaked
+    # threads): that counts against the tests of this process that otherwise passed.
+    if main and main.state == "failed" and not timed_out:
+        for o in outcomes.values():
+            if o.state == "passed":
+                o.state, o.failure = "failed", f"after the test: {main.failure}"
+    if proc.returncode not in (0, None) and not timed_out and all(o.state == "passed" for o in outcomes.values()):
+        for o in outcomes.values():
+            o.state, o.failure = "failed", f"test-runner exited {proc.returncode}"
+    return outcomes
+
+
+def run(args: argparse.Namespace) -> int:
+    if not (BUILD / "tests" / "test-runner").exists():
+        print(f"{BUILD}/tests/test-runner missing: run scripts/setup-rdkafka.sh first", file=sys.stderr)
+        return 2
+    conf = load_suite_toml()
+    tests = res.catalog((BUILD / "tests" / "test.c").read_text(errors="replace"))
+    excluded = excluded_tests(tests, conf)
+    only = set(args.tests.split(",")) if args.tests else None
+    group_tests = None
+    if args.group_protocol == "consumer":
+        group_tests = {t.id for t in tests if not t.local and uses_groups(BUILD, t.id)}
+    units = select(tests, excluded, only, group_tests)
+    out = OUT / args.group_protocol
+    shutil.rmtree(out, ignore_errors=True)
+    logs = out / "logs"
+    logs.mkdir(parents=True)
+    home = kafka_home(out)
+    env_base = {k: v for k, v in os.environ.items() if k not in ("CI", "TESTS", "SUBTESTS", "TESTS_SKIP")}
+    env_base.update({"LD_LIBRARY_PATH": f"{BUILD / 'src'}:{BUILD / 'src-cpp'}", "TEST_KAFKA_VERSION": KAFKA_VERSION,
+                     "KAFKA_PATH": str(home), "TEST_CONSUMER_GROUP_PROTOCOL": args.group_protocol,
+                     "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"})
+    servers = {s: Server(s, out / "servers") for s in sorted({u.scenario for u in units})}
+    attempts: dict[str, list[res.Outcome]] = {}
+    lock = threading.Lock()
+    t_start = time.monotonic()
+    n_done = [0]
+
+    def one(unit: Unit, attempt: int) -> bool:
+        got = run_unit(unit, servers[unit.scenario], attempt, env_base, logs)
+        with lock:
+            n_done[0] += 1
+            for name, o in got.items():
+                attempts.setdefault(name, []).append(o)
+            states = ", ".join(f"{n.split('_', 1)[1]} {o.state}" for n, o in got.items())
+            print(f"[{time.monotonic() - t_start:6.0f}s] {unit.key}{' (rerun)' if attempt > 1 else ''}: {states}",
+                  flush=True)
+        return all(o.state in ("passed", "skipped") for o in got.values())
+
+    print(f"librdkafka {LIBRDKAFKA} test suite against kcoord: {sum(len(u.tests) for u in units)} tests in "
+          f"{len(units)} runner processes, {args.jobs} at a time, group.protocol={args.group_protocol}, "
+          f"KAFKA_PATH={home}", flush=True)
+    try:
+        # Longest first (by the committed table's seconds) so the tail of the run is short.
+        committed = load_committed(args.group_protocol)
+        units.sort(key=lambda u: -sum((committed.get(t.name, {}).get("seconds") or 60) for t in u.tests))
+        with ThreadPoolExecutor(args.jobs) as pool:
+            firsts = list(zip(units, pool.map(lambda u: one(u, 1), units), strict=True))
+        again = [u for u, ok in firsts if not ok]
+        if args.check and not args.update and committed:
+            # In CI the rerun is for a timing accident of a test that passes; a test the
+            # committed table already records as not passing is not run twice.
+            again = [u for u in again
+                     if any(committed.get(t.name, {}).get("result") in (None, "passed", "flaky")
+                            for t in u.tests)]
+        if again:
+            print(f"rerunning {len(again)} test ids once, each in a fresh runner process", flush=True)
+            with ThreadPoolExecutor(args.jobs) as pool:
+                list(pool.map(lambda u: one(u, 2), again))
+    finally:
+        for s in servers.values():
+            s.stop()
+    wall = time.monotonic() - t_start
+
+    diagnoses = conf.get("diagnosis", {})
+    rows = []
+    for u in units:
+        for t in u.tests:
+            tries = attempts.get(t.name, [res.Outcome()])
+            result = res.row_result(tries)
+            last_bad = next((o for o in reversed(tries) if o.state != "passed"), tries[-1])
+            d = diagnoses.get(t.name, {}) if result not in ("passed",) else {}
+            rows.append(res.Row(id=t.id, name=t.name, scenario=u.scenario, result=result,
+                                seconds=tries[-1].seconds if result != "flaky" else tries[-1].seconds,
+                                attempts=[o.state for o in tries],
+                                failure=last_bad.failure if result != "passed" else "",
+                                reason=d.get("reason", ""), owner=d.get("owner", ""),
+                                kafka_differs=d.get("kafka_differs", "")))
+    rows.sort(key=lambda r: r.name)
+    meta = {"librdkafka": LIBRDKAFKA, "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+            "group_protocol": args.group_protocol, "jobs": args.jobs, "wall_seconds": round(wall),
+            "cores": os.cpu_count(), "kafka_version": KAFKA_VERSION,
+            "server_restarts": {s: v.restarts for s, v in servers.items()},
+            "selection": "all" if not only else sorted(only)}
+    table = {"meta": meta, "excluded": excluded, "tests": [r.to_json() for r in rows]}
+    (out / "results.json").write_text(json.dumps(table, indent=1) + "\n")
+    (out / "results.md").write_text(res.render_full_table(rows) + "\n")
+
+    passing = sum(r.passing for r in rows)
+    print(f"\nlibrdkafka suite: {passing} of {len(rows)} tests pass ({wall / 60:.1f} min; table: {out}/results.md)")
+    for r in rows:
+        if not r.passing:
+            print(f"  {r.name}: {r.result}: {r.reason or 'NOT DIAGNOSED'} [{r.failure}]")
+    stale = [r.name for r in rows if r.passing and r.name in diagnoses]
+    if stale:
+        print(f"diagnosed as failing in suite.toml but passing now: {', '.join(stale)}")
+
+    rc = 0
+    committed = load_committed(args.group_protocol)
+    if committed:
+        regressions, newly = res.compare(committed, rows)
+        for r in newly:
+            print(f"NEWLY PASSING: {r.name} (run `make rdkafka-suite ARGS=--update` to record it)")
+        for r in regressions:
+            print(f"REGRESSION: {r.name} passed in the committed table and failed twice now: {r.failure}")
+        if regressions and args.check:
+            rc = 1
+    elif args.check:
+        print(f"no committed table {COMMITTED[args.group_protocol]}: nothing to compare against")
+    if args.update:
+        if only:
+            print("--update with --tests: merging these tests into the committed table")
+            old = json.loads(COMMITTED[args.group_protocol].read_text()) if COMMITTED[args.group_protocol].exists() else None
+            if old:
+                names = {r.name for r in rows}
+                table["tests"] = sorted([t for t in old["tests"] if t["name"] not in names] + table["tests"],
+                                        key=lambda t: t["name"])
+                table["meta"] = {**old["meta"], "date": meta["date"]}
+        COMMITTED[args.group_protocol].write_text(json.dumps(table, indent=1) + "\n")
+        update_readme(args.group_protocol)
+    return rc
+
+
+def load_committed(protocol: str) -> dict[str, dict]:
+    path = COMMITTED[protocol]
+    if not path.exists():
+        return {}
+    return {t["name"]: t for t in json.loads(path.read_text())["tests"]}
+
+
+def readme_section(protocol: str) -> str:
+    data = json.loads(COMMITTED[protocol].read_text())
+    rows = [res.Row(**t) for t in data["tests"]]
+    # Reasons are re-read from suite.toml so a diagnosis can be written after the run.
+    diagnoses = load_suite_toml().get("diagnosis", {})
+    for r in rows:
+        if not r.passing and r.name in diagnoses:
+            d = diagnoses[r.name]
+            r.reason, r.owner, r.kafka_differs = d.get("reason", ""), d.get("owner", ""), d.get("kafka_differs", "")
+    return res.render_markdown(data["meta"], rows, data["excluded"])
+
+
+def update_readme(protocol: str, check: bool = False) -> int:
+    start, end = MARKERS[protocol]
+    text = README.read_text()
+    if start not in text:
+        if protocol != "classic":
+            return 0
+        raise SystemExit(f"README.md has no {start} section")
+    new = res.replace_section(text, start, end, readme_section(protocol))
+    if check:
+        return 0 if new == text else 1
+    if new != text:
+        README.write_text(new)
+    return 0
+
+
+def list_cmd(args: argparse.Namespace) -> int:
+    conf = load_suite_toml()
+    tests = res.catalog((BUILD / "tests" / "test.c").read_text(errors="replace"))
+    excluded = excluded_tests(tests, conf)
+    for u in select(tests, excluded, None, None):
+        grp = " [group]" if uses_groups(BUILD, u.id) else ""
+        print(f"{u.key}{grp}: {', '.join(t.name for t in u.tests)}")
+    print("\nexcluded:")
+    for name, why in excluded.items():
+        print(f"  {name}: {why}")
+    return 0
+
+
+def _terminate(*_) -> None:
+    STOPPING.set()
+    for proc in list(RUNNING):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sys.exit(143)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--tests", help="comma-separated test ids or names (default: every selected test)")
+    r.add_argument("--jobs", type=int, default=2, help="test ids run at the same time against one server")
+    r.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+                   help="consumer: TEST_CONSUMER_GROUP_PROTOCOL=consumer (KIP-848), the group tests only")
+    r.add_argument("--check", action="store_true", help="exit 1 on a regression against the committed table")
+    r.add_argument("--update", action="store_true", help="write the committed table and the README section")
+    sub.add_parser("list")
+    rd = sub.add_parser("readme")
+    rd.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    if args.cmd == "run":
+        # A SIGTERM (CI's time limit, a killed make) still stops the servers and runners it started.
+        signal.signal(signal.SIGTERM, _terminate)
+        return run(args)
+    if args.cmd == "list":
+        return list_cmd(args)
+    rc = 0
+    for protocol in COMMITTED:
+        if COMMITTED[protocol].exists():
+            rc |= update_readme(protocol, check=args.check)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

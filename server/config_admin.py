@@ -1,0 +1,276 @@
+"""What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs do to a resource: TOPIC,
+BROKER (this node's id, or "" for the cluster default) and BROKER_LOGGER, with Kafka's checks in
+Kafka's order and its error codes and messages (ConfigHelper, ConfigAdminManager,
+ControllerConfigurationValidator, ConfigurationControlManager).
+
+An alteration is worked out in full first (`plan_*`: the resource's complete new config map,
+or an error) and only then applied (`commit`): validate_only stops after the plan, and a
+failed write changes nothing.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from protocol.errors import ErrorCode, KafkaError
+from server import broker_logger
+from server.config_catalogue import (
+    TOPIC_CONFIGS,
+    ConfigError,
+    ConfigType,
+    Dynamic,
+    ResourceType,
+    check_topic_configs,
+)
+from server.config_layers import Entry, broker_config_key
+from server.data_plane import apply_topic_configs
+from server.topics import validate_topic_name
+
+if TYPE_CHECKING:
+    from server.broker import Broker
+
+log = logging.getLogger("kcoord.configs")
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A resource's complete new dynamic config map, ready to commit."""
+    type: ResourceType
+    name: str
+    configs: dict[str, str]
+
+
+def _invalid_request(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_REQUEST, message)
+
+
+def _invalid_config(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_CONFIG, message)
+
+
+# ---------------------------------------------------------------------------- describe
+
+
+def describe(broker: Broker, rtype: int, name: str, keys: list[str] | None, synonyms: bool,
+             docs: bool) -> list[Entry]:
+    """The configs of one resource (ConfigHelper.describeConfigs); KafkaError for an error."""
+    layers = broker.configs
+    if rtype == ResourceType.TOPIC:
+        validate_topic_name(name)
+        topic = broker.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        entries = [layers.topic_entry(topic, n, docs) for n in sorted(TOPIC_CONFIGS) if _wanted(n, keys)]
+    elif rtype == ResourceType.BROKER:
+        if not name:
+            entries = [layers.broker_entry(n, False, docs) for n in sorted(layers.cluster) if _wanted(n, keys)]
+        elif _broker_id(name, "Broker id must be an integer, but it is: ") == broker.config.node_id:
+            entries = [layers.broker_entry(n, True, docs) for n in layers.broker_names() if _wanted(n, keys)]
+        else:
+            raise _invalid_request(f"Unexpected broker id, expected {broker.config.node_id} or empty string, "
+                                   f"but received {name}")
+    elif rtype == ResourceType.BROKER_LOGGER:
+        if not name:
+            raise _invalid_request("Broker id must not be empty")
+        if _broker_id(name, "Broker id must be an integer, but it is: ") != broker.config.node_id:
+            raise _invalid_request(f"Unexpected broker id, expected {broker.config.node_id} but received {name}")
+        entries = [e for e in broker_logger.entries() if _wanted(e.name, keys)]
+    else:
+        raise _invalid_request(f"Unsupported resource type: {_type_name(rtype)}")
+    return entries if synonyms else [_without_synonyms(e) for e in entries]
+
+
+def _wanted(name: str, keys: list[str] | None) -> bool:
+    return not keys or name in keys
+
+
+def _without_synonyms(e: Entry) -> Entry:
+    return Entry(e.name, e.value, e.source, e.read_only, e.sensitive, e.type, e.doc, ())
+
+
+def _broker_id(name: str, complaint: str) -> int:
+    try:
+        return int(name)
+    except ValueError:
+        raise _invalid_request(complaint + name) from None
+
+
+def _type_name(rtype: int) -> str:
+    try:
+        return ResourceType(rtype).name
+    except ValueError:
+        return "UNKNOWN"
+
+
+# ---------------------------------------------------------------------------- planning
+
+
+def duplicates(resources: list[Any]) -> set[int]:
+    """Indexes of resources named more than once in one request (each is refused)."""
+    seen: dict[tuple[int, str], list[int]] = {}
+    for i, r in enumerate(resources):
+        seen.setdefault((r.resource_type, r.resource_name), []).append(i)
+    return {i for idx in seen.values() if len(idx) > 1 for i in idx}
+
+
+DUPLICATE_RESOURCE = "Each resource must appear at most once."
+
+
+def _check_names_and_nulls(configs: list[Any], null_ok: Any) -> None:
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        raise _invalid_request("Error due to duplicate config keys")
+    nulls = [c.name for c in configs if c.value is None and not null_ok(c)]
+    if nulls:
+        raise _invalid_request("Null value not supported for : " + ", ".join(nulls))
+
+
+def plan_legacy(broker: Broker, resource: Any) -> Plan:
+    """AlterConfigs: the resource's configs become exactly those given."""
+    _check_names_and_nulls(resource.configs, lambda c: False)
+    rtype, name = resource.resource_type, resource.resource_name
+    new = {c.name: c.value for c in resource.configs}
+    if rtype == ResourceType.BROKER:
+        per_node = _broker_resource(broker, name)
+        _check_broker_configs(broker, new, per_node)
+        return Plan(ResourceType.BROKER, name, new)
+    if rtype == ResourceType.TOPIC:
+        return _plan_topic(broker, name, new)
+    # legacy AlterConfigs has no BROKER_LOGGER either
+    raise _invalid_request(f"Unknown resource type {rtype}")
+
+
+def plan_incremental(broker: Broker, resource: Any) -> Plan | None:
+    """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on the current configs. None for
+    BROKER_LOGGER, which is checked (and applied by `apply_loggers`) apart."""
+    _check_names_and_nulls(resource.configs, lambda c: c.config_operation == DELETE)
+    rtype, name = resource.resource_type, resource.resource_name
+    if rtype == ResourceType.BROKER_LOGGER:
+        broker_logger.check(broker.config.node_id, name, resource.configs)
+        return None
+    if rtype == ResourceType.BROKER:
+        per_node = _broker_resource(broker, name)
+        for c in resource.configs:
+            if c.config_operation not in _OP_NAMES:
+                raise _invalid_request(f"Unknown operations type {c.config_operation}")
+        new = dict(broker.configs.layer(per_node))
+        for c in resource.configs:
+            key = broker_config_key(c.name)
+            if c.config_operation in (APPEND, SUBTRACT) and (key is None or key.type != ConfigType.LIST):
+                verb = "append" if c.config_operation == APPEND else "subtract"
+                raise _invalid_config(f"Config value {verb} is not allowed for config key: {c.name}")
+            _apply_op(new, c, key.default_text if key is not None else None)
+        _check_broker_configs(broker, new, per_node)
+        return Plan(ResourceType.BROKER, name, new)
+    if rtype == ResourceType.TOPIC:
+        topic = broker.topics.get(name) if name else None
+        new = dict(topic.configs) if topic is not None else {}
+        for c in resource.configs:
+            if c.config_operation not in _OP_NAMES:
+                raise _invalid_request(f"Unknown operations type {c.config_operation}")
+            key = TOPIC_CONFIGS.get(c.name)
+            if c.config_operation in (APPEND, SUBTRACT) and (key is None or key.type != ConfigType.LIST):
+                raise _invalid_config(f"Can't {_OP_NAMES[c.config_operation]} to key {c.name} because its "
+                                      "type is not LIST.")
+            _apply_op(new, c, key.default_text if key is not None else None)
+        return _plan_topic(broker, name, new)
+    raise _invalid_request(f"Unknown resource type {rtype}")
+
+
+def _apply_op(configs: dict[str, str], c: Any, default: str | None) -> None:
+    """One incremental operation on a config map; APPEND and SUBTRACT start from the current
+    value, else the default, and work on its non-empty comma-separated parts."""
+    op = c.config_operation
+    if op == SET:
+        configs[c.name] = c.value
+    elif op == DELETE:
+        configs.pop(c.name, None)
+    else:
+        parts = [p for p in (configs.get(c.name, default) or "").split(",") if p]
+        for v in c.value.split(","):
+            if op == APPEND and v not in parts:
+                parts.append(v)
+            elif op == SUBTRACT and v in parts:
+                parts.remove(v)  # one occurrence per value given, as Kafka's list removal
+        configs[c.name] = ",".join(parts)
+
+
+def _plan_topic(broker: Broker, name: str, new: dict[str, str | None]) -> Plan:
+    """ControllerConfigurationValidator + the existence check, in Kafka's order: the values
+    first (INVALID_CONFIG), then whether the topic exists."""
+    if not name:
+        raise _invalid_request("Default topic resources are not allowed.")
+    validate_topic_name(name)
+    try:
+        check_topic_configs(new, broker.configs.topic_defaults())
+    except ConfigError as e:
+        raise _invalid_config(str(e)) from None
+    if broker.topics.get(name) is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+    return Plan(ResourceType.TOPIC, name, {k: v for k, v in new.items() if v is not None})
+
+
+def _broker_resource(broker: Broker, name: str) -> bool:
+    """True for this node's own configs, False for the cluster default (an empty name)."""
+    if name:
+        node = _broker_id(name, "Node id must be an integer, but it is: ")
+        if node != broker.config.node_id:
+            raise _invalid_request(f"Unexpected broker id, expected {broker.config.node_id}, but received {name}")
+        return True
+    return False
+
+
+def _check_broker_configs(broker: Broker, new: dict[str, str], per_node: bool) -> None:
+    """DynamicBrokerConfig.validate: only dynamic configs, per-broker ones only with a broker
+    id, every value of its type and range (Kafka answers these INVALID_REQUEST, KAFKA-13609)."""
+    fixed = sorted(n for n in new if (k := broker_config_key(n)) is not None and k.dynamic == Dynamic.READ_ONLY)
+    if fixed:
+        raise _invalid_request(f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+    for n, v in new.items():
+        key = broker_config_key(n)
+        if key is not None:
+            try:
+                key.parse(v)
+            except ConfigError as e:
+                raise _invalid_request(str(e)) from None
+    if not per_node:
+        only_node = sorted(n for n in new if (k := broker_config_key(n)) is not None and k.dynamic == Dynamic.PER_BROKER)
+        if only_node:
+            raise _invalid_request("Cannot update these configs at default cluster level, broker id must be "
+                                   f"specified: Set({', '.join(only_node)})")
+
+
+# ---------------------------------------------------------------------------- committing
+
+
+def commit(broker: Broker, plan: Plan) -> None:
+    """Install a planned config map durably (OSError: nothing changed)."""
+    if plan.type == ResourceType.TOPIC:
+        topic = broker.topics.get(plan.name)
+        if topic is None:  # gone since the plan (nothing in between yields: cannot happen)
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{plan.name}' does not exist.")
+        old = topic.configs
+        topic.configs = dict(plan.configs)
+        try:
+            broker.topics.save()
+        except OSError:
+            topic.configs = old
+            raise
+        broker.configs.changed()
+        apply_topic_configs(broker, topic)
+        log.info("Topic %s configs now %s", plan.name, plan.configs)
+    else:
+        broker.configs.replace(bool(plan.name), plan.configs)
+        for topic in broker.topics.topics.values():
+            apply_topic_configs(broker, topic)
+        log.info("Dynamic %s configs now %s", f"broker {plan.name}" if plan.name else "cluster default",
+                 {k: v if not _secret(k) else "[hidden]" for k, v in plan.configs.items()})
+
+
+def _secret(name: str) -> bool:
+    key = broker_config_key(name)
+    return key is None or key.sensitive

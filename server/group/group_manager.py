@@ -1,0 +1,186 @@
+"""The group metadata manager: the one table of groups of every type, which partitions are
+loading, request validation shared by every group API (group id, loading), the channel for
+writes no request asked for, and the group APIs that look at any group: DescribeGroups
+(v0-v5) and ListGroups (v0-v5).
+
+What a group type does with its own requests lives in its package (server/group/classic/);
+the group itself answers the questions every API asks through server/group/types.Group.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from protocol.errors import ErrorCode
+from protocol.partitioner import partition_for
+from server.clock import Clock
+from server.group.classic.group import ClassicGroup
+from server.group.classic.state import GroupState
+from server.group.config import GroupConfig
+from server.group.responses import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    GROUP_AUTHORIZED_OPERATIONS,
+    describe_response,
+    described_group,
+    list_response,
+)
+from server.group.result import CoordinatorResult
+from server.group.types import Group
+
+log = logging.getLogger("kcoord.group")
+
+# APIs whose group id may be "" (Kafka keeps that for backward compatibility); the others
+# coordinate membership and need a real id.
+_EMPTY_ID_OK = frozenset({"offset_commit", "offset_fetch", "describe_groups", "delete_groups"})
+
+
+class GroupMetadataManager:
+    def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50) -> None:
+        self.config = config
+        self.clock = clock
+        self.num_partitions = num_partitions
+        self.groups_by_id: dict[str, Any] = {}  # group id -> a Group of any type
+        self.loading: set[int] = set()
+        self._writer: Callable[[CoordinatorResult], None] | None = None
+        self._background: list[CoordinatorResult] = []
+
+    # ---- routing / validation ------------------------------------------------------------
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def is_group_loading(self, group_id: str) -> bool:
+        return bool(self.loading) and self.partition_of(group_id) in self.loading
+
+    def validate(self, group_id: str | None, api: str) -> ErrorCode | None:
+        if group_id is None or (not group_id and api not in _EMPTY_ID_OK):
+            return ErrorCode.INVALID_GROUP_ID
+        if self.loading and self.partition_of(group_id) in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    # ---- the table -----------------------------------------------------------------------
+
+    def group(self, group_id: str) -> Any:
+        """The live group of any type, or None (tests and tools may inspect it; do not mutate)."""
+        return self.groups_by_id.get(group_id)
+
+    def groups(self) -> list[Any]:
+        return list(self.groups_by_id.values())
+
+    def groups_of_partition(self, partition: int) -> Iterator[Any]:
+        for gid, g in list(self.groups_by_id.items()):
+            if self.partition_of(gid) == partition:
+                yield g
+
+    def new_classic_group(self, group_id: str) -> ClassicGroup:
+        g = ClassicGroup(group_id, self.clock.now_ms())
+        self.groups_by_id[group_id] = g
+        return g
+
+    def classic_group_for_offsets(self, group_id: str) -> Any:
+        """The group committed offsets belong to: offsets without group metadata belong to an
+        Empty classic group (Kafka's load does the same), also after a Dead one (not while
+        loading: the group's own record may follow)."""
+        group = self.groups_by_id.get(group_id)
+        if group is None or (group.is_dead() and not self.is_group_loading(group_id)):
+            group = self.new_classic_group(group_id)
+        return group
+
+    def put_group(self, group: Group) -> None:
+        self.groups_by_id[group.group_id] = group
+
+    def remove_group(self, group_id: str) -> None:
+        self.groups_by_id.pop(group_id, None)
+
+    def revive(self, group: Group) -> None:
+        """Undo mark_dead after its tombstones failed to append, if the group is still ours."""
+        if self.groups_by_id.get(group.group_id) is group:
+            group.revive()
+
+    def begin_loading(self, partition: int) -> None:
+        """Groups of `partition` answer COORDINATOR_LOAD_IN_PROGRESS until end_loading; the
+        groups held for it are dropped (the log is the truth)."""
+        self.loading.add(partition)
+        now = self.clock.now_ms()
+        for g in self.groups_of_partition(partition):
+            if not g.is_dead():
+                g.mark_dead(now, ErrorCode.NOT_COORDINATOR)
+            del self.groups_by_id[g.group_id]
+
+    def end_loading(self, partition: int) -> None:
+        self.loading.discard(partition)
+
+    # ---- background writes -----------------------------------------------------------------
+
+    def set_background_writer(self, writer: Callable[[CoordinatorResult], None] | None) -> None:
+        """Where writes that no request asked for go (the GroupMetadata record of a group that
+        became Empty when its last member timed out or left). The writer must handle the
+        result like any handler's result (append, replay, on_appended), but later: it must not
+        call back into the coordinator before returning. Without a writer they queue up for
+        drain_background()."""
+        self._writer = writer
+        if writer is not None:
+            queued, self._background = self._background, []
+            for r in queued:
+                writer(r)
+
+    def drain_background(self) -> list[CoordinatorResult]:
+        out, self._background = self._background, []
+        return out
+
+    def emit(self, result: CoordinatorResult) -> None:
+        if self._writer is not None:
+            self._writer(result)
+        else:
+            self._background.append(result)
+
+    # ---- DescribeGroups / ListGroups -------------------------------------------------------
+
+    def describe_groups(self, req: Any, version: int) -> CoordinatorResult:
+        ops = GROUP_AUTHORIZED_OPERATIONS if version >= 3 and req.include_authorized_operations else \
+            AUTHORIZED_OPERATIONS_OMITTED
+        out = []
+        for gid in req.groups:
+            err = self.validate(gid, "describe_groups")
+            if err is not None:
+                out.append(described_group(gid, err, "", "", "", [], ops))
+                continue
+            group = self.groups_by_id.get(gid)
+            if group is None:
+                out.append(described_group(gid, ErrorCode.NONE, str(GroupState.DEAD), "", "", [], ops))
+                continue
+            if group.state is GroupState.STABLE:
+                proto = group.protocol_name or ""
+                members = [
+                    (mid, m.group_instance_id, m.client_id, m.client_host, m.metadata(proto), m.assignment)
+                    for mid, m in group.members.items()
+                ]
+            else:
+                # metadata and assignments only mean something once the group is Stable
+                proto = ""
+                members = [
+                    (mid, m.group_instance_id, m.client_id, m.client_host, b"", b"")
+                    for mid, m in group.members.items()
+                ]
+            out.append(described_group(
+                gid, ErrorCode.NONE, str(group.state), group.protocol_type or "", proto, members, ops
+            ))
+        return CoordinatorResult(response=describe_response(version, out))
+
+    def list_groups(self, req: Any, version: int) -> CoordinatorResult:
+        states = {s.lower() for s in (req.states_filter or [])} if version >= 4 else set()
+        types = {t.lower() for t in (req.types_filter or [])} if version >= 5 else set()
+        err = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else ErrorCode.NONE
+        rows = []
+        for g in self.groups_by_id.values():
+            if types and g.TYPE.value not in types:
+                continue
+            if self.is_group_loading(g.group_id):
+                continue
+            state = g.state_name()
+            if states and state.lower() not in states:
+                continue
+            rows.append((g.group_id, g.listed_protocol_type(), state, g.TYPE.value))
+        return CoordinatorResult(response=list_response(version, err, rows))

@@ -1,0 +1,32 @@
+"""AlterConfigs v0-v2 (the legacy, whole-map form): a topic's or the broker's dynamic configs
+become exactly those given (what is not named is removed). Checked in full before anything is
+written; validate_only stops there; applied durably before the answer."""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin.configs import AlterConfigsResponse
+
+from protocol.errors import ErrorCode, KafkaError, error_code_of
+from server.config_admin import DUPLICATE_RESOURCE, commit, duplicates, plan_legacy
+from server.context import RequestContext
+
+Out = AlterConfigsResponse.AlterConfigsResourceResponse
+
+
+def handle_alter_configs(ctx: RequestContext, req: Any, version: int) -> Any:
+    dup = duplicates(req.resources)
+    out = []
+    for i, r in enumerate(req.resources):
+        code, message = ErrorCode.NONE, None
+        try:
+            if i in dup:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
+            plan = plan_legacy(ctx.broker, r)
+            if not req.validate_only:
+                commit(ctx.broker, plan)
+        except (KafkaError, OSError) as e:
+            code, message = error_code_of(e), getattr(e, "message", None) or str(e)
+        out.append(Out(error_code=code, error_message=message, resource_type=r.resource_type,
+                       resource_name=r.resource_name))
+    return AlterConfigsResponse(version=version, throttle_time_ms=0, responses=out)

@@ -1,0 +1,107 @@
+"""CreatePartitions v0-v3, as Kafka's controller answers it (ReplicationControlManager
+.createPartitions), for the only broker there is.
+
+- A topic named twice: INVALID_REQUEST "Duplicate topic name."; an unknown topic:
+  UNKNOWN_TOPIC_OR_PARTITION; an internal topic (`__consumer_offsets`, whose partition count
+  routes every group): INVALID_TOPIC_EXCEPTION.
+- The same count: INVALID_PARTITIONS "Topic already has N partition(s)."; a smaller one:
+  INVALID_PARTITIONS "The topic T currently has N partition(s); M would not be an increase."
+- Assignments, when given: one per new partition, each naming this broker exactly once, else
+  INVALID_REPLICA_ASSIGNMENT with Kafka's message.
+- More than 10,000 new partitions in one request: POLICY_VIOLATION (Kafka's bound on the
+  records of one controller operation).
+- validate_only answers as the real request would and changes nothing.
+
+The new count is written to the registry (atomically) before the new partitions' logs are
+created; a start-up creates any log the registry lists and the disk lacks, so a crash between
+the two loses nothing. Consumers see the new partitions in their next Metadata.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+from kafka.protocol.admin.topics import CreatePartitionsResponse
+
+from protocol.errors import ErrorCode, KafkaError
+from server.context import RequestContext
+from server.handlers.create_topics import MAX_RECORDS_PER_OPERATION
+from server.topics import Topic
+
+log = logging.getLogger("kcoord.topics")
+
+Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def _check_assignment(replicas: list[int], node: int) -> None:
+    """Kafka's validateManualPartitionAssignment against a cluster of one broker."""
+    if not replicas:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for broker_id in sorted(replicas):
+        if broker_id != node:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes broker {broker_id}, but no such broker "
+                             "is registered.")
+        if broker_id == previous:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes the broker {previous} more than once.")
+        previous = broker_id
+    if len(replicas) != 1:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
+                         "but this is not consistent with previous partitions, which have 1 replica(s).")
+
+
+def _plan(ctx: RequestContext, t: Any) -> Topic:
+    """Validate one topic's request; returns the topic or raises KafkaError."""
+    topic = ctx.broker.topics.get(t.name)
+    if topic is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if topic.internal:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Cannot change the number of partitions of internal topic {topic.name}")
+    current = topic.partitions
+    if t.count == current:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if t.count < current:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                         f"The topic {t.name} currently has {current} partition(s); {t.count} would not be an "
+                         "increase.")
+    additional = t.count - current
+    if t.assignments is not None:
+        if len(t.assignments) != additional:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Attempted to add {additional} additional partition(s), but only "
+                             f"{len(t.assignments)} assignment(s) were specified.")
+        for a in t.assignments:
+            _check_assignment(list(a.broker_ids), ctx.broker.config.node_id)
+    return topic
+
+
+def handle_create_partitions(ctx: RequestContext, req: Any, version: int) -> Any:
+    counts = Counter(t.name for t in req.topics)
+    results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
+               for name, n in counts.items() if n > 1]
+    records = 0
+    for t in req.topics:
+        if counts[t.name] > 1:
+            continue
+        try:
+            topic = _plan(ctx, t)
+            records += t.count - topic.partitions
+            if records > MAX_RECORDS_PER_OPERATION:
+                raise KafkaError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+            if not req.validate_only:
+                ctx.broker.add_partitions(topic, t.count)
+        except KafkaError as e:
+            results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
+            continue
+        except OSError as e:
+            log.error("Could not add partitions to %s: %s", t.name, e)
+            results.append(Result(name=t.name, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e)))
+            continue
+        results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
+    return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)

@@ -1,0 +1,43 @@
+"""DescribeCluster v0-v1: the cluster id, this node as the only broker and as the controller
+(a KRaft broker names a live broker), and, when asked, the cluster operations a client may do
+(all of them: no authorizer). v1 carries the endpoint type: a broker serves BROKER only."""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin.cluster import DescribeClusterResponse
+
+from protocol.errors import ErrorCode
+from server.context import RequestContext
+
+BrokerOut = DescribeClusterResponse.DescribeClusterBroker
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+_ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
+# AclOperation codes of the CLUSTER resource (AclEntry.supportedOperations): CREATE, ALTER,
+# DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
+
+
+def handle_describe_cluster(ctx: RequestContext, req: Any, version: int) -> Any:
+    broker = ctx.broker
+    wanted = req.endpoint_type if version >= 1 else BROKER_ENDPOINT
+    if wanted != BROKER_ENDPOINT:  # AuthHelper.computeDescribeClusterResponse
+        known = wanted in _ENDPOINT_NAMES
+        code = ErrorCode.INVALID_REQUEST if version == 0 else (
+            ErrorCode.MISMATCHED_ENDPOINT_TYPE if known else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)
+        message = (f"The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                   f"{_ENDPOINT_NAMES[wanted]}" if known else f"Unsupported endpoint type {wanted}")
+        return DescribeClusterResponse(version=version, throttle_time_ms=0, error_code=code, error_message=message,
+                                       endpoint_type=BROKER_ENDPOINT, cluster_id="", controller_id=-1, brokers=[],
+                                       authorized_operations=None)
+    node = broker.config.node_id
+    # the endpoint of the listener the request came in on; none when that listener is not
+    # advertised, and then no controller either (Kafka names only a listed broker)
+    endpoint = ctx.advertised
+    brokers = [] if endpoint is None else [BrokerOut(broker_id=node, host=endpoint[0], port=endpoint[1], rack=None)]
+    return DescribeClusterResponse(
+        version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id, controller_id=node if brokers else -1,
+        brokers=brokers,
+        authorized_operations=set(CLUSTER_OPERATIONS) if req.include_cluster_authorized_operations else None,
+    )

@@ -1,0 +1,38 @@
+"""DescribeLogDirs v0-v4: the log directory (absolute path) with the size of each partition
+asked for (all when the topic list is null), its offset lag (0: the only replica is the
+leader, whose high watermark is its log end) and, v4, the file system's total and usable bytes."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kafka.protocol.admin.cluster import DescribeLogDirsResponse
+
+from protocol.errors import ErrorCode, error_code_of
+from server.context import RequestContext
+
+Result = DescribeLogDirsResponse.DescribeLogDirsResult
+TopicOut = Result.DescribeLogDirsTopic
+PartitionOut = TopicOut.DescribeLogDirsPartition
+_LONG_MAX = 2**63 - 1
+
+
+def handle_describe_log_dirs(ctx: RequestContext, req: Any, version: int) -> Any:
+    broker = ctx.broker
+    path = os.path.abspath(broker.log_dir)
+    wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
+    try:
+        st = os.statvfs(path)
+        topics: dict[str, list[Any]] = {}
+        for (topic, p), plog in sorted(broker.logs or ()):
+            if wanted is not None and (topic, p) not in wanted:
+                continue
+            topics.setdefault(topic, []).append(PartitionOut(
+                partition_index=p, partition_size=plog.size_in_bytes, offset_lag=0, is_future_key=False))
+        result = Result(error_code=ErrorCode.NONE, log_dir=path,
+                        topics=[TopicOut(name=t, partitions=ps) for t, ps in topics.items()],
+                        total_bytes=min(st.f_blocks * st.f_frsize, _LONG_MAX),
+                        usable_bytes=min(st.f_bavail * st.f_frsize, _LONG_MAX))
+    except OSError as e:  # the directory is unreadable: Kafka reports it offline
+        result = Result(error_code=error_code_of(e), log_dir=path, topics=[], total_bytes=-1, usable_bytes=-1)
+    return DescribeLogDirsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, results=[result])

@@ -1,0 +1,47 @@
+"""ElectLeaders v0-v2, answered as the only broker: every partition already has its preferred
+leader (this node), so a preferred or unclean election is ELECTION_NOT_NEEDED. Named partitions
+get a result each; with a null list (all partitions) only the topics are listed, since
+partitions needing no election are left out (the KRaft controller's behaviour)."""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin.topics import ElectLeadersResponse
+
+from protocol.errors import ErrorCode
+from server.context import RequestContext
+
+Result = ElectLeadersResponse.ReplicaElectionResult
+PartitionOut = Result.PartitionResult
+PREFERRED, UNCLEAN = 0, 1
+NOT_NEEDED = "Leader election not needed for topic partition."
+
+
+def handle_elect_leaders(ctx: RequestContext, req: Any, version: int) -> Any:
+    topics = ctx.broker.topics
+    election = req.election_type if version >= 1 else PREFERRED
+    if election not in (PREFERRED, UNCLEAN):  # InvalidRequestException -> getErrorResponse
+        message = f"Unknown election type {election}"
+        results = [Result(topic=t.topic, partition_result=[
+            PartitionOut(partition_id=p, error_code=ErrorCode.INVALID_REQUEST, error_message=message)
+            for p in t.partitions]) for t in req.topic_partitions or ()]
+        return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
+                                    replica_election_results=results)
+    if req.topic_partitions is None:
+        results = [Result(topic=name, partition_result=[]) for name in sorted(topics.topics)]
+    else:
+        results = []
+        for t in req.topic_partitions:
+            topic = topics.get(t.topic)
+            parts = []
+            for p in t.partitions:
+                if topic is None:
+                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {t.topic}"
+                elif not 0 <= p < topic.partitions:
+                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {t.topic}-{p}"
+                else:
+                    code, message = ErrorCode.ELECTION_NOT_NEEDED, NOT_NEEDED
+                parts.append(PartitionOut(partition_id=p, error_code=code, error_message=message))
+            results.append(Result(topic=t.topic, partition_result=parts))
+    return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                replica_election_results=results)

@@ -1,0 +1,15 @@
+"""ListPartitionReassignments v0: a single broker never moves replicas, so no reassignment is
+ever in progress; topics that do not exist are left out, as Kafka's controller does."""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin.topics import ListPartitionReassignmentsResponse
+
+from protocol.errors import ErrorCode
+from server.context import RequestContext
+
+
+def handle_list_partition_reassignments(ctx: RequestContext, req: Any, version: int) -> Any:
+    return ListPartitionReassignmentsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                              error_message=None, topics=[])
