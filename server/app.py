@@ -24,7 +24,7 @@ from server.dispatch import Dispatcher
 from server.listeners import Listener, listener_specs
 from server.metrics import start_metrics_server
 from server.security.setup import build_listener
-from server.security.tls import tls_protocol_factory
+from server.security.tls_transport import tls_protocol_factory
 from storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("kcoord.server")
@@ -111,7 +111,7 @@ class Server:
 
         factory: Callable[[], asyncio.BaseProtocol] = connection
         if listener.ssl_context is not None:  # the TLS handshake first, then the Kafka protocol
-            factory = tls_protocol_factory(loop, listener.ssl_context, connection)
+            factory = tls_protocol_factory(listener.ssl_context, connection)
         srv = await loop.create_server(
             factory,
             host=listener.host or None,

@@ -16,13 +16,9 @@ to PKCS12, then openssl pkcs12 -nodes).
 """
 from __future__ import annotations
 
-import asyncio
-import asyncio.sslproto
-import logging
 import os
 import ssl
 import tempfile
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from server.listeners import has_listener_setting, listener_setting
@@ -30,8 +26,6 @@ from server.listeners import has_listener_setting, listener_setting
 if TYPE_CHECKING:
     from server.config import Config
     from server.listeners import ListenerSpec
-
-log = logging.getLogger("kcoord.network")
 
 _VERSIONS = {
     "TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
@@ -147,60 +141,3 @@ def _truststore(ctx: ssl.SSLContext, get, name: str) -> None:  # noqa: ANN001
         raise TlsConfigError(f"listener {name}: ssl.truststore.location {location} does not exist") from None
     except (ssl.SSLError, OSError, ValueError) as e:
         raise TlsConfigError(f"listener {name}: could not load the PEM truststore: {e}") from None
-
-
-class _Handshake(asyncio.sslproto.SSLProtocol):
-    """asyncio's TLS protocol (the pure-Python one, also under uvloop: uvloop's compiled copy
-    cannot be extended), plus two things create_server(ssl=...) does not do: the client's
-    address is kept for the log line of a failed handshake, and the TLS alert that says why
-    the handshake failed (unknown CA, certificate required) is sent before the connection is
-    dropped, so the client reports an SSL/authentication error rather than a lost connection,
-    as it does against Kafka."""
-
-    _kcoord_peer = "?"
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        peer = transport.get_extra_info("peername")
-        if peer:
-            self._kcoord_peer = f"{peer[0]}:{peer[1]}"
-        super().connection_made(transport)
-
-    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
-        if handshake_exc is not None:
-            try:  # the alert OpenSSL wrote for the client; a plain write sends it at once
-                alert = self._outgoing.read()  # type: ignore[attr-defined]
-                if alert:
-                    self._transport.write(alert)  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 - best effort: the connection closes either way
-                pass
-        super()._on_handshake_complete(handshake_exc)  # type: ignore[misc]
-
-
-def tls_protocol_factory(loop: asyncio.AbstractEventLoop, ctx: ssl.SSLContext,
-                         app_factory: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.BaseProtocol]:
-    """A protocol factory for loop.create_server that runs the TLS handshake before handing the
-    connection to `app_factory`'s protocol, as create_server(ssl=...) does, except that a failed
-    handshake is answered with its alert and logged once with the client's address."""
-
-    def make() -> asyncio.BaseProtocol:
-        waiter = loop.create_future()
-        proto = _Handshake(loop, app_factory(), ctx, waiter, server_side=True)
-        waiter.add_done_callback(lambda f: _handshake_done(f, proto))
-        return proto
-
-    return make
-
-
-def _handshake_done(waiter: asyncio.Future[None], proto: asyncio.BaseProtocol) -> None:
-    if waiter.cancelled():
-        return
-    exc = waiter.exception()
-    if exc is None:
-        return
-    peer = getattr(proto, "_kcoord_peer", "?")
-    if isinstance(exc, ssl.SSLError):
-        # Kafka's Selector: "Failed authentication with /127.0.0.1 (SSL handshake failed)"
-        log.info("Failed authentication with /%s (SSL handshake failed: %s)", peer,
-                 getattr(exc, "reason", None) or exc)
-    else:  # a probe that connected and went away, a reset: not an authentication attempt
-        log.debug("TLS handshake with /%s did not complete: %r", peer, exc)

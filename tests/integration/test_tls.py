@@ -160,3 +160,41 @@ def test_unusable_keystores_stop_the_start_up_with_a_message(tmp_path, pki, over
     assert r.returncode == 1, r.stderr
     assert message in r.stderr
     assert "s3cret-pw" not in r.stderr
+
+
+async def test_large_requests_and_responses_cross_tls_intact(tmp_path, pki):
+    """A produce of ~900 KiB and the fetch that reads it back: many TLS records each way, read
+    and reassembled by the connection's TLS layer."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+    from kafka.protocol.consumer import FetchRequest
+    from kafka.protocol.producer import ProduceRequest
+
+    srv = await _server(tmp_path, **_ssl_settings(pki), **{"message.max.bytes": 2_000_000})
+    srv.broker.create_topic("big", 1, {"max.message.bytes": "2000000"})
+    port = srv.listener("SSL").bound_port
+    value = bytes(range(256)) * 3600  # 921,600 bytes
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
+    b.append(0, 1_700_000_000_000, b"k", value, [])
+    batch = bytes(b.build())
+    try:
+        def run() -> bytes:
+            with WireClient(f"127.0.0.1:{port}", client_tls(str(pki.ca_cert))) as c:
+                T = ProduceRequest.TopicProduceData
+                r = c.call(ProduceRequest(version=9, transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+                    T(name="big", partition_data=[T.PartitionProduceData(index=0, records=batch)])]), 9)
+                assert r.responses[0].partition_responses[0].error_code == 0
+                F = FetchRequest.FetchTopic
+                f = c.call(FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=4 << 20,
+                                        isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                                            F(topic="big", partitions=[F.FetchPartition(
+                                                partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                last_fetched_epoch=-1, log_start_offset=-1,
+                                                partition_max_bytes=4 << 20)])],
+                                        forgotten_topics_data=[], rack_id=""), 12)
+                return bytes(f.responses[0].partitions[0].records)
+        got = await asyncio.to_thread(run)
+        # as stored: the server set the base offset and partition leader epoch (bytes 0-15)
+        assert len(got) == len(batch) and got[16:] == batch[16:]
+    finally:
+        await srv.stop()
