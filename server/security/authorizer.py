@@ -117,7 +117,7 @@ class Authorizer:
         self.allow_everyone = allow_everyone_if_no_acl_found
         # resource type -> (LITERAL name -> ACLs, PREFIXED name -> ACLs)
         self._index: dict[ResourceType, tuple[dict[str, list[StandardAcl]], dict[str, list[StandardAcl]]]] = {}
-        self._cache: dict[tuple[str, str, int, int, str], tuple[bool, str]] = {}
+        self._cache: dict[tuple[str, str, AclOperation, ResourceType, str], tuple[bool, str]] = {}
 
     # ---- state ----
 
@@ -148,15 +148,17 @@ class Authorizer:
 
     def authorize(self, principal: str, host: str, op: AclOperation, rtype: ResourceType, name: str,
                   api: str = "", log_denied: bool = True) -> bool:
-        key = (principal, host, int(op), int(rtype), name)
+        key = (principal, host, op, rtype, name)
         hit = self._cache.get(key)
         if hit is None:
             hit = self._decide(principal, host, op, rtype, name)
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache = {}
             self._cache[key] = hit
+        if hit[0]:
+            return True
         allowed, rule = hit
-        if not allowed and log_denied:
+        if log_denied:
             # Kafka's kafka.authorizer.logger line for a denied action
             audit.info("Principal = %s is Denied operation = %s from host = %s on resource = %s:LITERAL:%s "
                        "for request = %s with resourceRefCount = 1 based on rule %s", principal, op.name, host,

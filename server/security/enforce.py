@@ -29,8 +29,10 @@ from server.deferred import Deferred
 from server.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 
 if TYPE_CHECKING:
+    from server.broker import Broker
     from server.context import RequestContext
     from server.security.authorizer import Authorizer
+    from server.session import Session
 
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
                                                 AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE)
@@ -41,14 +43,14 @@ ZERO_UUID = uuid.UUID(int=0)
 class Access:
     """The authorizer as seen by one request: its principal, client host and API."""
 
-    __slots__ = ("authorizer", "principal", "host", "api", "ctx")
+    __slots__ = ("authorizer", "principal", "host", "api", "broker")
 
-    def __init__(self, authorizer: Authorizer, ctx: RequestContext, api: str) -> None:
+    def __init__(self, authorizer: Authorizer, principal: str, host: str, api: str, broker: Broker) -> None:
         self.authorizer = authorizer
-        self.principal = ctx.principal
-        self.host = ctx.client_host
+        self.principal = principal
+        self.host = host
         self.api = api
-        self.ctx = ctx
+        self.broker = broker
 
     def allowed(self, op: AclOperation, rtype: ResourceType, name: str, log: bool = True) -> bool:
         return self.authorizer.authorize(self.principal, self.host, op, rtype, name, self.api, log)
@@ -97,8 +99,26 @@ def _passthrough(r: Any) -> bool:
     return r is None or r is NO_RESPONSE or isinstance(r, CloseConnection | bytes)
 
 
+_PASS = Guarded()  # the usual decision: nothing to change
+
+
+def _apply(policy: Policy | None, name: str, access: Access, handler: Callable[..., Any], args: tuple[Any, ...],
+           req: Any, version: int) -> Any:
+    if policy is None:
+        _close(f"{name} has no authorization policy; refused while an authorizer is configured")
+    g = policy(access, req, version)  # type: ignore[misc]
+    if g is _PASS:
+        return handler(*args, req, version)
+    if g.refusal is not None:
+        return g.refusal
+    result = handler(*args, g.request if g.request is not None else req, version)
+    if g.close is not None:
+        _close(g.close)
+    return result if g.after is None else then(result, g.after)
+
+
 def guarded(api: ApiKey, handler: Callable[..., Any]) -> Callable[..., Any]:
-    """The handler with API `api`'s policy in front of it."""
+    """The handler (ctx, request, version) with API `api`'s policy in front of it."""
     policy = POLICIES.get(api)
     name = _api_name(api)
 
@@ -106,19 +126,36 @@ def guarded(api: ApiKey, handler: Callable[..., Any]) -> Callable[..., Any]:
         authorizer = ctx.broker.security.authorizer
         if authorizer is None:  # not configured after all (tests build dispatchers by hand)
             return handler(ctx, req, version)
-        if policy is None:
-            from server.dispatch import CloseConnection
-
-            raise CloseConnection(f"{name} has no authorization policy; refused while an authorizer is configured")
-        g = policy(Access(authorizer, ctx, name), req, version)
-        if g.refusal is not None:
-            return g.refusal
-        result = handler(ctx, g.request if g.request is not None else req, version)
-        if g.close is not None:
-            _close(g.close)
-        return result if g.after is None else then(result, g.after)
+        access = Access(authorizer, ctx.principal, ctx.client_host, name, ctx.broker)
+        return _apply(policy, name, access, handler, (ctx,), req, version)
 
     handle.__name__ = f"authorized_{getattr(handler, '__name__', 'handler')}"
+    return handle
+
+
+def guarded_direct(api: ApiKey, direct: Callable[..., Any], client: Callable[[], Session | str | None]
+                   ) -> Callable[..., Any]:
+    """A direct route (broker, request, version) with its policy in front: the hot Heartbeat and
+    OffsetCommit stay off the RequestContext path when authorizing; `client()` is the
+    connection the dispatcher is serving. ALLOWED_AS_IS short-cuts the usual case (everything
+    in the request allowed) to a few cached lookups."""
+    policy = POLICIES.get(api)
+    quick = ALLOWED_AS_IS.get(api)
+    name = _api_name(api)
+
+    def handle(broker: Broker, req: Any, version: int) -> Any:
+        authorizer = broker.security.authorizer
+        if authorizer is None:
+            return direct(broker, req, version)
+        c = client()
+        if c is None or type(c) is str:
+            principal, host = "User:ANONYMOUS", c or ""
+        else:
+            principal, host = c.principal, c.host  # type: ignore[union-attr]
+        if quick is not None and quick(authorizer.authorize, principal, host, req, name):
+            return direct(broker, req, version)
+        return _apply(policy, name, Access(authorizer, principal, host, name, broker), direct, (broker,), req, version)
+
     return handle
 
 
@@ -176,7 +213,7 @@ def _leave_error(version: int, code: ErrorCode) -> Any:
 def _whole_group(op: AclOperation, error: Callable[[int, ErrorCode], Any]) -> Policy:
     def policy(a: Access, req: Any, version: int) -> Guarded:
         if a.allowed(op, GROUP, req.group_id):
-            return Guarded()
+            return _PASS
         return Guarded(refusal=error(version, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     return policy
 
@@ -187,9 +224,12 @@ def _offset_commit(a: Access, req: Any, version: int) -> Guarded:
     if not a.allowed(READ, GROUP, req.group_id):
         rows = [(t.name, p.partition_index, ErrorCode.GROUP_AUTHORIZATION_FAILED) for t in req.topics for p in t.partitions]
         return Guarded(refusal=commit_response(version, rows))
+    topics = req.topics
+    if len(topics) == 1 and a.allowed(READ, TOPIC, topics[0].name):  # the usual commit
+        return _PASS
     allowed = a.allowed_names(READ, TOPIC, (t.name for t in req.topics))
     if len(allowed) == len({t.name for t in req.topics}):
-        return Guarded()
+        return _PASS
     denied = [(t.name, p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
               for t in req.topics if t.name not in allowed for p in t.partitions]
     kept = [t for t in req.topics if t.name in allowed]
@@ -293,7 +333,7 @@ def _offset_delete(a: Access, req: Any, version: int) -> Guarded:
                                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions])
               for t in req.topics if t.name not in allowed]
     if not denied:
-        return Guarded()
+        return _PASS
     kept = [t for t in req.topics if t.name in allowed]
 
     def merge(resp: Any) -> Any:
@@ -331,7 +371,7 @@ def _describe_groups(a: Access, req: Any, version: int) -> Guarded:
 
 def _list_groups(a: Access, req: Any, version: int) -> Guarded:
     if a.cluster(DESCRIBE, log=False):  # with DESCRIBE on the cluster, every group is listed
-        return Guarded()
+        return _PASS
 
     def keep_describable(resp: Any) -> Any:
         resp.groups = [g for g in resp.groups if a.allowed(DESCRIBE, GROUP, g.group_id, log=False)]
@@ -346,7 +386,7 @@ def _delete_groups(a: Access, req: Any, version: int) -> Guarded:
     names = list(dict.fromkeys(req.groups_names))
     denied = [g for g in names if not a.allowed(DELETE, GROUP, g)]
     if not denied:
-        return Guarded()
+        return _PASS
     errors = [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
               for g in denied]
     kept = [g for g in names if g not in denied]
@@ -377,12 +417,12 @@ def _find_coordinator(a: Access, req: Any, version: int) -> Guarded:
     if version < 4:
         code = refused(req.key)
         if code is None:
-            return Guarded()
+            return _PASS
         return Guarded(refusal=FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=int(code),
                                                        error_message=messages[code], node_id=-1, host="", port=-1))
     codes = {k: refused(k) for k in req.coordinator_keys}
     if not any(codes.values()):
-        return Guarded()
+        return _PASS
     kept = [k for k in req.coordinator_keys if codes[k] is None]
 
     def merge(resp: Any) -> Any:
@@ -407,11 +447,11 @@ def _find_coordinator(a: Access, req: Any, version: int) -> Guarded:
 
 
 def _topic_names_by_id(a: Access) -> dict[uuid.UUID, str]:
-    return {t.topic_id: t.name for t in a.ctx.broker.topics.topics.values()}
+    return {t.topic_id: t.name for t in a.broker.topics.topics.values()}
 
 
 def _metadata(a: Access, req: Any, version: int) -> Guarded:
-    broker = a.ctx.broker
+    broker = a.broker
     all_topics = req.topics is None or (version == 0 and not req.topics)
     include_topic_ops = version >= 8 and bool(getattr(req, "include_topic_authorized_operations", False))
     include_cluster_ops = 8 <= version <= 10 and bool(getattr(req, "include_cluster_authorized_operations", False))
@@ -479,7 +519,7 @@ def _produce(a: Access, req: Any, version: int) -> Guarded:
     allowed = a.allowed_names(WRITE, TOPIC, (t.name for t in req.topic_data))
     denied = [t for t in req.topic_data if t.name not in allowed]
     if not denied:
-        return Guarded()
+        return _PASS
     kept = [t for t in req.topic_data if t.name in allowed]
     from kafka.protocol.producer import ProduceResponse
 
@@ -520,14 +560,14 @@ def _fetch(a: Access, req: Any, version: int) -> Guarded:
 
     if replica is not None and replica >= 0:  # a follower: CLUSTER_ACTION, or nothing at all
         if a.cluster(AclOperation.CLUSTER_ACTION):
-            return Guarded()
+            return _PASS
         denied, kept = list(req.topics), []
     else:
         names = [n for n in (name_of(t) for t in req.topics) if n is not None]
         allowed = a.allowed_names(READ, TOPIC, names)
         denied = [t for t in req.topics if name_of(t) is not None and name_of(t) not in allowed]
         if not denied:
-            return Guarded()
+            return _PASS
         kept = [t for t in req.topics if t not in denied]
 
     def topic_out(t: Any) -> Any:
@@ -553,7 +593,7 @@ def _list_offsets(a: Access, req: Any, version: int) -> Guarded:
     allowed = a.allowed_names(DESCRIBE, TOPIC, (t.name for t in req.topics))
     denied = [t for t in req.topics if t.name not in allowed]
     if not denied:
-        return Guarded()
+        return _PASS
     T = ListOffsetsResponse.ListOffsetsTopicResponse
     P = T.ListOffsetsPartitionResponse
     errors = [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -626,7 +666,7 @@ def _delete_topics(a: Access, req: Any, version: int) -> Guarded:
         else:
             kept.append(e)
     if not errors:
-        return Guarded()
+        return _PASS
 
     def merge(resp: Any) -> Any:
         resp.responses = list(resp.responses) + errors
@@ -667,7 +707,7 @@ def _per_topic(a: Access, req: Any, version: int, op: AclOperation, field: str, 
     allowed = a.allowed_names(op, TOPIC, (t.name for t in topics))
     denied = [t for t in topics if t.name not in allowed]
     if not denied:
-        return Guarded()
+        return _PASS
     errors = [denied_entry(t) for t in denied]
     kept = [t for t in topics if t.name in allowed]
 
@@ -701,7 +741,7 @@ def _configs(op: AclOperation, result_field: str, result_class: Callable[[], Any
             return None if a.allowed(op, rtype, name) else error
         codes = [permitted(r) for r in req.resources]
         if not any(codes):
-            return Guarded()
+            return _PASS
         errors = []
         for r, code in zip(req.resources, codes, strict=True):
             if code is not None:
@@ -742,7 +782,7 @@ def _incremental_alter_configs_classes() -> tuple[Any, Any]:
 
 def _describe_cluster(a: Access, req: Any, version: int) -> Guarded:
     if not req.include_cluster_authorized_operations:
-        return Guarded()
+        return _PASS
 
     def ops(resp: Any) -> Any:
         resp.authorized_operations = a.operations(CLUSTER, CLUSTER_NAME) if a.cluster(DESCRIBE) else set()
@@ -785,10 +825,10 @@ def _init_producer_id(a: Access, req: Any, version: int) -> Guarded:
     if req.transactional_id is not None:
         if not a.allowed(WRITE, TXN, req.transactional_id):
             return refuse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        return Guarded()
+        return _PASS
     if a.cluster(AclOperation.IDEMPOTENT_WRITE, log=False) or \
             a.authorizer.authorize_by_resource_type(a.principal, a.host, WRITE, TOPIC):
-        return Guarded()
+        return _PASS
     return refuse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
@@ -798,7 +838,7 @@ def _init_producer_id(a: Access, req: Any, version: int) -> Guarded:
 def _cluster_op(op: AclOperation, refuse: Callable[[Any, int, str], Any]) -> Policy:
     def policy(a: Access, req: Any, version: int) -> Guarded:
         if a.cluster(op):
-            return Guarded()
+            return _PASS
         return Guarded(refusal=refuse(req, version, f"Request {a.api} is not authorized."))
     return policy
 
@@ -881,7 +921,7 @@ def _alter_reassignments_refused(req: Any, version: int, message: str) -> Any:
 
 def _open(a: Access, req: Any, version: int) -> Guarded:
     """Needs no authorization (ApiVersions, and the SASL requests: authentication comes first)."""
-    return Guarded()
+    return _PASS
 
 
 POLICIES: dict[int, Policy] = {
@@ -923,6 +963,27 @@ POLICIES: dict[int, Policy] = {
     ApiKey.ELECT_LEADERS: _cluster_op(ALTER, _elect_leaders_refused),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster_op(DESCRIBE, _list_reassignments_refused),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster_op(ALTER, _alter_reassignments_refused),
+}
+
+
+def _heartbeat_allowed(authorize: Callable[..., bool], principal: str, host: str, req: Any, api: str) -> bool:
+    return authorize(principal, host, READ, GROUP, req.group_id, api, False)  # a denial is logged by the policy
+
+
+def _commit_allowed(authorize: Callable[..., bool], principal: str, host: str, req: Any, api: str) -> bool:
+    if not authorize(principal, host, READ, GROUP, req.group_id, api, False):
+        return False
+    for t in req.topics:
+        if not authorize(principal, host, READ, TOPIC, t.name, api, False):
+            return False
+    return True
+
+
+# The hot direct routes' usual case, decided without building anything: True means the policy
+# would let the request through unchanged (anything else goes through the policy itself).
+ALLOWED_AS_IS: dict[int, Callable[..., bool]] = {
+    ApiKey.HEARTBEAT: _heartbeat_allowed,
+    ApiKey.OFFSET_COMMIT: _commit_allowed,
 }
 
 
