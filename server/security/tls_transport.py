@@ -19,7 +19,12 @@ from typing import Any
 
 log = logging.getLogger("kcoord.network")
 
-_READ_SIZE = 262144
+# One TLS record carries at most 16 KiB of plaintext, so one read never returns more. Reads go
+# into one preallocated buffer (the event loop is single-threaded and the bytes are copied out at
+# once): asking OpenSSL for a fresh large bytes object per read costs an mmap and munmap each.
+_RECORD = 16384
+_BUFFER = bytearray(_RECORD)
+_VIEW = memoryview(_BUFFER)
 _WantRead = ssl.SSLWantReadError
 _ZeroReturn = ssl.SSLZeroReturnError
 
@@ -114,9 +119,9 @@ class TlsProtocol(asyncio.Protocol):
             if not self._handshake():
                 return
         try:
-            chunk = self.sslobj.read(_READ_SIZE)
+            n = self.sslobj.read(_RECORD, _BUFFER)
         except _WantRead:
-            chunk = b""
+            n = 0
         except _ZeroReturn:  # the client's close_notify
             self._flush()
             self.close()
@@ -125,18 +130,19 @@ class TlsProtocol(asyncio.Protocol):
             log.info("TLS error on the connection from /%s: %s", self.peer, e.reason or e)
             self._abort()
             return
-        if self.incoming.pending:  # more than one read's worth arrived at once
+        chunk = _VIEW[:n].tobytes()
+        if self.incoming.pending:  # more than one record arrived at once
             parts = [chunk]
             while True:
                 try:
-                    more = self.sslobj.read(_READ_SIZE)
+                    n = self.sslobj.read(_RECORD, _BUFFER)
                 except (_WantRead, _ZeroReturn):
                     break
                 except ssl.SSLError:
                     break
-                if not more:
+                if not n:
                     break
-                parts.append(more)
+                parts.append(_VIEW[:n].tobytes())
             chunk = b"".join(parts)
         if self.outgoing.pending:  # post-handshake messages (key update)
             self._flush()
