@@ -311,3 +311,31 @@ async def test_unusable_sasl_settings_stop_the_start_up(tmp_path, extra, message
     with pytest.raises(ValueError, match=message):
         await srv.start()
     await srv.broker.stop()
+
+
+async def test_kcoord_scram_makes_the_first_users_of_a_stopped_server(tmp_path):
+    """`kcoord scram --add-scram 'SCRAM-SHA-256=[name=..,password=..]'` (kafka-storage.sh's syntax)
+    writes credentials the server then authenticates; it refuses beside a running server."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    def scram(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "server", "scram", "--override", f"log.dirs={tmp_path / 'data'}",
+                               *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    made = scram("--add-scram", "SCRAM-SHA-512=[name=root,password=r00t-Secret,iterations=8192]", "--list")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.splitlines() == ["root\tSCRAM-SHA-512\titerations=8192"]
+    assert "r00t-Secret" not in (tmp_path / "data" / "kcoord-scram-credentials.json").read_text()
+    e = await start(tmp_path)
+    try:
+        def auth() -> str:
+            with WireClient(e.sasl) as c:
+                c.authenticate("SCRAM-SHA-512", "root", "r00t-Secret")
+                return metadata(c).cluster_id
+        assert await asyncio.to_thread(auth)
+        busy = await asyncio.to_thread(scram, "--add-scram", "SCRAM-SHA-256=[name=x,password=y]")
+        assert busy.returncode == 1 and "a server is using" in busy.stderr
+    finally:
+        await e.srv.stop()
