@@ -552,7 +552,11 @@ def _fetch(a: Access, req: Any, version: int) -> Guarded:
 
     TopicOut = FetchResponse.FetchableTopicResponse
     P = TopicOut.PartitionData
-    replica = req.replica_state.replica_id if version >= 15 else req.replica_id
+    if version >= 15:  # a tagged field, absent (None) from consumers
+        state = getattr(req, "replica_state", None)
+        replica = state.replica_id if state is not None else -1
+    else:
+        replica = req.replica_id
     by_id = _topic_names_by_id(a) if version >= 13 else {}
 
     def name_of(t: Any) -> str | None:

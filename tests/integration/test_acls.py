@@ -175,6 +175,22 @@ class Calls:
                                      forgotten_topics_data=[], rack_id=""), 12)
         return r.responses[0].partitions[0].error_code
 
+    def topic_id(self, topic: str) -> uuid.UUID:
+        r = self.c.call(MetadataRequest(version=12, topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                        allow_auto_topic_creation=False, include_topic_authorized_operations=False), 12)
+        return r.topics[0].topic_id
+
+    def fetch16(self, topic_id: uuid.UUID) -> int:
+        """Fetch v16 by topic id, without the (tagged) replica state, as consumers send it."""
+        T = FetchRequest.FetchTopic
+        r = self.c.call(FetchRequest(version=16, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                                     session_id=0, session_epoch=-1, topics=[T(topic_id=topic_id, partitions=[
+                                         T.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                          last_fetched_epoch=-1, log_start_offset=-1,
+                                                          partition_max_bytes=1 << 20)])],
+                                     forgotten_topics_data=[], rack_id=""), 16)
+        return r.responses[0].partitions[0].error_code
+
     def list_offsets(self, topic: str) -> tuple[int, int]:
         T = ListOffsetsRequest.ListOffsetsTopic
         r = self.c.call(ListOffsetsRequest(version=7, replica_id=-1, isolation_level=0, topics=[
@@ -295,6 +311,9 @@ def _checks(bootstrap: str) -> dict:
     out["fetch"] = {(u, t): conns[u].fetch(t) for u, t in [
         ("alice", "t-alice"), ("alice", "t-other"), ("carol", "t-other"), ("carol", "t-secret-1"),
         ("mallory", "t-public")]}
+    ids = {t: admin.topic_id(t) for t in ("t-alice", "t-other")}
+    out["fetch16"] = {(u, t): conns[u].fetch16(ids[t]) for u, t in [
+        ("alice", "t-alice"), ("alice", "t-other"), ("carol", "t-other")]}
     out["list_offsets"] = {(u, t): conns[u].list_offsets(t)[0] for u, t in [
         ("alice", "t-alice"), ("mallory", "t-public"), ("mallory", "t-alice"), ("carol", "t-secret-1")]}
     out["create_topic"] = {(u, t): conns[u].create_topic(t) for u, t in [
@@ -417,6 +436,8 @@ def test_data_apis(matrix):
     assert matrix["fetch"] == {("alice", "t-alice"): 0, ("alice", "t-other"): E.TOPIC_AUTHORIZATION_FAILED,
                                ("carol", "t-other"): 0, ("carol", "t-secret-1"): E.TOPIC_AUTHORIZATION_FAILED,
                                ("mallory", "t-public"): E.TOPIC_AUTHORIZATION_FAILED}  # DESCRIBE is not READ
+    assert matrix["fetch16"] == {("alice", "t-alice"): 0, ("alice", "t-other"): E.TOPIC_AUTHORIZATION_FAILED,
+                                 ("carol", "t-other"): 0}
     assert matrix["list_offsets"] == {("alice", "t-alice"): 0, ("mallory", "t-public"): 0,
                                       ("mallory", "t-alice"): E.TOPIC_AUTHORIZATION_FAILED,
                                       ("carol", "t-secret-1"): 0}  # DESCRIBE survives a DENY READ

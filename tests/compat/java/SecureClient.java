@@ -15,12 +15,24 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AccessControlEntryFilter;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
 import org.apache.kafka.common.errors.AuthenticationException;
+import org.apache.kafka.common.errors.AuthorizationException;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourcePatternFilter;
+import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
@@ -36,6 +48,11 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *          {"kind":"consumed","name":...,"records":N,"committed":OFFSET}
  * refuse:  poll until the client reports an AuthenticationException, print
  *          {"kind":"refused","name":...,"error":"SaslAuthenticationException","message":...}
+ * denied:  poll until the client reports an AuthorizationException (ACLs), print
+ *          {"kind":"denied","name":...,"error":"GroupAuthorizationException","message":...}
+ * acls:    with the Admin client, create an ACL for kcoord.acl.principal (READ on the topics
+ *          prefixed kcoord.acl.prefix), describe that principal's ACLs and delete them, print
+ *          {"kind":"acls","name":...,"described":N,"deleted":M}
  * Anything else prints {"kind":"failed",...}. One JSON object per line on stdout; logs go to stderr.
  */
 public final class SecureClient {
@@ -80,6 +97,10 @@ public final class SecureClient {
         String expect = (String) props.remove("kcoord.expect");
         String topic = (String) props.remove("kcoord.topic");
         int messages = Integer.parseInt((String) props.remove("kcoord.messages"));
+        if ("acls".equals(expect)) {
+            acls(name, props, (String) props.remove("kcoord.acl.principal"), (String) props.remove("kcoord.acl.prefix"));
+            return;
+        }
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -95,6 +116,10 @@ public final class SecureClient {
                 ConsumerRecords<String, String> batch;
                 try {
                     batch = consumer.poll(Duration.ofMillis(200));
+                } catch (AuthorizationException e) {
+                    emit("denied".equals(expect) ? "denied" : "failed", name, "error", e.getClass().getSimpleName(),
+                            "message", String.valueOf(e.getMessage()));
+                    return;
                 } catch (AuthenticationException e) {
                     if ("refuse".equals(expect)) {
                         emit("refused", name, "error", e.getClass().getSimpleName(), "message", String.valueOf(e.getMessage()));
@@ -105,7 +130,7 @@ public final class SecureClient {
                 }
                 records += batch.count();
             }
-            if ("refuse".equals(expect)) {
+            if ("refuse".equals(expect) || "denied".equals(expect)) {
                 emit("failed", name, "error", "not refused", "records", String.valueOf(records));
                 return;
             }
@@ -116,6 +141,27 @@ public final class SecureClient {
             emit("consumed", name, "records", String.valueOf(records), "committed", String.valueOf(om == null ? -1 : om.offset()));
         } catch (Exception e) {
             emit("failed", name, "error", e.getClass().getSimpleName(), "message", String.valueOf(e.getMessage()));
+        }
+    }
+
+    private static void acls(String name, Properties props, String principal, String prefix) {
+        props.remove(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG);
+        props.remove(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG);
+        props.remove(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG);
+        props.remove(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG);
+        props.remove(ConsumerConfig.GROUP_ID_CONFIG);
+        try (Admin admin = Admin.create(props)) {
+            AclBinding binding = new AclBinding(new ResourcePattern(ResourceType.TOPIC, prefix, PatternType.PREFIXED),
+                    new AccessControlEntry(principal, "*", AclOperation.READ, AclPermissionType.ALLOW));
+            admin.createAcls(Collections.singleton(binding)).all().get(20, TimeUnit.SECONDS);
+            AclBindingFilter filter = new AclBindingFilter(ResourcePatternFilter.ANY,
+                    new AccessControlEntryFilter(principal, null, AclOperation.ANY, AclPermissionType.ANY));
+            int described = admin.describeAcls(filter).values().get(20, TimeUnit.SECONDS).size();
+            int deleted = admin.deleteAcls(Collections.singleton(filter)).all().get(20, TimeUnit.SECONDS).size();
+            emit("acls", name, "described", String.valueOf(described), "deleted", String.valueOf(deleted));
+        } catch (Exception e) {
+            Throwable cause = e.getCause() != null ? e.getCause() : e;
+            emit("failed", name, "error", cause.getClass().getSimpleName(), "message", String.valueOf(cause.getMessage()));
         }
     }
 
