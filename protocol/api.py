@@ -109,6 +109,13 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitResponse,
 )
 
+from protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+
 
 class ApiKey(IntEnum):
     PRODUCE = 0
@@ -147,6 +154,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -311,5 +320,7 @@ API_TABLE: dict[int, ApiSpec] = {
               ListPartitionReassignmentsResponse, 0, 0),
         _spec(ApiKey.DESCRIBE_CLUSTER, DescribeClusterRequest, DescribeClusterResponse, 0, 1),
         _spec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
+        _spec(ApiKey.CONSUMER_GROUP_HEARTBEAT, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
+        _spec(ApiKey.CONSUMER_GROUP_DESCRIBE, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1),
     )
 }

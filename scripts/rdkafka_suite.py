@@ -481,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--tests", help="comma-separated test ids or names (default: every selected test)")
-    r.add_argument("--jobs", type=int, default=2, help="test ids run at the same time against one server")
+    r.add_argument("--jobs", type=int, default=3, help="test ids run at the same time against one server")
     r.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
                    help="consumer: TEST_CONSUMER_GROUP_PROTOCOL=consumer (KIP-848), the group tests only")
     r.add_argument("--check", action="store_true", help="exit 1 on a regression against the committed table")

@@ -91,6 +91,7 @@ class Broker:
             self._create_logs(topic)
         self.data_plane = DataPlane(self)
         self.coordinator = GroupCoordinator(group_config(cfg), self.clock, self.offsets_partitions)
+        self.coordinator.set_topics(self.topics)
         self.runtime = CoordinatorRuntime(
             self.coordinator,
             self.logs,
@@ -268,4 +269,25 @@ def group_config(cfg: Config) -> GroupConfig:
         offsets_retention_minutes=cfg["offsets.retention.minutes"],
         offsets_retention_check_interval_ms=cfg["offsets.retention.check.interval.ms"],
         offsets_commit_timeout_ms=cfg["offsets.commit.timeout.ms"],
+        group_consumer_session_timeout_ms=_within(cfg, "group.consumer.session.timeout.ms"),
+        group_consumer_min_session_timeout_ms=cfg["group.consumer.min.session.timeout.ms"],
+        group_consumer_max_session_timeout_ms=cfg["group.consumer.max.session.timeout.ms"],
+        group_consumer_heartbeat_interval_ms=_within(cfg, "group.consumer.heartbeat.interval.ms"),
+        group_consumer_min_heartbeat_interval_ms=cfg["group.consumer.min.heartbeat.interval.ms"],
+        group_consumer_max_heartbeat_interval_ms=cfg["group.consumer.max.heartbeat.interval.ms"],
+        group_consumer_max_size=cfg["group.consumer.max.size"],
+        group_consumer_assignors=cfg["group.consumer.assignors"],
+        group_consumer_migration_policy=cfg["group.consumer.migration.policy"],
     )
+
+
+def _within(cfg: Config, name: str) -> int:
+    """group.consumer.X must lie within group.consumer.min.X and group.consumer.max.X, as
+    Kafka requires at start-up."""
+    value = cfg[name]
+    stem = name.removeprefix("group.consumer.")
+    lo, hi = cfg[f"group.consumer.min.{stem}"], cfg[f"group.consumer.max.{stem}"]
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be between group.consumer.min.{stem} ({lo}) and "
+                         f"group.consumer.max.{stem} ({hi}), not {value}")
+    return value

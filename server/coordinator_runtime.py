@@ -99,6 +99,9 @@ class CoordinatorRuntime:
         self.load_hooks: list[Callable[[int, Any], None]] = []
         # Writes no request asked for (a group emptied by a session timeout) come through here.
         coordinator.set_background_writer(self.write_background)
+        # work the coordinator defers to the end of the loop turn (one target assignment for
+        # every consumer-group heartbeat of the turn) runs as the loop's next callback
+        coordinator.set_end_of_turn(lambda fn: asyncio.get_running_loop().call_soon(fn))
 
     # ---------------------------------------------------------------- live writes
     #
@@ -112,7 +115,7 @@ class CoordinatorRuntime:
             return result.response
         assert result.on_appended is not None, "a result with records needs on_appended"
         out = _PendingResponse(self.metrics, result.records, result.on_appended)
-        self.writer.write(result.records, out)
+        self.writer.write(result.records, out, not result.applied, result.undo)
         return out
 
     def write_background(self, result: CoordinatorResult) -> None:
@@ -126,7 +129,8 @@ class CoordinatorRuntime:
             if on_appended is not None:
                 on_appended(code)
 
-        asyncio.get_running_loop().call_soon(self.writer.write, result.records, done)
+        asyncio.get_running_loop().call_soon(self.writer.write, result.records, done, not result.applied,
+                                             result.undo)
 
     async def append(self, records: list[CoordinatorRecord]) -> None:
         """Append, wait until durable and replayed; raises KafkaError on failure."""

@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -82,8 +83,12 @@ def read_records(path: str, err: TextIO | None = None) -> Iterator[tuple[str, in
 def _fmt(v: object) -> str:
     if isinstance(v, bytes):
         return f"<{len(v)} bytes>"
-    if isinstance(v, list):
+    if isinstance(v, list | tuple):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, dict):  # consumer-group assignments and topic metadata
+        return "{" + ", ".join(f"{repr(k) if isinstance(k, str) else _fmt(k)}: {_fmt(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, frozenset | set):
+        return "[" + ", ".join(_fmt(x) for x in sorted(v)) + "]"
     if dataclasses.is_dataclass(v):
         fields = ", ".join(f"{f.name}={_fmt(getattr(v, f.name))}" for f in _record_fields(v))
         return f"{type(v).__name__}({fields})"
@@ -98,10 +103,14 @@ def _record_fields(v: object) -> list[dataclasses.Field]:
 def _jsonable(v: object) -> object:
     if isinstance(v, bytes):
         return base64.b64encode(v).decode()
-    if isinstance(v, list):
+    if isinstance(v, list | tuple):
         return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
+    if isinstance(v, frozenset | set):
+        return sorted(_jsonable(x) for x in v)
+    if isinstance(v, dict):  # keys become strings (topic ids, topic names)
         return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, uuid.UUID):
+        return str(v)
     if dataclasses.is_dataclass(v):
         return {f.name: _jsonable(getattr(v, f.name)) for f in _record_fields(v)}
     return v

@@ -242,6 +242,12 @@ class OffsetMetadataManager:
             groups = []
             for g in req.groups:
                 topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+                if version >= 9:  # a consumer-group member says who it is (KIP-848)
+                    group = self._groups.get(g.group_id)
+                    err = None if group is None else group.validate_offset_fetch(g.member_id, g.member_epoch)
+                    if err is not None:
+                        groups.append(fetch_group(g.group_id, err, []))
+                        continue
                 err, rows = self._fetch_offsets(g.group_id, topics, req.require_stable, version)
                 groups.append(fetch_group(g.group_id, err, rows))
             return CoordinatorResult(response=fetch_response_multi(version, groups))

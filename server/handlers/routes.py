@@ -75,6 +75,8 @@ _TABLE = (
     Route(ApiKey.INIT_PRODUCER_ID, init_producer_id.handle_init_producer_id),
     Route(ApiKey.DELETE_GROUPS, groups.handle_delete_groups),
     Route(ApiKey.OFFSET_DELETE, groups.handle_offset_delete),
+    Route(ApiKey.CONSUMER_GROUP_HEARTBEAT, groups.handle_consumer_group_heartbeat, fastpath.CONSUMER_GROUP_HEARTBEAT),
+    Route(ApiKey.CONSUMER_GROUP_DESCRIBE, groups.handle_consumer_group_describe),
     Route(ApiKey.DELETE_TOPICS, delete_topics.handle_delete_topics),
     Route(ApiKey.DELETE_RECORDS, delete_records.handle_delete_records),
     Route(ApiKey.CREATE_PARTITIONS, create_partitions.handle_create_partitions),

@@ -39,6 +39,10 @@ EXPECTED_RANGES = {
 EXPECTED_RANGES[20] = (0, 6)  # DeleteTopics
 EXPECTED_RANGES[21] = (0, 2)  # DeleteRecords
 EXPECTED_RANGES[37] = (0, 3)  # CreatePartitions
+EXPECTED_RANGES[68] = (0, 1)  # ConsumerGroupHeartbeat
+EXPECTED_RANGES[69] = (0, 1)  # ConsumerGroupDescribe
+# transactions (issue 11)
+EXPECTED_RANGES.update({24: (0, 5), 25: (0, 4), 26: (0, 4), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1)})
 
 
 @pytest.fixture(scope="module")

@@ -62,6 +62,7 @@ from txn_seeds import ERROR_BY_DESIGN as TXN_ERROR_BY_DESIGN
 from txn_seeds import TXN_APIS, txn_request
 
 from protocol.api import API_TABLE, ApiKey, _generic_decoder
+from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from server.broker import Broker
 from server.config import Config
 from server.deferred import Deferred
@@ -187,6 +188,13 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
     if api == ApiKey.CREATE_PARTITIONS:  # each version grows the topic by one (it has 2)
         return CreatePartitionsRequest(version=v, timeout_ms=5000, validate_only=False, topics=[
             CreatePartitionsRequest.CreatePartitionsTopic(name=TOPIC, count=3 + v, assignments=None)])
+    if api == ApiKey.CONSUMER_GROUP_HEARTBEAT:  # a member joining (epoch 0)
+        return ConsumerGroupHeartbeatRequest(
+            version=v, group_id=f"fuzz-cg-{v}", member_id=f"fuzz-member-{v}", member_epoch=0, instance_id=None,
+            rack_id=None, rebalance_timeout_ms=30000, subscribed_topic_names=[TOPIC], subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=[])
+    if api == ApiKey.CONSUMER_GROUP_DESCRIBE:  # the group the heartbeat seed of this version made
+        return ConsumerGroupDescribeRequest(version=v, group_ids=[f"fuzz-cg-{v}"], include_authorized_operations=False)
     seed = _admin_seed(api, v)
     if seed is not None:
         return seed
