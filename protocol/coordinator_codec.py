@@ -1,7 +1,8 @@
 """Bytes of __consumer_offsets record keys and values, every schema version.
 
 Owns the wire layout of OffsetCommitKey/Value and GroupMetadataKey/Value (Kafka's
-group-coordinator message JSONs): what we write (key v1 / v2, OffsetCommitValue v3 or v1,
+group-coordinator message JSONs) and routes the consumer-group keys (versions 3-8, 16) to
+protocol/consumer_group_codec.py: what we write (key v1 / v2, OffsetCommitValue v3 or v1,
 GroupMetadataValue v3) and reading every value version 0-4 (v4 is flexible: compact
 strings, unsigned-varint lengths, tagged fields). The shapes are protocol.coordinator_records.
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 import struct
 
+from protocol import consumer_group_codec
 from protocol.coordinator_records import (
     CoordinatorRecord,
     GroupKey,
@@ -117,6 +119,8 @@ def encode_key(key: Key) -> bytes:
         return entry[1]
     if isinstance(key, GroupKey):
         return _h.pack(GROUP_KEY_VERSION) + _str(key.group)
+    if type(key) in consumer_group_codec.KEY_VERSIONS:
+        return consumer_group_codec.encode_key(key)
     raise TypeError(f"not a coordinator key: {key!r}")
 
 
@@ -156,7 +160,7 @@ def encode_value(value: Value | None) -> bytes | None:
                 _bytes(m.assignment),
             )
         return b"".join(parts)
-    raise TypeError(f"not a coordinator value: {value!r}")
+    return consumer_group_codec.encode_value(value)
 
 
 # ---------------------------------------------------------------------------- decoding
@@ -278,9 +282,11 @@ def decode_key(b: bytes) -> Key | None:
             if n < 0 or 4 + n != len(b):
                 raise CodecError("malformed GroupMetadataKey")
             return GroupKey(b[4:].decode())
-    except (struct.error, UnicodeDecodeError) as e:
+        if version in consumer_group_codec.CONSUMER_KEY_VERSIONS:
+            return consumer_group_codec.decode_key(version, b)
+    except (struct.error, UnicodeDecodeError, consumer_group_codec.ConsumerCodecError) as e:
         raise CodecError(f"malformed key: {e}") from None
-    # Versions 3+ are the new consumer-group / share-group records (KIP-848): not ours.
+    # Other versions 9+ are share / streams group records: not ours.
     # Log each unknown version once: a log written by a newer Kafka may hold millions of them.
     level = logging.DEBUG if version in _SKIPPED_VERSIONS else logging.INFO
     _SKIPPED_VERSIONS.add(version)
@@ -376,7 +382,14 @@ def decode_value(key: Key, b: bytes | None) -> Value | None:
         return _decode_offset_value(b)
     if type(key) is GroupKey:
         return _decode_group_value(b)
-    raise TypeError(f"not a coordinator key: {key!r}")
+    return _decode_consumer_value(key, b)
+
+
+def _decode_consumer_value(key: Key, b: bytes) -> Value:
+    try:
+        return consumer_group_codec.decode_value(key, b)
+    except consumer_group_codec.ConsumerCodecError as e:
+        raise CodecError(str(e)) from None
 
 
 def decode_record(key_bytes: bytes | None, value_bytes: bytes | None) -> CoordinatorRecord | None:
@@ -393,4 +406,6 @@ def decode_record(key_bytes: bytes | None, value_bytes: bytes | None) -> Coordin
         return CoordinatorRecord(key, None)
     if type(key) is OffsetKey:
         return CoordinatorRecord(key, _decode_offset_value(value_bytes))
-    return CoordinatorRecord(key, _decode_group_value(value_bytes))
+    if type(key) is GroupKey:
+        return CoordinatorRecord(key, _decode_group_value(value_bytes))
+    return CoordinatorRecord(key, _decode_consumer_value(key, value_bytes))

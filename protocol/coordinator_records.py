@@ -6,6 +6,7 @@ this module is only the shapes the coordinator builds and replays.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from uuid import UUID
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +60,150 @@ class GroupValue:
     members: list[MemberValue] = field(default_factory=list)
 
 
-Key = OffsetKey | GroupKey
-Value = OffsetValue | GroupValue
+# ---- consumer groups (KIP-848): key versions 3-8 and 16 --------------------------------------
+
+# topic id -> partitions: how assignments are kept in the records and in memory
+Assignment = dict[UUID, frozenset[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataKey:
+    """key version 3; value: the group epoch."""
+
+    group: str
+
+
+@dataclass(slots=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPartitionMetadataKey:
+    """key version 4; value: the subscribed topics' metadata (what bumps the group epoch)."""
+
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    topic_id: UUID
+    name: str
+    num_partitions: int
+
+
+@dataclass(slots=True)
+class ConsumerGroupPartitionMetadataValue:
+    topics: dict[str, TopicMetadata]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataKey:
+    """key version 5; value: a member's subscription and identity."""
+
+    group: str
+    member_id: str
+
+
+@dataclass(slots=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol inside a consumer group."""
+
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
+
+
+@dataclass(slots=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataKey:
+    """key version 6; value: the epoch of the target assignment."""
+
+    group: str
+
+
+@dataclass(slots=True)
+class ConsumerGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberKey:
+    """key version 7; value: one member's target assignment."""
+
+    group: str
+    member_id: str
+
+
+@dataclass(slots=True)
+class ConsumerGroupTargetAssignmentMemberValue:
+    partitions: Assignment
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentKey:
+    """key version 8; value: where a member stands in its reconciliation."""
+
+    group: str
+    member_id: str
+
+
+@dataclass(slots=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: Assignment
+    pending_revocation: Assignment
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionKey:
+    """key version 16; value: the topics a subscription regex resolved to."""
+
+    group: str
+    regex: str
+
+
+@dataclass(slots=True)
+class ConsumerGroupRegularExpressionValue:
+    topics: tuple[str, ...]
+    version: int
+    timestamp: int
+
+
+ConsumerGroupKey = (
+    ConsumerGroupMetadataKey
+    | ConsumerGroupPartitionMetadataKey
+    | ConsumerGroupMemberMetadataKey
+    | ConsumerGroupTargetAssignmentMetadataKey
+    | ConsumerGroupTargetAssignmentMemberKey
+    | ConsumerGroupCurrentMemberAssignmentKey
+    | ConsumerGroupRegularExpressionKey
+)
+ConsumerGroupValue = (
+    ConsumerGroupMetadataValue
+    | ConsumerGroupPartitionMetadataValue
+    | ConsumerGroupMemberMetadataValue
+    | ConsumerGroupTargetAssignmentMetadataValue
+    | ConsumerGroupTargetAssignmentMemberValue
+    | ConsumerGroupCurrentMemberAssignmentValue
+    | ConsumerGroupRegularExpressionValue
+)
+
+Key = OffsetKey | GroupKey | ConsumerGroupKey
+Value = OffsetValue | GroupValue | ConsumerGroupValue
 
 
 @dataclass(slots=True)

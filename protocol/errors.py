@@ -138,6 +138,7 @@ class ErrorCode(IntEnum):
     INVALID_VOTER_KEY = 125
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 class KafkaError(Exception):
@@ -170,6 +171,33 @@ _COORDINATOR_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
 def coordinator_append_error(code: ErrorCode) -> ErrorCode:
     """Map a log-append failure to the code a group-coordinator client sees."""
     return _COORDINATOR_APPEND_ERRORS.get(code, code)
+
+
+# Errors from appending to __transaction_state as the transaction coordinator reports them
+# (Kafka's TransactionStateManager.appendTransactionToLog).
+_TXN_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+def txn_append_error(code: ErrorCode) -> ErrorCode:
+    """Map a __transaction_state append failure to the code a transactional client sees."""
+    return _TXN_APPEND_ERRORS.get(code, code)
+
+
+# Before PRODUCER_FENCED existed (InitProducerId < v4, EndTxn / AddPartitionsToTxn /
+# AddOffsetsToTxn < v2) clients knew it as INVALID_PRODUCER_EPOCH (Kafka's KafkaApis does this).
+def fenced_for_version(code: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
+    if code == ErrorCode.PRODUCER_FENCED and version < first_version_with_fenced:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
 
 
 def error_code_of(exc: BaseException) -> ErrorCode:

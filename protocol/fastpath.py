@@ -422,3 +422,194 @@ class OffsetCommitResponseData:
 HEARTBEAT = FastPath(decode_heartbeat, {4: decode_heartbeat_v4})
 OFFSET_COMMIT = FastPath(decode_offset_commit, {8: decode_offset_commit_flexible, 9: decode_offset_commit_flexible},
                          encode_offset_commit_response)
+
+
+# ---- ConsumerGroupHeartbeat (KIP-848): the hot API of a consumer-protocol group ----------------
+
+_UUID16 = struct.Struct(">16s")
+
+
+class ConsumerGroupHeartbeatTopicPartitions:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id: Any, partitions: list[int]) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+
+class ConsumerGroupHeartbeatRequestData:
+    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id", "rebalance_timeout_ms",
+                 "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "topic_partitions")
+
+    def __init__(self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
+                 rack_id: str | None, rebalance_timeout_ms: int, subscribed_topic_names: list[str] | None,
+                 subscribed_topic_regex: str | None, server_assignor: str | None,
+                 topic_partitions: list[ConsumerGroupHeartbeatTopicPartitions] | None) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.instance_id = instance_id
+        self.rack_id = rack_id
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.subscribed_topic_names = subscribed_topic_names
+        self.subscribed_topic_regex = subscribed_topic_regex
+        self.server_assignor = server_assignor
+        self.topic_partitions = topic_partitions
+
+
+def _uuid(r: _Reader) -> Any:
+    import uuid
+
+    end = r.pos + 16
+    if end > len(r.buf):
+        raise FastDecodeError("truncated uuid")
+    u = uuid.UUID(bytes=bytes(r.buf[r.pos:end]))
+    r.pos = end
+    return u
+
+
+def decode_consumer_group_heartbeat(buf: bytes, pos: int, version: int) -> Any:
+    """ConsumerGroupHeartbeat v0-v1 (flexible; v1: SubscribedTopicRegex)."""
+    r = _Reader(buf, pos, True)
+    group_id = r.string()
+    member_id = r.string()
+    epoch = r.int32()
+    instance_id = r.string(nullable=True)
+    rack_id = r.string(nullable=True)
+    rebalance = r.int32()
+    n = r.uvarint() - 1
+    names = None if n < 0 else [r.string() for _ in range(n)]
+    regex = r.string(nullable=True) if version >= 1 else None
+    assignor = r.string(nullable=True)
+    n = r.uvarint() - 1
+    tps = None
+    if n >= 0:
+        tps = []
+        for _ in range(n):
+            topic_id = _uuid(r)
+            parts = [r.int32() for _ in range(r.array_length())]
+            r.skip_tagged_fields()
+            tps.append(ConsumerGroupHeartbeatTopicPartitions(topic_id, parts))
+    r.skip_tagged_fields()
+    if r.pos != len(buf):
+        raise FastDecodeError(f"{len(buf) - r.pos} bytes after the request")
+    return ConsumerGroupHeartbeatRequestData(group_id, member_id, epoch, instance_id, rack_id,  # type: ignore[arg-type]
+                                             rebalance, names, regex, assignor, tps)
+
+
+class _CGHAssignment:
+    __slots__ = ("topic_partitions",)
+
+    def __init__(self, topic_partitions: list[ConsumerGroupHeartbeatTopicPartitions]) -> None:
+        self.topic_partitions = topic_partitions
+
+
+class ConsumerGroupHeartbeatResponseData:
+    """A ConsumerGroupHeartbeat answer encoded by hand (reads like kafka-python's response:
+    the same attributes, encode(), decode())."""
+
+    __slots__ = ("version", "error_code", "error_message", "member_id", "member_epoch", "heartbeat_interval_ms",
+                 "assignment")
+    API_KEY = 68
+    throttle_time_ms = 0
+
+    def __init__(self, version: int, error_code: int, error_message: str | None, member_id: str | None,
+                 member_epoch: int, heartbeat_interval_ms: int,
+                 assignment: list[tuple[Any, list[int]]] | None) -> None:
+        self.version = version
+        self.error_code = error_code
+        self.error_message = error_message
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.assignment = None if assignment is None else _CGHAssignment(
+            [ConsumerGroupHeartbeatTopicPartitions(t, ps) for t, ps in assignment])
+
+    @property
+    def API_VERSION(self) -> int:  # noqa: N802 - kafka-python's name
+        return self.version
+
+    def encode(self, version: int | None = None) -> bytes:
+        return encode_consumer_group_heartbeat_response(self, self.version if version is None else version)
+
+    @classmethod
+    def decode(cls, data: bytes, version: int) -> Any:
+        from protocol.messages import ConsumerGroupHeartbeatResponse
+
+        return ConsumerGroupHeartbeatResponse.decode(data, version=version)
+
+    def __repr__(self) -> str:
+        return (f"ConsumerGroupHeartbeatResponseData(error_code={self.error_code}, member_id={self.member_id!r}, "
+                f"member_epoch={self.member_epoch}, assignment={self.assignment is not None})")
+
+
+def _cstr(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return _uvarint(len(b) + 1) + b
+
+
+_I16_I32 = struct.Struct(">ih")
+
+
+def encode_consumer_group_heartbeat_response(resp: Any, version: int) -> bytes:
+    """ConsumerGroupHeartbeatResponse v0-v1 from a response object (ours or kafka-python's)."""
+    parts = [_I16_I32.pack(resp.throttle_time_ms or 0, resp.error_code), _cstr(resp.error_message),
+             _cstr(resp.member_id), _I32.pack(resp.member_epoch), _I32.pack(resp.heartbeat_interval_ms)]
+    a = resp.assignment
+    if a is None:
+        parts.append(b"\xff")
+    else:
+        parts.append(b"\x01")
+        tps = a.topic_partitions
+        parts.append(_uvarint(len(tps) + 1))
+        for tp in tps:
+            parts.append(tp.topic_id.bytes)
+            parts.append(_uvarint(len(tp.partitions) + 1))
+            parts.extend(_I32.pack(p) for p in tp.partitions)
+            parts.append(b"\x00")
+        parts.append(b"\x00")
+    parts.append(b"\x00")
+    return b"".join(parts)
+
+
+def decode_consumer_group_keepalive(buf: bytes, start: int, version: int) -> Any:
+    """ConsumerGroupHeartbeat v0-v1 read straight when it is a keep-alive (group and member ids
+    of one varint byte each, then nothing but the epoch: every optional field null or -1, no
+    tagged field), what a stable member sends every interval; else the general reader."""
+    try:
+        b = buf[start]
+        if not 0 < b < 128:
+            raise _NotShort
+        end = start + b
+        group_id = buf[start + 1:end].decode()
+        b = buf[end]
+        if not 0 < b < 128:
+            raise _NotShort
+        pos = end + b
+        member_id = buf[end + 1:pos].decode()
+        (epoch,) = _I32.unpack_from(buf, pos)
+        # instance, rack: null; rebalance timeout -1; names null; [v1: regex null]; assignor null;
+        # partitions null; no tagged fields
+        tail = _KEEPALIVE_TAIL[version]
+        if buf[pos + 4:] != tail:
+            raise _NotShort
+        return ConsumerGroupHeartbeatRequestData(group_id, member_id, epoch, None, None, -1, None, None, None, None)
+    except (IndexError, ValueError, struct.error):
+        return decode_consumer_group_heartbeat(buf, start, version)
+
+
+_KEEPALIVE_TAIL = {0: b"\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00", 1: b"\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00\x00"}
+
+
+@lru_cache(maxsize=4096)
+def consumer_group_keepalive_body(version: int, member_id: str, epoch: int, interval_ms: int) -> bytes:
+    """The answer to a keep-alive: the same bytes for a member until its epoch changes."""
+    return encode_consumer_group_heartbeat_response(
+        ConsumerGroupHeartbeatResponseData(version, 0, None, member_id, epoch, interval_ms, None), version)
+
+
+CONSUMER_GROUP_HEARTBEAT = FastPath(decode_consumer_group_heartbeat,
+                                    {0: decode_consumer_group_keepalive, 1: decode_consumer_group_keepalive},
+                                    encode_consumer_group_heartbeat_response)

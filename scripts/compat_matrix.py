@@ -30,11 +30,19 @@ CLIENTS = [
     ("kafkajs", "kafkajs"),
 ]
 FEATURES = ["bootstrap", "group join", "static membership", "rebalance on leave", "commit/fetch", "consume",
-            "restart resume", "read __consumer_offsets", "SASL and TLS"]
+            "restart resume", "read __consumer_offsets", "transactions", "consumer protocol (KIP-848)",
+            "SASL and TLS"]
 
 # Why a cell has no test; printed only for cells that come out "—".
 NOT_TESTED_WHY = {
     ("kafkajs", "static membership"): "kafkajs 2.2.4 has no group.instance.id",
+    ("kcat", "transactions"): "kcat has no transactional producer",
+    ("java", "consumer protocol (KIP-848)"): "the 3.9 client's group.protocol=consumer predates the "
+                                             "protocol's final form (Kafka 4.0); no 4.x jar is reachable here",
+    ("kcat", "consumer protocol (KIP-848)"): "librdkafka 2.0 predates KIP-848",
+    ("kafka-python", "consumer protocol (KIP-848)"): "kafka-python 3 speaks only the classic protocol",
+    ("aiokafka", "consumer protocol (KIP-848)"): "aiokafka speaks only the classic protocol",
+    ("kafkajs", "consumer protocol (KIP-848)"): "kafkajs 2.2.4 speaks only the classic protocol",
 }
 
 

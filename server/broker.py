@@ -20,6 +20,8 @@ from server.metrics import Metrics
 from server.security.state import SecurityState
 from server.topic_deletion import TopicDeleter
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
+from server.txn.log_writer import TXN_TOPIC
+from server.txn.service import TxnService
 from storage.log_manager import LogManager
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ class Broker:
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime
         self.data_plane: DataPlane
+        self.txn: TxnService
         self._background: list[asyncio.Task[None]] = []
         self._lock_fd: int | None = None
         self.deleter = TopicDeleter(self)
@@ -57,6 +60,16 @@ class Broker:
         self._lock_log_dir()
         self.security.load(self.log_dir)
         self.cluster_id = load_or_create_meta(self.log_dir, self.config.node_id, self.config["cluster.id"])
+        self.open_state()
+        log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, self.config.node_id,
+                 len(self.topics.topics), self.log_dir)
+
+    def open_state(self) -> None:
+        """Topics, their logs, the data plane and the group coordinator, from what the log
+        directory holds (at start-up; and after a reset emptied it, server/control/reset.py)."""
+        self.topics = TopicRegistry(self.log_dir)
+        self.configs = BrokerConfigs(self.config, self.log_dir)
+        self.deleter = TopicDeleter(self)
         self.topics.load()
         self.configs.load()
         if self.topics.get(OFFSETS_TOPIC) is None:
@@ -81,6 +94,7 @@ class Broker:
             self._create_logs(topic)
         self.data_plane = DataPlane(self)
         self.coordinator = GroupCoordinator(group_config(cfg), self.clock, self.offsets_partitions)
+        self.coordinator.set_topics(self.topics)
         self.runtime = CoordinatorRuntime(
             self.coordinator,
             self.logs,
@@ -93,18 +107,19 @@ class Broker:
             on_append=lambda p: self.data_plane.appended(OFFSETS_TOPIC, p),
             metrics=self.metrics,
         )
-        log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, cfg.node_id,
-                 len(self.topics.topics), self.log_dir)
+        self.txn = TxnService(self)  # the transaction coordinator, beside the group's
 
-    def start_background(self) -> None:
+    def start_background(self, freeze: bool = True) -> None:
         """After the listeners are up: load __consumer_offsets (groups answer
         COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention task."""
         loading = asyncio.ensure_future(self.runtime.load_all())
-        # What start-up and loading built lives as long as the server: keep it out of every
-        # later full garbage collection (they cost ~1.4% of the CPU under commit load).
-        loading.add_done_callback(lambda _: gc.freeze())
+        if freeze:
+            # What start-up and loading built lives as long as the server: keep it out of every
+            # later full garbage collection (they cost ~1.4% of the CPU under commit load).
+            loading.add_done_callback(lambda _: gc.freeze())
         self._background.append(loading)  # first: tests and tools await the load through it
         self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
+        self._background.append(asyncio.ensure_future(self.txn.run(loading)))
         self._background.append(asyncio.ensure_future(self._finish_deletions_after(loading)))
         self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])
         from server.data_plane import start_topic_retention  # topics' retention.ms / retention.bytes
@@ -114,7 +129,8 @@ class Broker:
     async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
         """Once __consumer_offsets is loaded, keep putting in place the segments the
         compaction sidecar commits (storage/swap.py) for every topic whose cleanup.policy has
-        `compact`. Not while loading: the loader reads segments across awaits."""
+        `compact`, __transaction_state's once it is loaded too. Not while loading: the loaders
+        read segments across awaits."""
         from server.data_plane import cleanup_policy
 
         await loading
@@ -123,6 +139,8 @@ class Broker:
             await asyncio.sleep(interval)
             assert self.logs is not None
             for topic in list(self.topics.topics.values()):
+                if topic.name == TXN_TOPIC and not self.txn.loaded:
+                    continue
                 if "compact" not in cleanup_policy(self, topic):
                     continue
                 for p in self.logs.partitions(topic.name):
@@ -143,9 +161,10 @@ class Broker:
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None
         seg = self.configs.topic_values(topic)["segment.bytes"]
-        # __consumer_offsets partitions get their directory at their first write or read: a
-        # new server does not create (and fsync) 50 empty partitions before it listens
-        make = self.logs.declare if topic.name == OFFSETS_TOPIC else self.logs.create
+        # __consumer_offsets (and __transaction_state) partitions get their directory at their
+        # first write or read: a new server does not create (and fsync) 50 empty partitions
+        # before it listens, nor the first transactional client 50 more
+        make = self.logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC) else self.logs.create
         for p in range(topic.partitions):
             make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id)
             plog = self.logs.existing(topic.name, p)
@@ -219,10 +238,20 @@ class Broker:
         if self.deleter.loaded.is_set():
             await self.deleter.finish(pending)
 
-    async def stop(self) -> None:
-        self.deleter.stop()
+    async def loaded(self) -> None:
+        """Until __consumer_offsets is loaded (the first background task)."""
+        if self._background:
+            await asyncio.shield(self._background[0])
+
+    def stop_background(self) -> None:
         for task in self._background:
             task.cancel()
+        self._background.clear()
+
+    async def stop(self) -> None:
+        self.deleter.stop()
+        self.stop_background()
+        await self.txn.stop()
         await self.runtime.stop()
         if self.logs is not None:
             self.logs.close()
@@ -243,4 +272,25 @@ def group_config(cfg: Config) -> GroupConfig:
         offsets_retention_minutes=cfg["offsets.retention.minutes"],
         offsets_retention_check_interval_ms=cfg["offsets.retention.check.interval.ms"],
         offsets_commit_timeout_ms=cfg["offsets.commit.timeout.ms"],
+        group_consumer_session_timeout_ms=_within(cfg, "group.consumer.session.timeout.ms"),
+        group_consumer_min_session_timeout_ms=cfg["group.consumer.min.session.timeout.ms"],
+        group_consumer_max_session_timeout_ms=cfg["group.consumer.max.session.timeout.ms"],
+        group_consumer_heartbeat_interval_ms=_within(cfg, "group.consumer.heartbeat.interval.ms"),
+        group_consumer_min_heartbeat_interval_ms=cfg["group.consumer.min.heartbeat.interval.ms"],
+        group_consumer_max_heartbeat_interval_ms=cfg["group.consumer.max.heartbeat.interval.ms"],
+        group_consumer_max_size=cfg["group.consumer.max.size"],
+        group_consumer_assignors=cfg["group.consumer.assignors"],
+        group_consumer_migration_policy=cfg["group.consumer.migration.policy"],
     )
+
+
+def _within(cfg: Config, name: str) -> int:
+    """group.consumer.X must lie within group.consumer.min.X and group.consumer.max.X, as
+    Kafka requires at start-up."""
+    value = cfg[name]
+    stem = name.removeprefix("group.consumer.")
+    lo, hi = cfg[f"group.consumer.min.{stem}"], cfg[f"group.consumer.max.{stem}"]
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be between group.consumer.min.{stem} ({lo}) and "
+                         f"group.consumer.max.{stem} ({hi}), not {value}")
+    return value

@@ -40,6 +40,22 @@ def _text(v: Any) -> str:
     return str(v)
 
 
+def _assignors(v: Any) -> tuple[str, ...]:
+    from server.group.consumer.assignors import assignor_names
+
+    names = [s for s in (v if isinstance(v, list | tuple) else str(v).split(",")) if str(s).strip()]
+    if not names:
+        raise ValueError("at least one assignor is needed")
+    return tuple(assignor_names([str(s) for s in names]))
+
+
+def _migration_policy(v: Any) -> str:
+    s = str(v).strip().lower()
+    if s not in ("bidirectional", "upgrade", "downgrade", "disabled"):
+        raise ValueError("one of bidirectional, upgrade, downgrade, disabled")
+    return s
+
+
 # name -> (parser, default): the settings kcoord honours. Like Kafka, other names (a stock
 # server.properties has many) are kept aside and reported at start-up, not refused; a bad
 # value for a known name is refused.
@@ -77,6 +93,26 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.max.session.timeout.ms": (int, 1800000),
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.max.size": (int, 2147483647),
+    # the transaction coordinator (server/txn/)
+    "transaction.state.log.num.partitions": (int, 50),
+    "transaction.state.log.segment.bytes": (int, 104857600),
+    "transaction.state.log.load.buffer.size": (int, 5242880),
+    "transaction.max.timeout.ms": (int, 900000),
+    "transactional.id.expiration.ms": (int, 604800000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
+    "transaction.partition.verification.enable": (_bool, True),
+    "request.timeout.ms": (int, 30000),
+    # consumer groups (KIP-848), Kafka 4.x's names and defaults
+    "group.consumer.session.timeout.ms": (int, 45000),
+    "group.consumer.min.session.timeout.ms": (int, 45000),
+    "group.consumer.max.session.timeout.ms": (int, 60000),
+    "group.consumer.heartbeat.interval.ms": (int, 5000),
+    "group.consumer.min.heartbeat.interval.ms": (int, 5000),
+    "group.consumer.max.heartbeat.interval.ms": (int, 15000),
+    "group.consumer.max.size": (int, 2147483647),
+    "group.consumer.assignors": (_assignors, ("uniform", "range")),
+    "group.consumer.migration.policy": (_migration_policy, "bidirectional"),
     # Kafka's log cleaner settings, used by `kcoord compact` / `kcoord sidecar`
     "log.cleaner.delete.retention.ms": (int, 86400000),
     "log.cleaner.min.cleanable.ratio": (float, 0.5),
@@ -85,6 +121,11 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.level": (_str, "INFO"),
     # kcoord's own: where Prometheus scrapes /metrics, e.g. http://127.0.0.1:9404 (off when empty)
     "kcoord.metrics.listener": (_str, ""),
+    # kcoord's own: the control API for tests (fault injection, recording, reset), e.g.
+    # http://127.0.0.1:9405 (off when empty; server/control/)
+    "kcoord.control.listener": (_str, ""),
+    # kcoord's own: serve N node ids, each on its own listener ports (server/virtual/); 1: off
+    "kcoord.virtual.brokers": (int, 1),
     # how often the server looks for compacted segments the sidecar committed (.swap files)
     "kcoord.compaction.handoff.check.ms": (int, 1000),
     **SECURITY_SETTINGS,

@@ -94,8 +94,14 @@ class CoordinatorRuntime:
         self.writer = CoordinatorWriter(logs, num_partitions, coordinator.replay, clock,
                                         commit_timeout_ms / 1000.0, max_message_bytes, on_append)
         self._retention_task: asyncio.Task[None] | None = None
+        # (partition, its log) -> None, run after a partition's records are replayed and
+        # before its groups are served (the transaction coordinator adds open transactions)
+        self.load_hooks: list[Callable[[int, Any], None]] = []
         # Writes no request asked for (a group emptied by a session timeout) come through here.
         coordinator.set_background_writer(self.write_background)
+        # work the coordinator defers to the end of the loop turn (one target assignment for
+        # every consumer-group heartbeat of the turn) runs as the loop's next callback
+        coordinator.set_end_of_turn(lambda fn: asyncio.get_running_loop().call_soon(fn))
 
     # ---------------------------------------------------------------- live writes
     #
@@ -109,7 +115,7 @@ class CoordinatorRuntime:
             return result.response
         assert result.on_appended is not None, "a result with records needs on_appended"
         out = _PendingResponse(self.metrics, result.records, result.on_appended)
-        self.writer.write(result.records, out)
+        self.writer.write(result.records, out, not result.applied, result.undo)
         return out
 
     def write_background(self, result: CoordinatorResult) -> None:
@@ -123,7 +129,8 @@ class CoordinatorRuntime:
             if on_appended is not None:
                 on_appended(code)
 
-        asyncio.get_running_loop().call_soon(self.writer.write, result.records, done)
+        asyncio.get_running_loop().call_soon(self.writer.write, result.records, done, not result.applied,
+                                             result.undo)
 
     async def append(self, records: list[CoordinatorRecord]) -> None:
         """Append, wait until durable and replayed; raises KafkaError on failure."""
@@ -145,6 +152,16 @@ class CoordinatorRuntime:
             total_records += await self._load_partition(p)
         log.info("Loaded %d records of %d %s partitions in %d ms", total_records,
                  self.num_partitions, OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
+
+    async def reload(self, partition: int, hold_s: float = 0.0) -> None:
+        """Unload a partition and load it again from its log after `hold_s` seconds, as a
+        coordinator that takes a partition over does: its groups answer
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile, requests parked on them NOT_COORDINATOR, and
+        what only memory held (members joining, sessions' deadlines) starts afresh."""
+        self.coordinator.begin_loading(partition)
+        if hold_s > 0:
+            await asyncio.sleep(hold_s)
+        await self._load_partition(partition)
 
     async def _load_partition(self, partition: int) -> int:
         started = reported = time.monotonic()
@@ -176,6 +193,8 @@ class CoordinatorRuntime:
                 replayed += 1
                 if replayed % _LOAD_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
+        for hook in self.load_hooks:
+            hook(partition, plog)
         self.coordinator.end_loading(partition)
         self.metrics.partition_load_seconds[partition] = time.monotonic() - started
         if n:
@@ -187,6 +206,11 @@ class CoordinatorRuntime:
 
     def start_retention(self, interval_ms: int) -> None:
         self._retention_task = asyncio.ensure_future(self._retention_loop(interval_ms))
+
+    def stop_retention(self) -> None:
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            self._retention_task = None
 
     async def _retention_loop(self, interval_ms: int) -> None:
         while True:
@@ -207,8 +231,7 @@ class CoordinatorRuntime:
 
     async def stop(self) -> None:
         """Let writes in flight finish (bounded by offsets.commit.timeout.ms)."""
-        if self._retention_task is not None:
-            self._retention_task.cancel()
+        self.stop_retention()
         deadline = time.monotonic() + self.commit_timeout_s
         while self.writer.pending and time.monotonic() < deadline:
             await asyncio.sleep(0.005)

@@ -35,19 +35,25 @@ _FLUSH_EARLY_BYTES = 512 * 1024  # a staged batch this large goes out without wa
 class _Writer:
     """One caller's write, possibly spread over several partitions' batches."""
 
-    __slots__ = ("owner", "done", "left", "finished")
+    __slots__ = ("owner", "done", "left", "finished", "undo")
 
-    def __init__(self, owner: CoordinatorWriter, done: Done, parts: int) -> None:
+    def __init__(self, owner: CoordinatorWriter, done: Done, parts: int,
+                 undo: Callable[[], None] | None = None) -> None:
         self.owner = owner
         self.done = done
         self.left = parts
         self.finished = False
+        self.undo = undo  # records applied ahead of the append: how to take them back
         owner.pending += 1
 
-    def finish(self, code: ErrorCode | None) -> None:
+    def finish(self, code: ErrorCode | None, appended: bool = True) -> None:
+        """`appended` False: the records never reached the log, so applied ones are undone."""
         if not self.finished:
             self.finished = True
             self.owner.pending -= 1
+            undo, self.undo = self.undo, None
+            if undo is not None and not appended:
+                undo()
             self.done(code)
 
 
@@ -88,33 +94,40 @@ class CoordinatorWriter:
         self._flush_scheduled = False
         self._partition_of = lru_cache(maxsize=65536)(lambda g: partition_for(g, num_partitions))
 
-    def write(self, records: list[CoordinatorRecord], done: Done) -> None:
+    def write(self, records: list[CoordinatorRecord], done: Done, replay: bool = True,
+              undo: Callable[[], None] | None = None) -> None:
         """Stage `records`; `done` runs exactly once, with None once they are durable and
-        replayed, or with the code the client should see."""
+        replayed, or with the code the client should see. replay=False: the caller applied
+        them already (consumer groups); `undo` takes them back if they never reach the log."""
         try:
             parts = self._encode(records)
         except Exception as e:  # noqa: BLE001 - the writer is told, so its pending state is undone
             if not isinstance(e, KafkaError):
                 log.error("Could not encode %d coordinator records: %r", len(records), e)
+            if undo is not None:
+                undo()
             done(coordinator_append_error(error_code_of(e)))
             return
-        writer = _Writer(self, done, len(parts))
+        writer = _Writer(self, done, len(parts), undo)
         staged = self._staged
         for partition, kvs, recs, size in parts:
             batch = staged.get(partition)
             if batch is not None and batch.size + size > self.max_message_bytes:
-                self._flush_partition(partition)
+                if not self._flush_partition(partition) and writer.undo is not None:
+                    # applied on top of what just failed to append: it cannot stand either
+                    writer.finish(ErrorCode.NOT_COORDINATOR, appended=False)
+                    return
                 batch = None
             if batch is None:
                 try:
                     plog = self._log(partition)
                 except KafkaError as e:
-                    writer.finish(coordinator_append_error(e.code))
+                    writer.finish(coordinator_append_error(e.code), appended=False)
                     return
                 batch = staged[partition] = _Batch(plog)
             batch.kvs.extend(kvs)
             batch.size += size
-            batch.entries.append((writer, recs))
+            batch.entries.append((writer, recs if replay else ()))
             if batch.size >= _FLUSH_EARLY_BYTES:
                 self._flush_partition(partition)
         if staged and not self._flush_scheduled:
@@ -166,15 +179,16 @@ class CoordinatorWriter:
         for partition in list(self._staged):
             self._flush_partition(partition)
 
-    def _flush_partition(self, partition: int) -> None:
+    def _flush_partition(self, partition: int) -> bool:
+        """False when the append failed (its writers are answered)."""
         batch = self._staged.pop(partition)
         try:
             _, last = batch.plog.append_records(batch.kvs, self.clock.now_ms())
         except Exception as e:  # noqa: BLE001 - every failure becomes the clients' error code
             if not isinstance(e, LogDirOfflineError):  # that one was logged once, with the directory
                 log.error("Appending %d records to %s-%d failed: %r", len(batch.kvs), OFFSETS_TOPIC, partition, e)
-            self._fail(batch, coordinator_append_error(error_code_of(e)))
-            return
+            self._fail(batch, coordinator_append_error(error_code_of(e)), appended=False)
+            return False
         if self.on_append is not None:
             self.on_append(partition)
 
@@ -202,8 +216,10 @@ class CoordinatorWriter:
                     writer.finish(None)
 
         group_commit(batch.plog).when_durable(last, on_durable)
+        return True
 
     @staticmethod
-    def _fail(batch: _Batch, code: ErrorCode) -> None:
-        for writer, _recs in batch.entries:
-            writer.finish(code)
+    def _fail(batch: _Batch, code: ErrorCode, appended: bool = True) -> None:
+        # newest first: applied records are undone in the reverse order they were made
+        for writer, _recs in reversed(batch.entries):
+            writer.finish(code, appended)

@@ -2,8 +2,9 @@
 share: the fetch purgatory, producer state, effective topic configs, leader-epoch checks and
 the topic retention task.
 
-kcoord is a single broker: it leads every partition at leader epoch 0, the high watermark and
-the last stable offset are the log end offset, and there are no transactions.
+kcoord is a single broker: it leads every partition at leader epoch 0 and the high watermark is
+the log end offset; the last stable offset is the first offset of the oldest open transaction
+(server/partition_txns.py), the log end offset when none is open.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
 from server.config_catalogue import LONG_MAX
+from server.partition_txns import PartitionTxnStates
 from server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
 from server.purgatory import Purgatory
 from server.topics import OFFSETS_TOPIC, Topic
@@ -35,6 +37,7 @@ class DataPlane:
         self.fetch_purgatory = Purgatory(broker.clock, "fetch")
         self.producer_ids = ProducerIdManager(broker.log_dir)
         self.producers = ProducerStates(self.producer_ids)
+        self.txns = PartitionTxnStates()  # open and aborted transactions per partition
         self.parked: set = set()  # DelayedFetch operations waiting in the purgatory
 
     def complete_parked(self) -> int:
@@ -151,6 +154,9 @@ def run_topic_retention(broker: Broker, now_ms: int | None = None) -> int:
                 state = dp.producers.loaded(topic.name, p)
                 if state is not None:
                     state.evict_before(plog.log_start_offset)
+                txns = dp.txns.loaded(topic.name, p)
+                if txns is not None:
+                    txns.evict_before(plog.log_start_offset)
                 dp.appended(topic.name, p)  # long polls below the new log start must answer
     for _, state in dp.producers.items():
         state.expire(now, PRODUCER_ID_EXPIRATION_MS)

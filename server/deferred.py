@@ -49,3 +49,31 @@ class Deferred(Generic[T]):
             callbacks.append(cb)
         else:
             self._callbacks = [callbacks, cb]  # type: ignore[list-item]
+
+
+def then(answer: Any, fn: Callable[[Any], Any]) -> Any:
+    """fn(answer) now, or a Deferred of it when `answer` is a Deferred still to complete."""
+    if not isinstance(answer, Deferred):
+        return fn(answer)
+    out: Deferred[Any] = Deferred()
+    answer.add_callback(lambda v: out.complete(fn(v)))
+    return out
+
+
+def gather(answers: list[Any]) -> Any:
+    """The list of answers, or a Deferred of it once every Deferred among them completed."""
+    waiting = [a for a in answers if isinstance(a, Deferred) and not a.done]
+    if not waiting:
+        return [a.result() if isinstance(a, Deferred) else a for a in answers]
+    out: Deferred[list[Any]] = Deferred()
+    left = len(waiting)
+
+    def one_done(_: Any) -> None:
+        nonlocal left
+        left -= 1
+        if left == 0:
+            out.complete([a.result() if isinstance(a, Deferred) else a for a in answers])
+
+    for a in waiting:
+        a.add_callback(one_done)
+    return out

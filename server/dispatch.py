@@ -169,6 +169,9 @@ class _Framed(Deferred[bytes | None]):
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        # what new connections start with as their `hook` (server/control/ sets it when the
+        # control API is on): None serves every request straight through handle()
+        self.connection_hook: Any = None
         self._client: Session | str | None = None
         if broker.config["authorizer.class.name"]:
             # Authorizing: direct calls learn the connection's principal through current_client;

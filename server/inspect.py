@@ -46,6 +46,41 @@ def rebuild(log_dir: str) -> GroupCoordinator:
     return coordinator
 
 
+def _group_row(coordinator: GroupCoordinator, g: Any) -> dict[str, Any]:
+    """One group as `kcoord groups` shows it: a classic group's generation, protocol and leader;
+    a consumer group's (KIP-848) epochs, assignor and each member's epoch and partitions."""
+    offsets = coordinator.offset_manager.count(g.group_id)
+    if g.TYPE == "consumer":
+        names = {m.topic_id: m.name for m in g.subscription_metadata.values()}
+
+        def parts(a: dict) -> dict[str, list[int]]:
+            return {names.get(t, str(t)): sorted(ps) for t, ps in a.items()}
+
+        return {
+            "group": g.group_id, "type": "consumer", "state": g.state_name(), "protocol_type": "consumer",
+            "protocol": g.preferred_assignor() or "", "generation": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch, "leader": "",
+            "members": [
+                {"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                 "client_host": m.client_host, "member_epoch": m.member_epoch, "state": m.state.name,
+                 "subscribed_topics": list(m.subscribed_topic_names), "subscribed_regex": m.subscribed_topic_regex,
+                 "assigned": parts(m.assigned), "target": parts(g.target_assignment.get(mid, {}))}
+                for mid, m in g.members.items()
+            ],
+            "offsets": offsets,
+        }
+    return {
+        "group": g.group_id, "type": "classic", "state": g.state.value, "protocol_type": g.protocol_type or "",
+        "protocol": g.protocol_name or "", "generation": g.generation_id, "leader": g.leader_id or "",
+        "members": [
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+             "client_id": m.client_id, "client_host": m.client_host}
+            for m in g.members.values()
+        ],
+        "offsets": offsets,
+    }
+
+
 def _ts(ms: int | None) -> str:
     if ms is None or ms < 0:
         return "-"
@@ -79,20 +114,7 @@ def main(argv: list[str]) -> int:
     if command == "groups":
         rows = []
         for g in groups:
-            row = {
-                "group": g.group_id,
-                "state": g.state.value,
-                "protocol_type": g.protocol_type or "",
-                "protocol": g.protocol_name or "",
-                "generation": g.generation_id,
-                "leader": g.leader_id or "",
-                "members": [
-                    {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                     "client_id": m.client_id, "client_host": m.client_host}
-                    for m in g.members.values()
-                ],
-                "offsets": coordinator.offset_manager.count(g.group_id),
-            }
+            row = _group_row(coordinator, g)
             if args.json:
                 print(json.dumps(row))
             else:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from protocol.coordinator_records import CoordinatorRecord, GroupValue, OffsetKey
 from server.group.classic.state import GroupState
+from server.txn.metrics import txn_metric_families
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -142,6 +143,7 @@ class _Collector:
             latency.add_metric([api], buckets, lat.total)
         yield latency
         yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(broker.connections))
+        yield from txn_metric_families(broker)
 
 
 class _MetricsHttp(asyncio.Protocol):

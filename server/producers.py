@@ -150,6 +150,7 @@ class ProducerEntry:
     epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    coordinator_epoch: int = -1  # of its last transaction marker (-1: none)
 
     @property
     def last_seq(self) -> int:
@@ -180,7 +181,8 @@ def batch_last_sequence(h: BatchHeader) -> int:
 
 
 class PartitionProducerState:
-    """The producers of one partition (Kafka's ProducerStateManager, without transactions)."""
+    """The producers of one partition: sequences and epochs (Kafka's ProducerStateManager; the
+    open transactions are server/partition_txns.py's)."""
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -229,6 +231,19 @@ class PartitionProducerState:
         entry.add_batch(h.producer_epoch, batch_last_sequence(h), base_offset + h.last_offset_delta,
                         h.last_offset_delta, h.max_timestamp)
 
+    def apply_marker(self, producer_id: int, producer_epoch: int, timestamp: int, coordinator_epoch: int = 0) -> None:
+        """A transaction marker of `producer_id` was written: its epoch is the producer's
+        current one from now on (a coordinator's fencing bump included), as Kafka's
+        ProducerStateManager does; the sequence state of an older epoch is dropped."""
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            entry = self.entries[producer_id] = ProducerEntry(producer_id)
+        if producer_epoch > entry.epoch:
+            entry.batches.clear()
+            entry.epoch = producer_epoch
+        entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        entry.coordinator_epoch = coordinator_epoch
+
     def evict_before(self, log_start_offset: int) -> int:
         """Drop producers whose last batch is below the log start (retention deleted them)."""
         gone = [pid for pid, e in self.entries.items() if e.last_data_offset < log_start_offset]
@@ -250,9 +265,12 @@ class PartitionProducerState:
             if i < len(segments) - 1 and seg.max_timestamp >= 0 and now_ms - seg.max_timestamp >= expiration_ms:
                 continue  # every producer last seen here has expired
             for h, _ in scan_batches(seg.fd, 0, seg.size, verify_crc=False):
-                if h.producer_id < 0 or h.is_control:
+                if h.producer_id < 0:
                     continue
                 max_pid = max(max_pid, h.producer_id)
+                if h.is_control:
+                    self.apply_marker(h.producer_id, h.producer_epoch, h.max_timestamp)
+                    continue
                 self.update(h, h.base_offset)
         self.evict_before(plog.log_start_offset)
         self.expire(now_ms, expiration_ms)

@@ -68,6 +68,7 @@ class TopicDeleter:
                 log.warning("Closing the log of %s-%d failed: %s", pending.name, p, e)
             dp.appended(pending.name, p)  # parked long polls on it answer now
         dp.producers.drop_topic(pending.name)
+        dp.txns.forget(pending.name)  # its open transactions' markers are skipped (server/txn/markers.py)
         try:
             broker.logs.checkpoint_log_start_offsets()  # its entries must not outlive it
             self._rename(pending)

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from protocol.coordinator_records import TopicMetadata
 from protocol.errors import ErrorCode, KafkaError
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -73,6 +74,9 @@ class TopicRegistry:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.deleting: dict[uuid.UUID, PendingDeletion] = {}
         self._path = log_dir / REGISTRY_FILE
+        # bumped on every creation, deletion and partition change: consumer groups re-read
+        # their subscribed topics' metadata (and re-match their regexes) when it moves
+        self.changes = 0
 
     def load(self) -> None:
         if not self._path.exists():
@@ -95,6 +99,20 @@ class TopicRegistry:
     def _add(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
         self.by_id[topic.topic_id] = topic
+        self.changes += 1
+
+    # ---- what the group coordinator reads (server/group/consumer/protocol.TopicSource)
+
+    def metadata(self, name: str) -> TopicMetadata | None:
+        t = self.topics.get(name)
+        return None if t is None else TopicMetadata(t.topic_id, t.name, t.partitions)
+
+    def names(self) -> list[str]:
+        return list(self.topics)
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        t = self.by_id.get(topic_id)
+        return None if t is None else t.name
 
     def save(self) -> None:
         data = {
@@ -149,6 +167,7 @@ class TopicRegistry:
         pending = PendingDeletion(topic.name, topic.topic_id, topic.partitions)
         del self.topics[topic.name]
         del self.by_id[topic.topic_id]
+        self.changes += 1
         self.deleting[topic.topic_id] = pending
         try:
             self.save()
@@ -167,6 +186,7 @@ class TopicRegistry:
         """A larger partition count (CreatePartitions); on a failed write nothing changes."""
         old = topic.partitions
         topic.partitions = partitions
+        self.changes += 1
         try:
             self.save()
         except BaseException:

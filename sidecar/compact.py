@@ -38,6 +38,7 @@ __all__ = ["CompactedTopic", "compacted_topics", "default_cleanup_policy", "find
            "pass_settings", "plan_pass", "run", "run_pass"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
 REGISTRY_FILE = "kcoord-topics.json"
 BROKER_CONFIGS_FILE = "kcoord-broker-configs.json"  # dynamic broker configs (server/config_layers.py)
 LOG_SEGMENT_BYTES = 1_073_741_824  # log.segment.bytes: other topics' default segment size
@@ -163,14 +164,16 @@ def pass_settings(topic: CompactedTopic, *, offsets_segment_bytes: int, log_segm
                   delete_retention_ms: int, min_ratio: float) -> dict:
     """A topic's own pass settings: its configs over the broker's defaults (Kafka's
     segment.bytes, delete.retention.ms and min.cleanable.dirty.ratio), and how --verify
-    compares (the coordinator's replay for __consumer_offsets, the last value per key else)."""
+    compares (the coordinators' replays for __consumer_offsets and __transaction_state, the last
+    value per key else)."""
     c = topic.configs
     offsets = topic.name == OFFSETS_TOPIC
     out = {"segment_bytes": int(c.get("segment.bytes") or (offsets_segment_bytes if offsets else log_segment_bytes)),
            "delete_retention_ms": int(c.get("delete.retention.ms") or delete_retention_ms),
            "min_ratio": float(c.get("min.cleanable.dirty.ratio") or min_ratio)}
     if not offsets:
-        out["verify_mode"] = "records"
+        # __transaction_state is checked through the transaction coordinator's own replay
+        out["verify_mode"] = "transactions" if topic.name == TXN_TOPIC else "records"
     return out
 
 

@@ -109,6 +109,30 @@ def _last_value_state(records):
     return state
 
 
+def _transaction_state(records, partition: int, num_partitions: int):
+    """A __transaction_state partition replayed as TxnRuntime loads it: the latest record of
+    each transactional id into a TransactionCoordinator (undecodable records skipped)."""
+    from protocol.txn_log import TxnCodecError, decode_txn_record
+    from server.clock import FakeClock
+    from server.txn.coordinator import TransactionCoordinator
+    from server.txn.metadata import TxnConfig
+
+    coord = TransactionCoordinator(TxnConfig(), FakeClock(_FROZEN_NOW_MS), num_partitions, lambda: -1)
+    coord.active = True
+    coord.begin_loading(partition)
+    for key, value in records:
+        if key is None:
+            continue
+        try:
+            rec = decode_txn_record(key, value)
+        except TxnCodecError:
+            continue
+        if rec is not None:
+            coord.replay(rec)
+    coord.end_loading(partition)  # prepared transactions' markers queue up: nothing runs them here
+    return {m.transactional_id: m.snapshot() for m in coord.transactions()}
+
+
 def _records_state(records):
     state: dict[bytes, bytes] = {}
     for key, value in records:
@@ -125,13 +149,16 @@ def replay_state(records: Iterable[tuple[bytes | None, bytes | None]], partition
                  num_partitions: int, mode: str = "auto") -> tuple[str, dict]:
     """(mode used, state) after replaying (key, value) records of one partition in order.
     mode: "auto" (coordinator if available), "coordinator" or "last-value" for
-    __consumer_offsets; "records" (last value per raw key) for any compacted topic."""
+    __consumer_offsets; "transactions" (replayed into the transaction coordinator) for
+    __transaction_state; "records" (last value per raw key) for any compacted topic."""
     if mode == "records":
         return mode, _records_state(records)
     if mode == "auto":
         mode = "coordinator" if coordinator_available() else "last-value"
     if mode == "coordinator":
         return mode, _coordinator_state(records, partition, num_partitions)
+    if mode == "transactions":
+        return mode, _transaction_state(records, partition, num_partitions)
     if mode == "last-value":
         return mode, _last_value_state(records)
     raise ValueError(f"unknown verify mode {mode!r}")

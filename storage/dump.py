@@ -1,12 +1,16 @@
-"""`kcoord dump PATH... [--json]`: print __consumer_offsets records from segment files.
+"""`kcoord dump PATH... [--json]`: print __consumer_offsets and __transaction_state records
+from segment files.
 
 Owns turning segment files into readable lines, in the spirit of Kafka's
-OffsetsMessageFormatter / GroupMetadataMessageFormatter. Read-only and safe next to a running
-server: it opens files O_RDONLY, never recovers or truncates, and stops quietly at a batch
-that is still being written (noting it on stderr).
+OffsetsMessageFormatter / GroupMetadataMessageFormatter / TransactionLogMessageFormatter.
+Read-only and safe next to a running server: it opens files O_RDONLY, never recovers or
+truncates, and stops quietly at a batch that is still being written (noting it on stderr).
+Records of transactional batches carry their producer id; transaction markers (control
+batches) are printed as such.
 
 PATH is a .log segment, a partition directory holding .log files, or a log directory (every
-`__consumer_offsets-N` inside, in partition order).
+`__consumer_offsets-N`, then every `__transaction_state-N` inside, in partition order). A
+segment's records are decoded by the topic its directory names.
 """
 from __future__ import annotations
 
@@ -17,16 +21,20 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from typing import TextIO
 
 from protocol.coordinator_codec import CodecError, decode_key, decode_value
-from storage.batch import iter_batch_records
+from protocol.txn_log import TxnCodecError, TxnValue, decode_txn_key, decode_txn_value
+from storage.batch import BatchHeader, iter_batch_records
 from storage.segment import scan_batches
+from storage.transactions import ABORT, COMMIT, control_type
 
 __all__ = ["main", "read_records", "segment_files"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
 
 
 def _segment_files(path: str) -> Iterator[str]:
@@ -42,9 +50,9 @@ def _segment_files(path: str) -> Iterator[str]:
     parts = []
     for n in names:
         topic, _, part = n.rpartition("-")
-        if topic == OFFSETS_TOPIC and part.isdigit() and os.path.isdir(os.path.join(path, n)):
-            parts.append((int(part), n))
-    for _, n in sorted(parts):
+        if topic in (OFFSETS_TOPIC, TXN_TOPIC) and part.isdigit() and os.path.isdir(os.path.join(path, n)):
+            parts.append((topic != OFFSETS_TOPIC, int(part), n))
+    for _, _, n in sorted(parts):
         yield from _segment_files(os.path.join(path, n))
 
 
@@ -75,21 +83,36 @@ def read_records(path: str, err: TextIO | None = None) -> Iterator[tuple[str, in
 def _fmt(v: object) -> str:
     if isinstance(v, bytes):
         return f"<{len(v)} bytes>"
-    if isinstance(v, list):
+    if isinstance(v, list | tuple):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, dict):  # consumer-group assignments and topic metadata
+        return "{" + ", ".join(f"{repr(k) if isinstance(k, str) else _fmt(k)}: {_fmt(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, frozenset | set):
+        return "[" + ", ".join(_fmt(x) for x in sorted(v)) + "]"
     if dataclasses.is_dataclass(v):
-        fields = ", ".join(f"{f.name}={_fmt(getattr(v, f.name))}" for f in dataclasses.fields(v))
+        fields = ", ".join(f"{f.name}={_fmt(getattr(v, f.name))}" for f in _record_fields(v))
         return f"{type(v).__name__}({fields})"
     return "null" if v is None else str(v)
+
+
+def _record_fields(v: object) -> list[dataclasses.Field]:
+    """What a record holds (a field kept only in memory is not in the log)."""
+    return [f for f in dataclasses.fields(v) if not f.metadata.get("memory_only")]  # type: ignore[arg-type]
 
 
 def _jsonable(v: object) -> object:
     if isinstance(v, bytes):
         return base64.b64encode(v).decode()
-    if isinstance(v, list):
+    if isinstance(v, list | tuple):
         return [_jsonable(x) for x in v]
+    if isinstance(v, frozenset | set):
+        return sorted(_jsonable(x) for x in v)
+    if isinstance(v, dict):  # keys become strings (topic ids, topic names)
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, uuid.UUID):
+        return str(v)
     if dataclasses.is_dataclass(v):
-        return {f.name: _jsonable(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        return {f.name: _jsonable(getattr(v, f.name)) for f in _record_fields(v)}
     return v
 
 
@@ -131,13 +154,17 @@ def _dump_file(path: str, as_json: bool, out: TextIO, err: TextIO, progress: _Pr
         end = 0
         if not as_json:
             out.write(f"# {path}\n")
+        decode = _decode_txn if _is_txn_segment(path) else _decode_group
         for h, body in scan_batches(fd, 0, size):
             end = h.position + h.size
             if h.is_control:
+                _dump_marker(h, bytes(body), as_json, out)
+                progress.advance(h.size, 1)
                 continue
+            pid = h.producer_id if h.is_transactional else None
             n = 0
             for offset, ts, kb, vb in iter_batch_records(bytes(body)):
-                bad += _dump_record(offset, ts, kb, vb, as_json, out)
+                bad += _dump_record(offset, ts, kb, vb, as_json, out, decode, pid)
                 n += 1
             progress.advance(h.size, n)
         if end < size:
@@ -148,39 +175,90 @@ def _dump_file(path: str, as_json: bool, out: TextIO, err: TextIO, progress: _Pr
     return bad
 
 
+def _is_txn_segment(path: str) -> bool:
+    topic = os.path.basename(os.path.dirname(os.path.abspath(path))).rpartition("-")[0]
+    return topic == TXN_TOPIC
+
+
+def _decode_group(kb: bytes, vb: bytes | None) -> tuple[object, object] | None:
+    key = decode_key(kb)
+    return None if key is None else (key, decode_value(key, vb))
+
+
+def _decode_txn(kb: bytes, vb: bytes | None) -> tuple[object, object] | None:
+    try:
+        key = decode_txn_key(kb)
+        if key is None:
+            return None
+        value = decode_txn_value(vb)
+    except TxnCodecError as e:
+        raise CodecError(str(e)) from None
+    return key, value
+
+
+def _dump_marker(h: BatchHeader, body: bytes, as_json: bool, out: TextIO) -> None:
+    kind = {COMMIT: "COMMIT", ABORT: "ABORT"}.get(control_type(body), "UNKNOWN")  # type: ignore[arg-type]
+    if as_json:
+        out.write(json.dumps({"offset": h.base_offset, "timestamp": h.max_timestamp, "marker": kind,
+                              "producer_id": h.producer_id, "producer_epoch": h.producer_epoch}) + "\n")
+    else:
+        out.write(f"offset={h.base_offset} timestamp={h.max_timestamp} marker={kind} producer_id={h.producer_id} "
+                  f"producer_epoch={h.producer_epoch}\n")
+
+
 def _dump_record(offset: int, ts: int, kb: bytes | None, vb: bytes | None, as_json: bool,
-                 out: TextIO) -> int:
+                 out: TextIO, decode=_decode_group, producer_id: int | None = None) -> int:  # noqa: ANN001
     try:
         if kb is None:
             raise CodecError("record without a key")
         key_version = int.from_bytes(kb[:2], "big", signed=True)
-        key = decode_key(kb)
-        if key is None:
+        decoded = decode(kb, vb)
+        if decoded is None:
             if as_json:
                 out.write(json.dumps({"offset": offset, "timestamp": ts, "key_version": key_version,
                                       "skipped": "unknown key version"}) + "\n")
             else:
                 out.write(f"offset={offset} key_version={key_version}: unknown key version, skipped\n")
             return 0
-        value = decode_value(key, vb)
+        key, value = decoded
     except CodecError as e:
         if as_json:
             out.write(json.dumps({"offset": offset, "timestamp": ts, "error": str(e)}) + "\n")
         else:
             out.write(f"offset={offset} undecodable record: {e}\n")
         return 1
+    state = _txn_state_name(value)
     if as_json:
         value_version = None if vb is None else int.from_bytes(vb[:2], "big", signed=True)
-        out.write(json.dumps({
+        line = {
             "offset": offset,
             "timestamp": ts,
             "key": {"type": type(key).__name__, "version": key_version, "data": _jsonable(key)},
             "value": None if value is None else
             {"type": type(value).__name__, "version": value_version, "data": _jsonable(value)},
-        }) + "\n")
+        }
+        if state is not None:
+            line["value"]["state"] = state  # type: ignore[index]
+        if producer_id is not None:
+            line["producer_id"] = producer_id
+        out.write(json.dumps(line) + "\n")
     else:
-        out.write(f"offset={offset} timestamp={ts} key={_fmt(key)} value={_fmt(value)}\n")
+        txn = "" if producer_id is None else f" transactional producer_id={producer_id}"
+        named = "" if state is None else f" ({state})"
+        out.write(f"offset={offset} timestamp={ts}{txn} key={_fmt(key)} value={_fmt(value)}{named}\n")
     return 0
+
+
+def _txn_state_name(value: object) -> str | None:
+    """The name of a TransactionLogValue's state (its records store the id)."""
+    if not isinstance(value, TxnValue):
+        return None
+    return _TXN_STATES.get(value.state, f"unknown state {value.state}")
+
+
+# TransactionLogValue.transactionStatus -> Kafka's name (server/txn/state.py's TxnState ids)
+_TXN_STATES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
+               5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
 
 
 def main(argv: list[str]) -> int:

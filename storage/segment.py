@@ -361,7 +361,9 @@ class LogSegment:
 
     def delete(self) -> None:
         self.close()
-        for path in (self.log_path, self.index_path, self.timeindex_path):
+        # .txnindex: the segment's aborted transactions (storage/txn_index.py), when it has any
+        txnindex = os.path.join(self.dir_path, segment_name(self.base_offset) + ".txnindex")
+        for path in (self.log_path, self.index_path, self.timeindex_path, txnindex):
             try:
                 os.unlink(path)
             except FileNotFoundError:

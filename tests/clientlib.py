@@ -309,7 +309,8 @@ class Background:
         owned: set[int] | None = None
         for e in self.events():
             if e["kind"] == "assigned":
-                owned = set(e["partitions"])
+                # the consumer protocol's callbacks are incremental: they add to what it owns
+                owned = (owned or set()) | set(e["partitions"]) if e.get("incremental") else set(e["partitions"])
             elif e["kind"] in ("revoked", "lost") and owned is not None:
                 owned -= set(e["partitions"])
         return owned
@@ -388,18 +389,19 @@ class Background:
 def python_member(lib: str, bootstrap: str, topic: str, group: str, *, instance_id: str | None = None,
                   session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 1000,
                   name: str | None = None, deadline: float = MEMBER_DEADLINE,
-                  conf: dict[str, Any] | None = None) -> Background:
+                  conf: dict[str, Any] | None = None, group_protocol: str = "classic") -> Background:
     """A consumer-group member in its own Python process; lib: confluent | kafka-python | aiokafka.
 
     All three use the roundrobin assignor (eager), so they can share one group. `conf`: extra
-    librdkafka settings (confluent only)."""
+    librdkafka settings (confluent only). group_protocol="consumer" (confluent only): KIP-848,
+    the server assigns; a topic starting with ^ is a regex subscription."""
     if lib not in ("confluent", "kafka-python", "aiokafka"):
         raise ValueError(lib)
     if conf and lib != "confluent":
         raise ValueError("conf is for confluent members")
     cfg = {"lib": lib, "bootstrap": bootstrap, "topic": topic, "group": group, "instance_id": instance_id,
            "session_timeout_ms": session_timeout_ms, "heartbeat_interval_ms": heartbeat_interval_ms,
-           "client_id": name or lib, "conf": conf or {}}
+           "client_id": name or lib, "conf": conf or {}, "group_protocol": group_protocol}
     return Background([sys.executable, Path(__file__).resolve(), "member", json.dumps(cfg)],
                       name or lib, deadline=deadline)
 
@@ -486,6 +488,11 @@ def _member_confluent(cfg: dict[str, Any], stop: threading.Event) -> None:
             "session.timeout.ms": cfg["session_timeout_ms"],
             "heartbeat.interval.ms": cfg["heartbeat_interval_ms"],
             "socket.timeout.ms": 10000, "reconnect.backoff.max.ms": 1000}
+    if cfg.get("group_protocol") == "consumer":
+        # KIP-848: the server assigns and sets the session and heartbeat interval
+        for k in ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms"):
+            del conf[k]
+        conf["group.protocol"] = "consumer"
     if cfg["instance_id"]:
         conf["group.instance.id"] = cfg["instance_id"]
     conf.update(cfg.get("conf") or {})
@@ -517,7 +524,8 @@ def _member_confluent(cfg: dict[str, Any], stop: threading.Event) -> None:
         _emit("committed", offsets={str(p): o for p, o in offsets.items()})
 
     def on_assign(c: Consumer, parts: list) -> None:
-        _emit("assigned", partitions=sorted(tp.partition for tp in parts), generation=generation(c))
+        _emit("assigned", partitions=sorted(tp.partition for tp in parts), generation=generation(c),
+              topics=sorted({tp.topic for tp in parts}), incremental=cfg.get("group_protocol") == "consumer")
 
     def on_revoke(c: Consumer, parts: list) -> None:
         commit(c, {tp.partition for tp in parts})

@@ -22,12 +22,14 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from protocol import consumer_group_codec
 from protocol.coordinator_records import CoordinatorRecord, GroupKey, GroupValue, OffsetKey, OffsetValue
 from protocol.errors import ErrorCode
 from server.clock import Clock
 from server.group.classic.group import ClassicGroup
 from server.group.classic.membership import ClassicMembership
 from server.group.config import GroupConfig
+from server.group.consumer.protocol import ConsumerGroupProtocol, TopicSource
 from server.group.group_manager import GroupMetadataManager, log
 from server.group.offset_manager import OffsetMetadataManager
 from server.group.responses import delete_groups_response
@@ -43,9 +45,15 @@ class GroupCoordinator:
         self.group_manager = groups = GroupMetadataManager(config, clock, num_partitions)
         self.offset_manager = offsets = OffsetMetadataManager(groups)
         self.classic = classic = ClassicMembership(groups)
+        self.consumer = consumer = ConsumerGroupProtocol(groups)
+        consumer.replay_any = self.replay
+        consumer.classic_record = self._classic_record
         offsets.commit_hooks[ClassicGroup] = classic.on_offset_commit
         # what finishing a partition's load does to a group, by type
-        self._on_loaded: dict[GroupType, Callable[[Any], None]] = {GroupType.CLASSIC: classic.on_group_loaded}
+        self._on_loaded: dict[GroupType, Callable[[Any], None]] = {
+            GroupType.CLASSIC: classic.on_group_loaded,
+            GroupType.CONSUMER: consumer.on_group_loaded,
+        }
 
         # ---- the APIs: (request, version) -> CoordinatorResult, each served by one unit ----
         self.join_group = classic.join_group  # (request, version, client_id, client_host)
@@ -58,6 +66,9 @@ class GroupCoordinator:
         self.offset_delete = offsets.offset_delete
         self.describe_groups = groups.describe_groups
         self.list_groups = groups.list_groups
+        self.consumer_group_heartbeat = consumer.heartbeat  # (request, version, client_id, client_host)
+        self.consumer_group_keepalive = consumer.keepalive  # its steady state: the body, or None
+        self.consumer_group_describe = consumer.describe
         # delete_groups (below) needs both managers
         self.expire_offsets = offsets.expire_offsets  # the retention task, no request
         self.on_partitions_deleted = offsets.on_partitions_deleted  # DeleteTopics
@@ -67,10 +78,14 @@ class GroupCoordinator:
             OffsetKey: offsets.replay,
             GroupKey: self._replay_group_metadata,
         }
+        for key_type in consumer_group_codec.KEY_VERSIONS:
+            self._replayers[key_type] = consumer.replay
 
         self.partition_of = groups.partition_of
         self.set_background_writer = groups.set_background_writer
         self.drain_background = groups.drain_background
+        self.set_end_of_turn = groups.set_end_of_turn
+        self.run_end_of_turn = groups.run_end_of_turn
 
     # ====================================================================== inspection
 
@@ -84,6 +99,16 @@ class GroupCoordinator:
     def committed_offsets(self, group_id: str) -> Iterator[tuple[str, int, OffsetValue]]:
         """(topic, partition, value) of every offset the group has committed."""
         return self.offset_manager.committed(group_id)
+
+    def set_topics(self, topics: TopicSource) -> None:
+        """The broker's topics, which consumer groups subscribe to (by name or regex)."""
+        self.consumer.topics = topics
+
+    def _classic_record(self, key: GroupKey) -> CoordinatorRecord:
+        group = self.group_manager.group(key.group)
+        if isinstance(group, ClassicGroup) and not group.is_dead():
+            return self.classic.group_record(group, {mid: m.assignment for mid, m in group.members.items()})
+        return CoordinatorRecord(key, None)
 
     def is_loading(self, partition: int | None = None) -> bool:
         loading = self.group_manager.loading

@@ -44,6 +44,8 @@ class GroupMetadataManager:
         self.loading: set[int] = set()
         self._writer: Callable[[CoordinatorResult], None] | None = None
         self._background: list[CoordinatorResult] = []
+        self._soon: Callable[[Callable[[], None]], None] | None = None
+        self._later: list[Callable[[], None]] = []
 
     # ---- routing / validation ------------------------------------------------------------
 
@@ -126,6 +128,27 @@ class GroupMetadataManager:
             for r in queued:
                 writer(r)
 
+    def set_end_of_turn(self, schedule: Callable[[Callable[[], None]], None] | None) -> None:
+        """How work deferred to the end of the current event-loop turn is scheduled (the
+        runtime passes loop.call_soon). Without it, it queues up for run_end_of_turn()."""
+        self._soon = schedule
+
+    def at_end_of_turn(self, fn: Callable[[], None]) -> None:
+        if self._soon is not None:
+            self._soon(fn)
+        else:
+            self._later.append(fn)
+
+    def run_end_of_turn(self) -> int:
+        """Run the queued end-of-turn work (tests drive the coordinator without a loop)."""
+        n = 0
+        while self._later:
+            fns, self._later = self._later, []
+            for fn in fns:
+                fn()
+                n += 1
+        return n
+
     def drain_background(self) -> list[CoordinatorResult]:
         out, self._background = self._background, []
         return out
@@ -150,6 +173,10 @@ class GroupMetadataManager:
             group = self.groups_by_id.get(gid)
             if group is None:
                 out.append(described_group(gid, ErrorCode.NONE, str(GroupState.DEAD), "", "", [], ops))
+                continue
+            if not isinstance(group, ClassicGroup):
+                # another type's group: ConsumerGroupDescribe describes it (Kafka 4.x)
+                out.append(described_group(gid, ErrorCode.GROUP_ID_NOT_FOUND, str(GroupState.DEAD), "", "", [], ops))
                 continue
             if group.state is GroupState.STABLE:
                 proto = group.protocol_name or ""

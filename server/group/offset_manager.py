@@ -28,6 +28,7 @@ from server.group.responses import (
     offset_delete_response,
 )
 from server.group.result import CoordinatorResult
+from server.group.txn_offsets import PendingTxnOffsets
 from server.group.types import Group
 
 _INT64_MAX = 2**63 - 1
@@ -104,6 +105,10 @@ class OffsetMetadataManager:
         self._validate = groups.validate
         self.offsets_by_group: dict[str, OffsetStore] = {}
         self.commit_hooks: dict[type, CommitHook] = {}
+        # Offsets written inside open transactions (server/group/txn_offsets.py), set by the
+        # broker: they make OffsetFetch require_stable answer UNSTABLE_OFFSET_COMMIT and keep
+        # retention away from their partitions.
+        self.txn_offsets: PendingTxnOffsets | None = None
 
     # ====================================================================== reading
 
@@ -159,6 +164,8 @@ class OffsetMetadataManager:
         s.put(key.topic, key.partition, value)
         if s.pending:
             s.remove_pending(key.topic, key.partition)
+        if self.txn_offsets is not None:  # a later commit beats earlier transactional offsets
+            self.txn_offsets.committed(key)
 
     def begin_loading(self, partition: int) -> None:
         """Forget the offsets of `partition`'s groups: loading replays them from the log."""
@@ -235,6 +242,12 @@ class OffsetMetadataManager:
             groups = []
             for g in req.groups:
                 topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+                if version >= 9:  # a consumer-group member says who it is (KIP-848)
+                    group = self._groups.get(g.group_id)
+                    err = None if group is None else group.validate_offset_fetch(g.member_id, g.member_epoch)
+                    if err is not None:
+                        groups.append(fetch_group(g.group_id, err, []))
+                        continue
                 err, rows = self._fetch_offsets(g.group_id, topics, req.require_stable, version)
                 groups.append(fetch_group(g.group_id, err, rows))
             return CoordinatorResult(response=fetch_response_multi(version, groups))
@@ -256,10 +269,15 @@ class OffsetMetadataManager:
         missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if version == 0 else ErrorCode.NONE
         group = self._groups.get(group_id)
         store = self.offsets_by_group.get(group_id)
-        if group is None or group.is_dead() or store is None:
+        txn = self.txn_offsets
+        txn_pending = (txn.pending_partitions(group_id) if require_stable and txn is not None
+                       and txn.has_group(group_id) else None)
+        if group is None or group.is_dead() or (store is None and not txn_pending):
             return ErrorCode.NONE, [(t, p, -1, -1, "", missing) for t, parts in (topics or []) for p in parts]
+        if store is None:  # only transactional offsets so far
+            store = OffsetStore()
         wanted = store.keys() if topics is None else [(t, p) for t, parts in topics for p in parts]
-        pending = store.pending
+        pending = store.pending if txn_pending is None else txn_pending.union(store.pending)
         rows: list[FetchRow] = []
         for t, p in wanted:
             if require_stable and (t, p) in pending:
@@ -323,6 +341,9 @@ class OffsetMetadataManager:
         """An Empty group left without offsets is Dead and gets a tombstone (Kafka's
         cleanupGroupMetadata). Returns whether it died."""
         store = self.offsets_by_group.get(group.group_id)
+        txn = self.txn_offsets
+        if txn is not None and txn.has_group(group.group_id):
+            return False  # its transactional offsets may still commit
         if group.is_empty() and (store is None or (len(store) == n_removed and not store.pending)):
             log.info("Group %s transitioned to Dead", group.group_id)
             group.mark_dead(self.clock.now_ms(), ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -381,7 +402,10 @@ class OffsetMetadataManager:
         condition = group.offset_expiration()
         if condition is None:
             return []
-        return store.expired(now, retention_ms, condition.base_timestamp, condition.keep_topics, set(store.pending))
+        pending = set(store.pending)
+        if self.txn_offsets is not None:
+            pending |= self.txn_offsets.pending_partitions(group.group_id)
+        return store.expired(now, retention_ms, condition.base_timestamp, condition.keep_topics, pending)
 
     # ====================================================================== deleted topics
 

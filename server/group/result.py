@@ -26,3 +26,9 @@ class CoordinatorResult:
     records: list[CoordinatorRecord] = field(default_factory=list)
     response: Any = None
     on_appended: Callable[[ErrorCode | None], Any] | None = None
+    # True when the records were already replayed as they were made (consumer groups, as
+    # Kafka's timeline): the runtime then does not replay them again once durable, and if
+    # the append fails (the records never reached the log) it calls `undo` first, which
+    # replays the previous value of every key they touched, newest first.
+    applied: bool = False
+    undo: Callable[[], None] | None = None

@@ -10,9 +10,10 @@
   offset, when its topic is deleted (that partition answers UNKNOWN_TOPIC_OR_PARTITION, as
   Kafka's re-read does), or when max_wait_ms expires; either way it reads again and answers
   what is there.
-- high watermark = last stable offset = log end offset (one replica, no transactions), so both
-  isolation levels read everything; aborted_transactions is null (read_uncommitted) or empty
-  (read_committed); preferred_read_replica -1.
+- high watermark = log end offset (one replica); last stable offset and isolation_level=1
+  (read_committed: batches below the LSO, with the aborted transactions they overlap) are
+  server/handlers/fetch_txn.py; aborted_transactions is null for read_uncommitted;
+  preferred_read_replica -1.
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+ topic ids),
   OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (current_leader_epoch v9+).
 - Fetch sessions (KIP-227) are declined, as Kafka does when its session cache is full: a full
@@ -31,6 +32,7 @@ from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import data_plane, leader_epoch_error, partition_log
 from server.deferred import Deferred
+from server.handlers import fetch_txn
 from server.purgatory import DelayedOperation
 from storage.log import OffsetOutOfRangeError, PartitionLog
 
@@ -83,9 +85,10 @@ def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, lis
     return out
 
 
-def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int) -> tuple[list[list[tuple]], int, bool]:
-    """Read every partition; returns per-partition (error, hw, log_start, records), the total
-    bytes read and whether any partition failed."""
+def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
+          isolation: int) -> tuple[list[list[tuple]], int, bool]:
+    """Read every partition; returns per-partition (error, hw, log_start, records, lso,
+    aborted transactions), the total bytes read and whether any partition failed."""
     remaining = max(max_bytes, 0)
     min_one = True
     total = 0
@@ -96,41 +99,45 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int) -> tuple[list
         for part in parts:
             plog = part.plog
             if plog is None or plog.deleted:  # deleted while the fetch was parked
-                rows.append((part.error if plog is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, b""))
+                rows.append((part.error if plog is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, b"", -1,
+                             None))
                 failed = True
                 continue
             try:
                 data = plog.read(part.offset, min(max(part.max_bytes, 0), remaining), min_one)
             except OffsetOutOfRangeError:
-                rows.append((ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, b""))
+                rows.append((ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, b"", -1, None))
                 failed = True
                 continue
             except OSError:
-                rows.append((ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, b""))
+                rows.append((ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, b"", -1, None))
                 failed = True
                 continue
+            stable = fetch_txn.lso(dp, part.topic, part.index, plog)
+            aborted = None
+            if isolation == READ_COMMITTED:
+                data, aborted = fetch_txn.committed_read(dp, part.topic, part.index, plog, part.offset, data, stable)
             n = len(data)
             if n:
                 min_one = False
                 total += n
                 remaining = max(0, remaining - n)
-            rows.append((ErrorCode.NONE, plog.log_end_offset, plog.log_start_offset, data))
+            rows.append((ErrorCode.NONE, plog.log_end_offset, plog.log_start_offset, data, stable, aborted))
         out.append(rows)
     return out, total, failed
 
 
 def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], rows: list[list[tuple]]) -> Any:
-    aborted = [] if req.isolation_level == READ_COMMITTED else None
     topics = []
     for (t, parts), trows in zip(resolved, rows, strict=True):
         partitions = []
-        for part, (err, hw, lso, data) in zip(parts, trows, strict=True):
+        for part, (err, hw, log_start, data, stable, aborted) in zip(parts, trows, strict=True):
             partitions.append(PartitionOut(
                 partition_index=part.index,
                 error_code=err,
                 high_watermark=hw,
-                last_stable_offset=hw,
-                log_start_offset=lso,
+                last_stable_offset=stable,
+                log_start_offset=log_start,
                 aborted_transactions=aborted if err == ErrorCode.NONE else None,
                 preferred_read_replica=-1,
                 records=data,
@@ -144,7 +151,7 @@ def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], r
 
 
 class DelayedFetch(DelayedOperation):
-    __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred", "dp")
+    __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred", "dp", "read_committed")
 
     def __init__(self, version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], dp: Any) -> None:
         super().__init__(req.max_wait_ms)
@@ -154,6 +161,7 @@ class DelayedFetch(DelayedOperation):
         self.resolved = resolved
         self.min_bytes = req.min_bytes
         self.max_bytes = req.max_bytes
+        self.read_committed = req.isolation_level == READ_COMMITTED
         self.deferred: Deferred[Any] = Deferred()
         for _, parts in resolved:
             for part in parts:
@@ -179,6 +187,8 @@ class DelayedFetch(DelayedOperation):
                     continue
                 if plog.deleted or part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
                     return self.force_complete()
+                if self.read_committed and fetch_txn.lso(self.dp, part.topic, part.index, plog) <= part.offset:
+                    continue  # nothing committed to read yet (a marker will retry this)
                 seg = plog.active
                 if part.start_seg is not seg:
                     if part.offset < plog.log_end_offset:
@@ -191,7 +201,7 @@ class DelayedFetch(DelayedOperation):
 
     def on_complete(self) -> None:
         self.dp.parked.discard(self)
-        rows, _, _ = _read(self.resolved, self.max_bytes)
+        rows, _, _ = _read(self.resolved, self.max_bytes, self.dp, self.req.isolation_level)
         self.deferred.complete(_response(self.version, self.req, self.resolved, rows))
 
 
@@ -200,11 +210,11 @@ def handle_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
         return FetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                              session_id=0, responses=[])
     resolved = _resolve(ctx, req, version)
-    rows, total, failed = _read(resolved, req.max_bytes)
+    dp = data_plane(ctx.broker)
+    rows, total, failed = _read(resolved, req.max_bytes, dp, req.isolation_level)
     keys = [(part.topic, part.index) for _, parts in resolved for part in parts if part.plog is not None]
     if req.max_wait_ms <= 0 or not keys or total >= req.min_bytes or failed:
         return _response(version, req, resolved, rows)
-    dp = data_plane(ctx.broker)
     op = DelayedFetch(version, req, resolved, dp)
     if not dp.fetch_purgatory.try_complete_else_watch(op, keys):
         dp.parked.add(op)

@@ -1,8 +1,10 @@
 """FindCoordinator v0-v6 (v4+: batched keys).
 
 A group key maps to the leader of __consumer_offsets partition
-abs(javaHash(group)) % offsets.topic.num.partitions, which is always this node. Transaction
-keys are refused with COORDINATOR_NOT_AVAILABLE until transactions exist.
+abs(javaHash(group)) % offsets.topic.num.partitions, a transactional id (key type 1) to the
+leader of __transaction_state partition abs(javaHash(id)) % transaction.state.log.num.partitions:
+both are always this node. The first transaction key creates __transaction_state (Kafka creates
+it on that first lookup too).
 """
 from __future__ import annotations
 
@@ -19,7 +21,11 @@ TRANSACTION = 1
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
     if key_type == TRANSACTION:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "kcoord does not support transactions"
+        try:
+            ctx.broker.txn.ensure_topic()
+        except OSError as e:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create __transaction_state: {e}"
+        return ErrorCode.NONE, None
     if key_type != GROUP:
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
     if ctx.advertised is None:  # Kafka: the coordinator has no endpoint on this listener

@@ -6,6 +6,7 @@ runtime, which makes the result's records durable before the response leaves. Th
     JoinGroup v0-v9      SyncGroup v0-v5      Heartbeat v0-v4      LeaveGroup v0-v5
     OffsetCommit v0-v9   OffsetFetch v0-v9    OffsetDelete v0
     DescribeGroups v0-v5 ListGroups v0-v5     DeleteGroups v0-v2
+    ConsumerGroupHeartbeat v0-v1              ConsumerGroupDescribe v0-v1
 """
 from __future__ import annotations
 
@@ -53,6 +54,19 @@ def handle_list_groups(ctx: RequestContext, req: Any, version: int) -> Any:
 
 def handle_delete_groups(ctx: RequestContext, req: Any, version: int) -> Any:
     return ctx.broker.runtime.submit(ctx.broker.coordinator.delete_groups(req, version))
+
+
+def handle_consumer_group_heartbeat(ctx: RequestContext, req: Any, version: int) -> Any:
+    coordinator = ctx.broker.coordinator
+    client_id, host = ctx.client_id or "", "/" + ctx.client_host
+    body = coordinator.consumer_group_keepalive(req, version, client_id, host)  # the steady state
+    if body is not None:
+        return body
+    return ctx.broker.runtime.submit(coordinator.consumer_group_heartbeat(req, version, client_id, host))
+
+
+def handle_consumer_group_describe(ctx: RequestContext, req: Any, version: int) -> Any:
+    return ctx.broker.runtime.submit(ctx.broker.coordinator.consumer_group_describe(req, version))
 
 
 def handle_heartbeat(ctx: RequestContext, req: Any, version: int) -> Any:

@@ -1,13 +1,14 @@
-"""InitProducerId v0-v5 for idempotent producers (no transactions).
+"""InitProducerId v0-v5.
 
 - transactional_id null: a new producer id at epoch 0; v3+ with the producer id and epoch the
   client holds (KIP-360 re-init after a fatal sequence error): the same id with the epoch
   bumped, or a new id when the epoch would overflow or the pair is not the latest we issued
   (server/producers.py). Ids are allocated in blocks persisted to the log directory.
 - Exactly one of producer_id / producer_epoch set to -1: INVALID_REQUEST (as Kafka).
-- transactional_id "": INVALID_REQUEST; any other transactional id: COORDINATOR_NOT_AVAILABLE,
-  what Kafka answers while no transaction coordinator is available (kcoord has none; a
-  transactional producer retries until its max.block.ms and then fails initTransactions()).
+- transactional_id "": INVALID_REQUEST; any other transactional id goes to the transaction
+  coordinator (server/txn/coordinator.py: fencing, epoch bumps, INVALID_TRANSACTION_TIMEOUT,
+  CONCURRENT_TRANSACTIONS), answered once its record is durable. PRODUCER_FENCED is
+  INVALID_PRODUCER_EPOCH before v4, as Kafka answers clients that predate it.
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from typing import Any
 
 from kafka.protocol.producer import InitProducerIdResponse
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, fenced_for_version
 from server.context import RequestContext
 from server.data_plane import data_plane
+from server.deferred import then
 
 log = logging.getLogger("kcoord.producers")
 
@@ -36,9 +38,7 @@ def handle_init_producer_id(ctx: RequestContext, req: Any, version: int) -> Any:
     if req.transactional_id is not None:
         if req.transactional_id == "":
             return _error(version, ErrorCode.INVALID_REQUEST)
-        log.warning("Client %s asked for transactional id %r: kcoord has no transaction coordinator",
-                    ctx.client_id, req.transactional_id)
-        return _error(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return _transactional(ctx, req, version, pid, epoch)
     try:
         new_pid, new_epoch = data_plane(ctx.broker).producer_ids.init_producer(pid, epoch)
     except OSError as e:
@@ -46,3 +46,22 @@ def handle_init_producer_id(ctx: RequestContext, req: Any, version: int) -> Any:
         return _error(version, ErrorCode.UNKNOWN_SERVER_ERROR)
     return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                   producer_id=new_pid, producer_epoch=new_epoch)
+
+
+def _transactional(ctx: RequestContext, req: Any, version: int, pid: int, epoch: int) -> Any:
+    txn = ctx.broker.txn
+    try:
+        txn.ensure_topic()
+    except OSError as e:
+        log.error("Creating __transaction_state failed: %r", e)
+        return _error(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    expected = None if pid == -1 else (pid, epoch)
+    result = txn.coordinator.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
+
+    def respond(answer: tuple[ErrorCode, int, int]) -> Any:
+        code, new_pid, new_epoch = answer
+        return InitProducerIdResponse(version=version, throttle_time_ms=0,
+                                      error_code=fenced_for_version(code, version, 4),
+                                      producer_id=new_pid, producer_epoch=new_epoch)
+
+    return then(txn.runtime.submit(result), respond)

@@ -1,8 +1,9 @@
 """ListOffsets v0-v9.
 
 v1+: per partition one (timestamp, offset[, leader_epoch v4+]):
-  -2 EARLIEST: log start offset; -1 LATEST: log end offset (= high watermark = last stable
-  offset: one replica, no transactions, so both isolation levels agree); -3 MAX_TIMESTAMP (v7+):
+  -2 EARLIEST: log start offset; -1 LATEST: the last fetchable offset, the log end offset (= high
+  watermark: one replica) or, with isolation_level 1 (v2+, read_committed), the last stable
+  offset; any other answer at or past the last fetchable offset is -1/-1; -3 MAX_TIMESTAMP (v7+):
   the largest timestamp and the first offset carrying it; -4 EARLIEST_LOCAL (v8+): log start
   offset (no tiered storage); -5 LATEST_TIERED (v9+): -1 (nothing is tiered); a timestamp >= 0:
   the first offset whose record timestamp is >= it (via the time index), or -1/-1 if none.
@@ -23,7 +24,7 @@ from kafka.protocol.consumer import ListOffsetsResponse
 
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.data_plane import LEADER_EPOCH, leader_epoch_error, partition_log
+from server.data_plane import LEADER_EPOCH, data_plane, leader_epoch_error, partition_log
 from storage.log import PartitionLog
 
 log = logging.getLogger("kcoord.list_offsets")
@@ -36,16 +37,24 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+READ_COMMITTED = 1
 # special timestamp -> first ListOffsets version that knows it (Kafka's timestampMinSupportedVersion)
 _MIN_VERSION = {EARLIEST: 0, LATEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
-def _lookup(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
+def _lookup(plog: PartitionLog, ts: int, last_fetchable: int) -> tuple[int, int, int]:
     """(timestamp, offset, leader epoch) for one v1+ query."""
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return -1, plog.log_start_offset, LEADER_EPOCH
     if ts == LATEST:
-        return -1, plog.log_end_offset, LEADER_EPOCH
+        return -1, last_fetchable, LEADER_EPOCH
+    found_ts, offset, epoch = _find(plog, ts)
+    if offset >= last_fetchable:  # Kafka: only what the isolation level may fetch
+        return -1, -1, -1
+    return found_ts, offset, epoch
+
+
+def _find(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
     if ts == LATEST_TIERED:
         return -1, -1, -1
     if ts == MAX_TIMESTAMP:
@@ -122,7 +131,10 @@ def handle_list_offsets(ctx: RequestContext, req: Any, version: int) -> Any:
                     parts_out.append(error(bad))
                     continue
             try:
-                found_ts, offset, epoch = _lookup(plog, ts)
+                last = plog.log_end_offset
+                if version >= 2 and req.isolation_level == READ_COMMITTED:
+                    last = data_plane(broker).txns.lso(t.name, idx, plog)
+                found_ts, offset, epoch = _lookup(plog, ts, last)
             except OSError:
                 parts_out.append(error(ErrorCode.KAFKA_STORAGE_ERROR))
                 continue

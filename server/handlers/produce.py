@@ -13,10 +13,10 @@
   batches, a producer id without a sequence: INVALID_RECORD; over segment.bytes:
   RECORD_LIST_TOO_LARGE; keyless records on a compacted topic: INVALID_RECORD; timestamps outside
   message.timestamp.before/after.max.ms (when configured, CreateTime): INVALID_TIMESTAMP.
-- Transactional batches: kcoord has no transaction coordinator. Kafka answers the whole request
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED when such a request has no transactional id, and
-  INVALID_TXN_STATE ("not part of an ongoing transaction") when no transaction was verified;
-  kcoord does the same (no client can begin one: InitProducerId with a transactional id fails).
+- Transactional batches: a request carrying them without a transactional id is answered
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED as a whole, as Kafka does; the rest (one producer per
+  request, KIP-890 verification with the transaction coordinator, the partition's open
+  transactions) is server/handlers/produce_txn.py.
 - Idempotent producers: sequence checks per partition (server/producers.py); a duplicate is
   answered with its original offsets and is not appended again.
 - Compressed batches are stored exactly as they arrive (compression.type=producer; a topic with
@@ -45,6 +45,7 @@ from server.data_plane import (
     segment_bytes,
     timestamp_bounds,
 )
+from server.handlers import produce_txn
 from server.handlers.registry import NO_RESPONSE
 from server.record_validation import validate_records
 from storage.batch import (
@@ -94,7 +95,8 @@ def _records_problem(records: Any, version: int) -> KafkaError | None:
     return None
 
 
-def _append_partition(ctx: RequestContext, topic_name: str, index: int, records: Any, version: int) -> _Result:
+def _append_partition(ctx: RequestContext, topic_name: str, index: int, records: Any, version: int,
+                      transactional_id: str | None) -> _Result:
     broker = ctx.broker
     topic = broker.topics.get(topic_name)
     plog = partition_log(broker, topic, index) if topic is not None else None
@@ -163,6 +165,11 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     state = None
     res = _Result()
     if h.producer_id >= 0:
+        bad = produce_txn.check_batch(broker, transactional_id, version, topic_name, index, plog, h)
+        if bad is not None:
+            res = _Result(*bad)
+            res.log_start_offset = plog.log_start_offset
+            return res
         state = dp.producers.get(topic_name, index, plog, now)
         try:
             dup = state.check(h)
@@ -186,6 +193,7 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
         return _Result(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
     if state is not None:
         state.update(h, base)
+        produce_txn.appended(broker, topic_name, index, plog, h, base)
     res.base_offset, res.last_offset, res.log_append_time = base, last, lat
     res.log_start_offset = plog.log_start_offset
     res.plog = plog
@@ -258,15 +266,18 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
 def handle_produce(ctx: RequestContext, req: Any, version: int) -> Any:
     acks = req.acks
     if any(_is_transactional(p.records) for t in req.topic_data for p in t.partition_data):
+        code = None
         if req.transactional_id is None:
             code, msg = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id"
-        else:
-            code, msg = ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction (kcoord has no transactions)"
-        log.info("Refusing transactional produce from client %s: %s", ctx.client_id, msg)
-        return _close_or(acks, ctx, _whole_request_error(version, req, code, msg), code)
+        elif len(produce_txn.transactional_producers(req)) > 1:
+            code, msg = ErrorCode.INVALID_PRODUCER_ID_MAPPING, "Transactional records contained more than one producer ID"
+        if code is not None:
+            log.info("Refusing transactional produce from client %s: %s", ctx.client_id, msg)
+            return _close_or(acks, ctx, _whole_request_error(version, req, code, msg), code)
     if acks not in (-1, 0, 1):
         return _whole_request_error(version, req, ErrorCode.INVALID_REQUIRED_ACKS)
-    results = [[_append_partition(ctx, t.name, p.index, p.records, version) for p in t.partition_data]
+    tid = req.transactional_id
+    results = [[_append_partition(ctx, t.name, p.index, p.records, version, tid) for p in t.partition_data]
                for t in req.topic_data]
     if acks == 0:
         errors = [r.error.name for rs in results for r in rs if r.error]

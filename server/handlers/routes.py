@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from protocol import fastpath
 from protocol.api import ApiKey
 from server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -23,8 +25,11 @@ from server.handlers import (
     describe_cluster,
     describe_configs,
     describe_log_dirs,
+    describe_producers,
     describe_topic_partitions,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     groups,
@@ -32,8 +37,10 @@ from server.handlers import (
     init_producer_id,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     produce,
+    txn_offset_commit,
 )
 from server.handlers.registry import HANDLERS, Handler
 
@@ -68,9 +75,19 @@ _TABLE = (
     Route(ApiKey.INIT_PRODUCER_ID, init_producer_id.handle_init_producer_id),
     Route(ApiKey.DELETE_GROUPS, groups.handle_delete_groups),
     Route(ApiKey.OFFSET_DELETE, groups.handle_offset_delete),
+    Route(ApiKey.CONSUMER_GROUP_HEARTBEAT, groups.handle_consumer_group_heartbeat, fastpath.CONSUMER_GROUP_HEARTBEAT),
+    Route(ApiKey.CONSUMER_GROUP_DESCRIBE, groups.handle_consumer_group_describe),
     Route(ApiKey.DELETE_TOPICS, delete_topics.handle_delete_topics),
     Route(ApiKey.DELETE_RECORDS, delete_records.handle_delete_records),
     Route(ApiKey.CREATE_PARTITIONS, create_partitions.handle_create_partitions),
+    # transactions (issue 13)
+    Route(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_to_txn.handle_add_partitions_to_txn),
+    Route(ApiKey.ADD_OFFSETS_TO_TXN, add_offsets_to_txn.handle_add_offsets_to_txn),
+    Route(ApiKey.END_TXN, end_txn.handle_end_txn),
+    Route(ApiKey.TXN_OFFSET_COMMIT, txn_offset_commit.handle_txn_offset_commit),
+    Route(ApiKey.DESCRIBE_PRODUCERS, describe_producers.handle_describe_producers),
+    Route(ApiKey.DESCRIBE_TRANSACTIONS, describe_transactions.handle_describe_transactions),
+    Route(ApiKey.LIST_TRANSACTIONS, list_transactions.handle_list_transactions),
     # configs and the cluster, as the single broker (issue 12)
     Route(ApiKey.DESCRIBE_CONFIGS, describe_configs.handle_describe_configs),
     Route(ApiKey.ALTER_CONFIGS, alter_configs.handle_alter_configs),

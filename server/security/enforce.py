@@ -836,6 +836,210 @@ def _init_producer_id(a: Access, req: Any, version: int) -> Guarded:
     return refuse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
+# ---- transactions (Kafka's KafkaApis.handle*TxnRequest, handleDescribe/ListTransactions) ----
+
+
+def _add_partitions_to_txn(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.producer.transaction import AddPartitionsToTxnResponse
+
+    from server.data_plane import partition_log
+
+    Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+    TopicResult = Result.AddPartitionsToTxnTopicResult
+    PartResult = TopicResult.AddPartitionsToTxnPartitionResult
+    if version >= 4:  # from brokers (KIP-890): CLUSTER_ACTION
+        if a.cluster(AclOperation.CLUSTER_ACTION):
+            return _PASS
+        return Guarded(refusal=AddPartitionsToTxnResponse(
+            version=version, throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            results_by_transaction=[]))
+    partitions = list(dict.fromkeys((t.name, p) for t in req.v3_and_below_topics for p in t.partitions))
+
+    def answer(errors: dict[tuple[str, int], ErrorCode]) -> Guarded:
+        by_topic: dict[str, list[Any]] = {}
+        for (t, p), code in errors.items():
+            by_topic.setdefault(t, []).append(PartResult(partition_index=p, partition_error_code=int(code)))
+        return Guarded(refusal=AddPartitionsToTxnResponse(version=version, throttle_time_ms=0, results_by_topic_v3_and_below=[
+            TopicResult(name=t, results_by_partition=ps) for t, ps in by_topic.items()]))
+
+    if not a.allowed(WRITE, TXN, req.v3_and_below_transactional_id):
+        return answer(dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    broker = a.broker
+    internal = {t for t, _ in partitions if (topic := broker.topics.get(t)) is not None and topic.internal}
+    allowed = a.allowed_names(WRITE, TOPIC, (t for t, _ in partitions if t not in internal))
+    if not internal and len(allowed) == len({t for t, _ in partitions}):
+        return _PASS
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for t, p in partitions:  # denied, then missing; the others are not attempted
+        topic = broker.topics.get(t)
+        if t not in allowed:
+            errors[(t, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topic is None or partition_log(broker, topic, p) is None:
+            errors[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            errors[(t, p)] = ErrorCode.OPERATION_NOT_ATTEMPTED
+    return answer(errors)
+
+
+def _add_offsets_to_txn(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.producer.transaction import AddOffsetsToTxnResponse
+
+    if not a.allowed(WRITE, TXN, req.transactional_id):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not a.allowed(READ, GROUP, req.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        return _PASS
+    return Guarded(refusal=AddOffsetsToTxnResponse(version=version, throttle_time_ms=0, error_code=int(code)))
+
+
+def _end_txn(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.producer.transaction import EndTxnResponse
+
+    if a.allowed(WRITE, TXN, req.transactional_id):
+        return _PASS
+    return Guarded(refusal=EndTxnResponse(version=version, throttle_time_ms=0,
+                                          error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                          producer_id=-1, producer_epoch=-1))
+
+
+def _txn_offset_commit(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.producer.transaction import TxnOffsetCommitResponse
+
+    T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    P = T.TxnOffsetCommitResponsePartition
+
+    def rows(topics: Any, code: ErrorCode) -> list[Any]:
+        return [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=int(code))
+                                           for p in t.partitions]) for t in topics]
+
+    def whole(code: ErrorCode) -> Guarded:
+        return Guarded(refusal=TxnOffsetCommitResponse(version=version, throttle_time_ms=0,
+                                                       topics=rows(req.topics, code)))
+
+    if not a.allowed(WRITE, TXN, req.transactional_id):
+        return whole(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not a.allowed(READ, GROUP, req.group_id):
+        return whole(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    allowed = a.allowed_names(READ, TOPIC, (t.name for t in req.topics))
+    denied = [t for t in req.topics if t.name not in allowed]
+    if not denied:
+        return _PASS
+    errors = rows(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    kept = [t for t in req.topics if t.name in allowed]
+    if not kept:
+        return Guarded(refusal=TxnOffsetCommitResponse(version=version, throttle_time_ms=0, topics=errors))
+
+    def merge(resp: Any) -> Any:
+        resp.topics = list(resp.topics) + errors
+        return resp
+    return Guarded(request=_clone(req, topics=kept), after=merge)
+
+
+def _describe_producers(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.admin.transactions import DescribeProducersResponse
+
+    T = DescribeProducersResponse.TopicResponse
+    P = T.PartitionResponse
+    return _per_topic(a, req, version, READ, "topics", lambda t: T(name=t.name, partitions=[
+        P(partition_index=p, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None, active_producers=[])
+        for p in t.partition_indexes]), "topics",
+        lambda v, errors: DescribeProducersResponse(version=v, throttle_time_ms=0, topics=errors))
+
+
+def _describe_transactions(a: Access, req: Any, version: int) -> Guarded:
+    from kafka.protocol.admin.transactions import DescribeTransactionsResponse
+
+    State = DescribeTransactionsResponse.TransactionState
+    ids = list(req.transactional_ids)
+    denied = {t for t in ids if not a.allowed(DESCRIBE, TXN, t)}
+
+    def refused(tid: str) -> Any:
+        return State(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=tid,
+                     transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=0, producer_id=0,
+                     producer_epoch=0, topics=[])
+
+    def finish(resp: Any) -> Any:
+        got = iter(resp.transaction_states)
+        out = []
+        for tid in ids:  # in the request's order
+            if tid in denied:
+                out.append(refused(tid))
+                continue
+            s = next(got)
+            # only the partitions of topics the principal may describe
+            s.topics = [t for t in s.topics if a.allowed(DESCRIBE, TOPIC, t.topic, log=False)]
+            out.append(s)
+        resp.transaction_states = out
+        return resp
+
+    kept = [t for t in ids if t not in denied]
+    if not kept:
+        return Guarded(refusal=DescribeTransactionsResponse(version=version, throttle_time_ms=0,
+                                                            transaction_states=[refused(t) for t in ids]))
+    return Guarded(request=_clone(req, transactional_ids=kept) if denied else None, after=finish)
+
+
+def _list_transactions(a: Access, req: Any, version: int) -> Guarded:
+    def keep_describable(resp: Any) -> Any:
+        resp.transaction_states = [s for s in resp.transaction_states
+                                   if a.allowed(DESCRIBE, TXN, s.transactional_id, log=False)]
+        return resp
+    return Guarded(after=keep_describable)
+
+
+# ---- the consumer group protocol (KIP-848) ----
+
+
+def _consumer_group_heartbeat(a: Access, req: Any, version: int) -> Guarded:
+    from protocol.fastpath import ConsumerGroupHeartbeatResponseData
+
+    if not a.allowed(READ, GROUP, req.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif req.subscribed_topic_names and \
+            len(a.allowed_names(DESCRIBE, TOPIC, req.subscribed_topic_names)) < len(set(req.subscribed_topic_names)):
+        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED  # a subscription may not name what it may not see
+    else:
+        return _PASS
+    return Guarded(refusal=ConsumerGroupHeartbeatResponseData(version, int(code), None, None, 0, 0, None))
+
+
+def _consumer_group_describe(a: Access, req: Any, version: int) -> Guarded:
+    from protocol.messages import ConsumerGroupDescribeResponse
+    from server.security.acl import bit_field
+
+    Described = ConsumerGroupDescribeResponse.DescribedGroup
+    ids = list(req.group_ids)
+    denied = [g for g in ids if not a.allowed(DESCRIBE, GROUP, g)]
+
+    def error(gid: str, code: ErrorCode, message: str | None = None) -> Any:
+        return Described(error_code=int(code), error_message=message, group_id=gid, group_state="", group_epoch=0,
+                         assignment_epoch=0, assignor_name="", members=[], authorized_operations=-2**31)
+
+    errors = [error(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in denied]
+
+    def finish(resp: Any) -> Any:
+        out = list(errors)
+        for g in resp.groups:
+            if g.error_code == ErrorCode.NONE:
+                topics = {tp.topic_name for m in g.members for tp in
+                          list(m.assignment.topic_partitions) + list(m.target_assignment.topic_partitions)}
+                if len(a.allowed_names(DESCRIBE, TOPIC, topics)) < len(topics):
+                    out.append(error(g.group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                     "The group has described topic(s) that the client is not authorized to describe."))
+                    continue
+                if req.include_authorized_operations:
+                    g.authorized_operations = bit_field({AclOperation(op) for op in a.operations(GROUP, g.group_id)})
+            out.append(g)
+        resp.groups = out
+        return resp
+
+    kept = [g for g in ids if g not in denied]
+    if not kept:
+        return Guarded(refusal=ConsumerGroupDescribeResponse(version=version, throttle_time_ms=0, groups=errors))
+    return Guarded(request=_clone(req, group_ids=kept) if denied else None, after=finish)
+
+
 # ---- security and cluster APIs ----
 
 
@@ -967,6 +1171,15 @@ POLICIES: dict[int, Policy] = {
     ApiKey.ELECT_LEADERS: _cluster_op(ALTER, _elect_leaders_refused),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster_op(DESCRIBE, _list_reassignments_refused),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster_op(ALTER, _alter_reassignments_refused),
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
+    ApiKey.END_TXN: _end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
 }
 
 

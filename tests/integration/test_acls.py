@@ -9,6 +9,8 @@ Principals and their ACLs (created by the super user through CreateAcls):
     bob      PREFIXED: group g-bob* ALL; topic t-bob* ALL
     carol    wildcard: group * READ, topic * READ; with DENY READ on group g-secret*, topic t-secret*
     User:*   topic t-public DESCRIBE
+    alice    transactional id tx-alice WRITE; group g-bob-cg DESCRIBE (but none of its topics)
+    bob      PREFIXED: transactional id tx-bob* ALL
     mallory  none (allow.everyone.if.no.acl.found=false)
     admin    super.users
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 
 import pytest
@@ -32,6 +35,11 @@ from kafka.protocol.admin import (
     DescribeUserScramCredentialsRequest,
     ListGroupsRequest,
 )
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     HeartbeatRequest,
@@ -45,9 +53,16 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    TxnOffsetCommitRequest,
+)
 from wire import WireClient
 
 from protocol.errors import ErrorCode as E
+from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from server.app import Server
 from server.config import Config
 from server.security.acl import AclOperation as Op
@@ -73,6 +88,9 @@ ACLS = [  # (principal, resource type, name, pattern, operation, permission)
     ("User:carol", Res.TOPIC, "*", Pat.LITERAL, Op.READ, Perm.ALLOW),
     ("User:carol", Res.TOPIC, "t-secret", Pat.PREFIXED, Op.READ, Perm.DENY),
     ("User:*", Res.TOPIC, "t-public", Pat.LITERAL, Op.DESCRIBE, Perm.ALLOW),
+    ("User:alice", Res.TRANSACTIONAL_ID, "tx-alice", Pat.LITERAL, Op.WRITE, Perm.ALLOW),
+    ("User:bob", Res.TRANSACTIONAL_ID, "tx-bob", Pat.PREFIXED, Op.ALL, Perm.ALLOW),
+    ("User:alice", Res.GROUP, "g-bob-cg", Pat.LITERAL, Op.DESCRIBE, Perm.ALLOW),
 ]
 
 
@@ -82,9 +100,11 @@ def creation(principal, rtype, name, pattern, op, perm) -> CreateAclsRequest.Acl
                                          operation=int(op), permission_type=int(perm))
 
 
-def batch() -> bytes:
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
+def batch(producer: tuple[int, int] | None = None) -> bytes:
+    pid, epoch = producer or (-1, -1)
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=int(producer is not None),
+                                  producer_id=pid, producer_epoch=epoch, base_sequence=-1 if producer is None else 0,
+                                  batch_size=2**31 - 1)
     b.append(0, 1_700_000_000_000, b"k", b"v", [])
     return bytes(b.build())
 
@@ -158,10 +178,13 @@ class Calls:
                                         include_topic_authorized_operations=False), 12)
         return {t.name: t.error_code for t in r.topics}
 
-    def produce(self, topic: str) -> int:
+    def produce(self, topic: str, txn: tuple[str, int, int] | None = None) -> int:
         T = ProduceRequest.TopicProduceData
-        r = self.c.call(ProduceRequest(version=9, transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
-            T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=batch())])]), 9)
+        records = batch() if txn is None else batch(txn[1:])
+        r = self.c.call(ProduceRequest(version=9, transactional_id=None if txn is None else txn[0], acks=1,
+                                       timeout_ms=5000, topic_data=[
+                                           T(name=topic, partition_data=[T.PartitionProduceData(index=0,
+                                                                                                records=records)])]), 9)
         return r.responses[0].partition_responses[0].error_code
 
     def fetch(self, topic: str) -> int:
@@ -236,6 +259,79 @@ class Calls:
 
     def describe_scram(self) -> int:
         return self.c.call(DescribeUserScramCredentialsRequest(users=None), 0).error_code
+
+    # -- transactions --
+
+    def find_txn_coordinator(self, tid: str) -> int:
+        return self.c.call(FindCoordinatorRequest(version=3, key=tid, key_type=1), 3).error_code
+
+    def init_txn(self, tid: str) -> tuple[int, int, int]:
+        r = self.c.call(InitProducerIdRequest(version=4, transactional_id=tid, transaction_timeout_ms=60000,
+                                              producer_id=-1, producer_epoch=-1), 4)
+        return r.error_code, r.producer_id, r.producer_epoch
+
+    def add_partitions(self, txn: tuple[str, int, int], topics: list[str], version: int = 3) -> dict:
+        tid, pid, epoch = txn
+        T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+        if version >= 4:
+            X = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+            r = self.c.call(AddPartitionsToTxnRequest(version=version, transactions=[X(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=True,
+                topics=[X.AddPartitionsToTxnTopic(name=t, partitions=[0]) for t in topics])]), version)
+            return {"": r.error_code}
+        r = self.c.call(AddPartitionsToTxnRequest(version=3, v3_and_below_transactional_id=tid,
+                                                  v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+                                                  v3_and_below_topics=[T(name=t, partitions=[0]) for t in topics]), 3)
+        return {t.name: t.results_by_partition[0].partition_error_code for t in r.results_by_topic_v3_and_below}
+
+    def add_offsets(self, txn: tuple[str, int, int], group: str) -> int:
+        tid, pid, epoch = txn
+        return self.c.call(AddOffsetsToTxnRequest(version=3, transactional_id=tid, producer_id=pid,
+                                                  producer_epoch=epoch, group_id=group), 3).error_code
+
+    def txn_commit(self, txn: tuple[str, int, int], group: str, topics: list[str]) -> dict:
+        tid, pid, epoch = txn
+        T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+        P = T.TxnOffsetCommitRequestPartition
+        r = self.c.call(TxnOffsetCommitRequest(
+            version=3, transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=[T(name=t, partitions=[P(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                            committed_metadata="")]) for t in topics]), 3)
+        return {t.name: t.partitions[0].error_code for t in r.topics}
+
+    def end_txn(self, txn: tuple[str, int, int], commit: bool) -> int:
+        tid, pid, epoch = txn
+        return self.c.call(EndTxnRequest(version=3, transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                         committed=commit), 3).error_code
+
+    def describe_txns(self, tids: list[str]) -> dict:
+        r = self.c.call(DescribeTransactionsRequest(version=0, transactional_ids=tids), 0)
+        return {s.transactional_id: (s.error_code, s.transaction_state, {t.topic for t in s.topics})
+                for s in r.transaction_states}
+
+    def list_txns(self) -> set[str]:
+        r = self.c.call(ListTransactionsRequest(version=1, state_filters=[], producer_id_filters=[],
+                                                duration_filter=-1), 1)
+        return {s.transactional_id for s in r.transaction_states}
+
+    def describe_producers(self, topic: str) -> int:
+        T = DescribeProducersRequest.TopicRequest
+        r = self.c.call(DescribeProducersRequest(version=0, topics=[T(name=topic, partition_indexes=[0])]), 0)
+        return r.topics[0].partitions[0].error_code
+
+    # -- the consumer group protocol (KIP-848) --
+
+    def consumer_heartbeat(self, group: str, topics: list[str]) -> int:
+        return self.c.call(ConsumerGroupHeartbeatRequest(
+            version=0, group_id=group, member_id=uuid.uuid4().hex[:22], member_epoch=0, instance_id=None,
+            rack_id=None, rebalance_timeout_ms=30000, subscribed_topic_names=topics, server_assignor=None,
+            topic_partitions=[]), 0).error_code
+
+    def consumer_describe(self, group: str) -> tuple[int, int]:
+        r = self.c.call(ConsumerGroupDescribeRequest(version=0, group_ids=[group], include_authorized_operations=True),
+                        0)
+        return r.groups[0].error_code, r.groups[0].authorized_operations
 
 
 @pytest.fixture(scope="module")
@@ -329,6 +425,9 @@ def _checks(bootstrap: str) -> dict:
     out["acl_count"] = (n_before, admin.describe_acls()[1])
     out["scram_apis"] = {u: (conns[u].alter_scram(f"made-by-{u}"), conns[u].describe_scram()) for u in USERS}
 
+    _txn_checks(conns, out)
+    _consumer_protocol_checks(conns, out)
+
     # what the denied requests would have changed, seen by the super user
     out["after"] = {
         "commit_mallory": admin.fetch_offsets("g-mallory", "t-alice"),
@@ -341,6 +440,56 @@ def _checks(bootstrap: str) -> dict:
     for c in conns.values():
         c.c.close()
     return out
+
+
+def _retrying(call, retriable=(E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
+                                E.NOT_COORDINATOR, E.CONCURRENT_TRANSACTIONS)):
+    """The transaction coordinator's first answers while __transaction_state is being made."""
+    deadline = time.monotonic() + 30
+    while True:
+        got = call()
+        code = got[0] if isinstance(got, tuple) else got
+        if code not in retriable or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def _txn_checks(conns: dict, out: dict) -> None:
+    alice, bob, mallory, admin = conns["alice"], conns["bob"], conns["mallory"], conns["admin"]
+    out["txn_find"] = {(u, t): _retrying(lambda u=u, t=t: conns[u].find_txn_coordinator(t)) for u, t in [
+        ("alice", "tx-alice"), ("bob", "tx-bob-1"), ("mallory", "tx-alice"), ("carol", "tx-bob-1")]}
+    code, pid, epoch = _retrying(lambda: alice.init_txn("tx-alice"))
+    out["txn_init"] = {"alice": code, "bob": _retrying(lambda: bob.init_txn("tx-bob-1"))[0],
+                       "mallory": mallory.init_txn("tx-alice")[0], "bob-on-alice's": bob.init_txn("tx-alice")[0]}
+    txn = ("tx-alice", pid, epoch)
+    out["txn_add_partitions"] = {
+        "alice-denied-topic": alice.add_partitions(txn, ["t-alice", "t-other"]),
+        "mallory": mallory.add_partitions(txn, ["t-alice"]),
+        "alice-v4": alice.add_partitions(txn, ["t-alice"], version=4),  # brokers only: CLUSTER_ACTION
+        "alice": alice.add_partitions(txn, ["t-alice"]),
+    }
+    out["txn_produce"] = {"mallory": mallory.produce("t-alice", txn), "alice": alice.produce("t-alice", txn)}
+    out["txn_add_offsets"] = {"alice-other-group": alice.add_offsets(txn, "g-bob-1"),
+                              "mallory": mallory.add_offsets(txn, "g-alice"),
+                              "alice": alice.add_offsets(txn, "g-alice")}
+    out["txn_offset_commit"] = {"alice": alice.txn_commit(txn, "g-alice", ["t-alice", "t-bob-1"]),
+                                "alice-other-group": alice.txn_commit(txn, "g-bob-1", ["t-alice"]),
+                                "mallory": mallory.txn_commit(txn, "g-alice", ["t-alice"])}
+    out["txn_describe"] = {u: conns[u].describe_txns(["tx-alice", "tx-bob-1"]) for u in ("alice", "admin")}
+    out["txn_list"] = {u: conns[u].list_txns() for u in ("alice", "bob", "mallory", "admin")}
+    out["txn_end"] = {"mallory": mallory.end_txn(txn, False)}
+    out["txn_after_denied_end"] = admin.describe_txns(["tx-alice"])["tx-alice"][1]
+    out["txn_end"]["alice"] = _retrying(lambda: alice.end_txn(txn, False))
+    out["describe_producers"] = {(u, t): conns[u].describe_producers(t) for u, t in [
+        ("alice", "t-alice"), ("alice", "t-other"), ("mallory", "t-alice"), ("admin", "t-other")]}
+
+
+def _consumer_protocol_checks(conns: dict, out: dict) -> None:
+    out["cg_heartbeat"] = {(u, g, tuple(ts)): conns[u].consumer_heartbeat(g, ts) for u, g, ts in [
+        ("bob", "g-bob-cg", ["t-bob-1"]), ("bob", "g-bob-cg2", ["t-bob-1", "t-alice"]),
+        ("alice", "g-bob-cg", ["t-bob-1"]), ("mallory", "g-bob-cg", ["t-public"])]}
+    out["cg_describe"] = {u: conns[u].consumer_describe("g-bob-cg") for u in USERS}
+    out["cg_after"] = conns["admin"].consumer_describe("g-bob-cg2")[0]
 
 
 def test_setup(matrix):
@@ -461,12 +610,60 @@ def test_cluster_apis(matrix):
                                                         for u in ("alice", "bob", "carol", "mallory")}}
 
 
+TXN_AUTH = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_transaction_apis(matrix):
+    assert matrix["txn_find"] == {("alice", "tx-alice"): 0, ("bob", "tx-bob-1"): 0, ("mallory", "tx-alice"): TXN_AUTH,
+                                  ("carol", "tx-bob-1"): TXN_AUTH}
+    assert matrix["txn_init"] == {"alice": 0, "bob": 0, "mallory": TXN_AUTH, "bob-on-alice's": TXN_AUTH}
+    assert matrix["txn_add_partitions"] == {
+        "alice-denied-topic": {"t-alice": E.OPERATION_NOT_ATTEMPTED, "t-other": E.TOPIC_AUTHORIZATION_FAILED},
+        "mallory": {"t-alice": TXN_AUTH},
+        "alice-v4": {"": E.CLUSTER_AUTHORIZATION_FAILED},
+        "alice": {"t-alice": 0}}
+    assert matrix["txn_produce"] == {"mallory": TXN_AUTH, "alice": 0}
+    assert matrix["txn_add_offsets"] == {"alice-other-group": E.GROUP_AUTHORIZATION_FAILED, "mallory": TXN_AUTH,
+                                         "alice": 0}
+    assert matrix["txn_offset_commit"] == {"alice": {"t-alice": 0, "t-bob-1": E.TOPIC_AUTHORIZATION_FAILED},
+                                           "alice-other-group": {"t-alice": E.GROUP_AUTHORIZATION_FAILED},
+                                           "mallory": {"t-alice": TXN_AUTH}}
+    # WRITE implies DESCRIBE; the partitions of topics it may not describe (__consumer_offsets) are left out
+    assert matrix["txn_describe"]["alice"] == {"tx-alice": (0, "Ongoing", {"t-alice"}),
+                                               "tx-bob-1": (TXN_AUTH, "", set())}
+    assert matrix["txn_describe"]["admin"]["tx-alice"] == (0, "Ongoing", {"t-alice", "__consumer_offsets"})
+    lists = matrix["txn_list"]
+    assert lists["alice"] == {"tx-alice"} and lists["bob"] == {"tx-bob-1"} and lists["mallory"] == set()
+    assert lists["admin"] >= {"tx-alice", "tx-bob-1"}
+    assert matrix["txn_end"] == {"mallory": TXN_AUTH, "alice": 0}
+    assert matrix["txn_after_denied_end"] == "Ongoing"  # mallory's EndTxn changed nothing
+    assert matrix["describe_producers"] == {("alice", "t-alice"): 0, ("alice", "t-other"): E.TOPIC_AUTHORIZATION_FAILED,
+                                            ("mallory", "t-alice"): E.TOPIC_AUTHORIZATION_FAILED, ("admin", "t-other"): 0}
+
+
+def test_consumer_group_protocol_apis(matrix):
+    assert matrix["cg_heartbeat"] == {
+        ("bob", "g-bob-cg", ("t-bob-1",)): 0,
+        ("bob", "g-bob-cg2", ("t-bob-1", "t-alice")): E.TOPIC_AUTHORIZATION_FAILED,  # may not describe t-alice
+        ("alice", "g-bob-cg", ("t-bob-1",)): E.GROUP_AUTHORIZATION_FAILED,  # DESCRIBE is not READ
+        ("mallory", "g-bob-cg", ("t-public",)): E.GROUP_AUTHORIZATION_FAILED}
+    d = matrix["cg_describe"]
+    # ALL, as a group's operations (Kafka 4: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
+    bob_ops = sum(1 << op for op in (Op.READ, Op.DELETE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS))
+    assert d["bob"] == (0, bob_ops) and d["admin"] == (0, bob_ops)
+    assert d["alice"] == (E.TOPIC_AUTHORIZATION_FAILED, -2**31)  # its member's topic t-bob-1 is not alice's
+    assert d["carol"] == (0, (1 << Op.READ) | (1 << Op.DESCRIBE))  # READ * on groups and topics
+    assert d["mallory"] == (E.GROUP_AUTHORIZATION_FAILED, -2**31)
+    assert matrix["cg_after"] == E.GROUP_ID_NOT_FOUND  # the refused heartbeat made no group
+
+
 def test_denied_requests_changed_nothing(matrix):
     after = matrix["after"]
     assert after["commit_mallory"] == (0, {"t-alice": [(0, -1)]})
     assert after["commit_alice_to_bob_group"] == (0, {"t-alice": [(0, -1)]})
-    # t-alice holds the super user's record and alice's (mallory's produce did not land)
-    assert after["produce_mallory"] == (0, 2)
+    # t-alice holds the super user's record, alice's, and alice's transactional one with its abort
+    # marker (mallory's produce, plain or transactional, did not land)
+    assert after["produce_mallory"] == (0, 4)
     assert "t-mallory" not in after["topics"] and "t-alice-other" not in after["topics"]
     assert {"t-alice", "t-other"} <= after["topics"]  # the denied deletes
     assert "t-auto-alice" not in after["topics"] and "t-auto-bob" not in after["topics"]

@@ -1,5 +1,6 @@
 """Compaction never changes what loads: for random histories of commits, tombstones, group
-records, transactions (committed, aborted, open) and segment rolls, with compaction passes in
+records (classic, and the consumer-group records of key versions 3-8 and 16), transactions
+(committed, aborted, open) and segment rolls, with compaction passes in
 place (the hand-off included) at random times, the log loads to the same last value per key
 as the same history never compacted; offsets strictly increase within each segment; every
 CRC is valid; no protocol file is left behind."""
@@ -34,11 +35,34 @@ values = st.one_of(st.none(), st.integers(0, 99))
 ops = st.one_of(
     st.tuples(st.just("commit"), st.lists(st.tuples(keys, values), min_size=1, max_size=4)),
     st.tuples(st.just("group"), st.integers(0, 2), st.booleans()),
+    st.tuples(st.just("consumer"), st.integers(0, 6), st.integers(0, 2), st.booleans()),
     st.tuples(st.just("txn"), st.integers(1, 3), st.lists(st.tuples(keys, values), min_size=1, max_size=3)),
     st.tuples(st.just("end"), st.integers(1, 3), st.booleans()),
     st.tuples(st.just("roll")),
     st.tuples(st.just("compact"), st.sampled_from([0, RETENTION // 2, RETENTION + 1]), st.sampled_from([1, 300, 1 << 20])),
 )
+
+
+def _consumer_record(kind: int, member: str, now: int) -> tuple:
+    import uuid
+
+    from protocol import coordinator_records as r
+
+    t = uuid.UUID(int=7)
+    g = "cg"
+    return [
+        (r.ConsumerGroupMetadataKey(g), r.ConsumerGroupMetadataValue(now % 1000)),
+        (r.ConsumerGroupPartitionMetadataKey(g), r.ConsumerGroupPartitionMetadataValue({"t": r.TopicMetadata(t, "t", 3)})),
+        (r.ConsumerGroupMemberMetadataKey(g, member), r.ConsumerGroupMemberMetadataValue(
+            None, None, "c", "/h", ("t",), None, 1000, None)),
+        (r.ConsumerGroupTargetAssignmentMetadataKey(g), r.ConsumerGroupTargetAssignmentMetadataValue(now % 1000)),
+        (r.ConsumerGroupTargetAssignmentMemberKey(g, member), r.ConsumerGroupTargetAssignmentMemberValue(
+            {t: frozenset({now % 3})})),
+        (r.ConsumerGroupCurrentMemberAssignmentKey(g, member), r.ConsumerGroupCurrentMemberAssignmentValue(
+            now % 1000, 0, 0, {t: frozenset({1})}, {})),
+        (r.ConsumerGroupRegularExpressionKey(g, f"{member}.*"), r.ConsumerGroupRegularExpressionValue(
+            ("t",), now, now)),
+    ][kind]
 
 
 def key(n: int) -> bytes:
@@ -115,6 +139,9 @@ def test_compacted_log_loads_like_the_original(history):
                     g = f"g{op[1]}"
                     append(build_batch([(encode_key(GroupKey(g)),
                                          encode_value(_group_value(g, 1, now)) if op[2] else None, now)]))
+                elif op[0] == "consumer":  # KIP-848 records: the cleaner only looks at key bytes
+                    k, v = _consumer_record(op[1], f"m{op[2]}", now)
+                    append(build_batch([(encode_key(k), encode_value(v) if op[3] else None, now)]))
                 elif op[0] == "txn":
                     append(transactional_batch([(key(n), value(v, now)) for n, v in op[2]], op[1], now))
                 elif op[0] == "end":

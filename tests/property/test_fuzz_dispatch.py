@@ -64,8 +64,11 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from txn_seeds import ERROR_BY_DESIGN as TXN_ERROR_BY_DESIGN
+from txn_seeds import TXN_APIS, txn_request
 
 from protocol.api import API_TABLE, ApiKey, _generic_decoder
+from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from server.broker import Broker
 from server.config import Config
 from server.deferred import Deferred
@@ -213,9 +216,18 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
     if api == ApiKey.CREATE_PARTITIONS:  # each version grows the topic by one (it has 2)
         return CreatePartitionsRequest(version=v, timeout_ms=5000, validate_only=False, topics=[
             CreatePartitionsRequest.CreatePartitionsTopic(name=TOPIC, count=3 + v, assignments=None)])
+    if api == ApiKey.CONSUMER_GROUP_HEARTBEAT:  # a member joining (epoch 0)
+        return ConsumerGroupHeartbeatRequest(
+            version=v, group_id=f"fuzz-cg-{v}", member_id=f"fuzz-member-{v}", member_epoch=0, instance_id=None,
+            rack_id=None, rebalance_timeout_ms=30000, subscribed_topic_names=[TOPIC], subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=[])
+    if api == ApiKey.CONSUMER_GROUP_DESCRIBE:  # the group the heartbeat seed of this version made
+        return ConsumerGroupDescribeRequest(version=v, group_ids=[f"fuzz-cg-{v}"], include_authorized_operations=False)
     seed = _admin_seed(api, v)
     if seed is not None:
         return seed
+    if api in TXN_APIS:
+        return txn_request(api, v, TOPIC, COMMIT_GROUP)
     raise AssertionError(f"no seed for API {api}: add one when an API is added to API_TABLE")
 
 
@@ -413,6 +425,7 @@ def start_env(data) -> Env:
     broker = Broker(Config({
         "log.dirs": str(data),
         "offsets.topic.num.partitions": 4,
+        "transaction.state.log.num.partitions": 4,
         "group.initial.rebalance.delay.ms": 0,
         "auto.create.topics.enable": "false",
         "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -469,7 +482,8 @@ def test_every_seed_is_answered_without_error(env: Env) -> None:
     # Heartbeat / SyncGroup / LeaveGroup for a member the group does not know are errors by
     # design; they still prove the request decoded and reached the coordinator.
     expected_errors = {n for n in kinds if n.startswith(("HEARTBEAT", "SYNC_GROUP", "LEAVE_GROUP",
-                                                         "DELETE_GROUPS", "OFFSET_DELETE"))}
+                                                         "DELETE_GROUPS", "OFFSET_DELETE",
+                                                         *TXN_ERROR_BY_DESIGN))}
     # SASL requests on a connection that is not authenticating: ILLEGAL_SASL_STATE, as Kafka; the
     # ACL APIs without an authorizer: SECURITY_DISABLED, as Kafka.
     expected_errors |= {n for n in kinds if n.startswith(("SASL_HANDSHAKE", "SASL_AUTHENTICATE", "DESCRIBE_ACLS",

@@ -1,6 +1,6 @@
 """The hand-written Heartbeat decoder agrees with kafka-python's schema-driven one."""
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import HeartbeatRequest
 
@@ -176,6 +176,7 @@ def test_offset_commit_rows_encode_like_kafka_python(version, rows):
         (t, [(p.partition_index, p.error_code) for p in ps]) for t, ps in by_topic.items()]
 
 
+@settings(deadline=None)  # the first example imports the server
 @given(client_id=st.none() | st.binary(max_size=300), header_version=st.integers(1, 2),
        tagged=st.sampled_from([b"\x00", b"\x01\x05\x02ab", b""]), cut=st.integers(0, 12))
 def test_dispatch_body_start_agrees_with_read_client_id(client_id, header_version, tagged, cut):
@@ -197,3 +198,42 @@ def test_dispatch_body_start_agrees_with_read_client_id(client_id, header_versio
 
     expected = outcome(lambda: read_client_id(frame, header_version)[1])
     assert outcome(lambda: _body_start(frame, header_version)) == expected
+
+
+@given(version=st.integers(0, 1), group=names, member=names, epoch=st.integers(-2, 2**31 - 1),
+       instance=st.none() | names, topics=st.none() | st.lists(names, max_size=4),
+       regex=st.none() | names, owned=st.none() | st.lists(st.tuples(st.uuids(), st.lists(st.integers(0, 2**31 - 1),
+                                                                                              max_size=5)), max_size=3))
+def test_consumer_group_heartbeat_matches_generic_codecs(version, group, member, epoch, instance, topics, regex, owned):
+    from protocol.fastpath import ConsumerGroupHeartbeatResponseData, decode_consumer_group_heartbeat
+    from protocol.messages import ConsumerGroupHeartbeatRequest as R
+    from protocol.messages import ConsumerGroupHeartbeatResponse as S
+
+    req = R(version=version, group_id=group, member_id=member, member_epoch=epoch, instance_id=instance, rack_id=None,
+            rebalance_timeout_ms=-1, subscribed_topic_names=topics, subscribed_topic_regex=regex if version else None,
+            server_assignor=None,
+            topic_partitions=None if owned is None else [R.TopicPartitions(topic_id=t, partitions=p) for t, p in owned])
+    fast = decode_consumer_group_heartbeat(b"HDR" + bytes(req.encode()), 3, version)
+    assert (fast.group_id, fast.member_id, fast.member_epoch, fast.instance_id, fast.subscribed_topic_names,
+            fast.subscribed_topic_regex) == (group, member, epoch, instance, topics, regex if version else None)
+    assert (None if fast.topic_partitions is None else [(t.topic_id, t.partitions) for t in fast.topic_partitions]) \
+        == (None if owned is None else [(t, p) for t, p in owned])
+    mine = ConsumerGroupHeartbeatResponseData(version, 0, instance, member, epoch, 5000, owned)
+    theirs = S(version=version, throttle_time_ms=0, error_code=0, error_message=instance, member_id=member,
+               member_epoch=epoch, heartbeat_interval_ms=5000, assignment=None if owned is None else S.Assignment(
+                   topic_partitions=[S.Assignment.TopicPartitions(topic_id=t, partitions=p) for t, p in owned]))
+    assert mine.encode() == bytes(theirs.encode())
+
+
+def test_truncated_consumer_group_heartbeat_raises():
+    from protocol.fastpath import decode_consumer_group_heartbeat
+    from protocol.messages import ConsumerGroupHeartbeatRequest as R
+
+    body = bytes(R(version=1, group_id="g", member_id="m", member_epoch=1, instance_id=None, rack_id=None,
+                   rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
+                   server_assignor=None, topic_partitions=None).encode())
+    from protocol.headers import HeaderError
+
+    for cut in range(1, len(body)):
+        with pytest.raises((FastDecodeError, HeaderError)):  # the dispatcher closes the connection
+            decode_consumer_group_heartbeat(body[:cut], 0, 1)

@@ -69,10 +69,13 @@ class Harness:
         assert result.on_appended is not None
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
+            if result.undo is not None:  # applied ahead of an append that failed
+                result.undo()
             return result.on_appended(err)
         self.log.extend(result.records)
-        for r in result.records:
-            self.coord.replay(r)
+        if not result.applied:  # consumer group records are applied as they are made
+            for r in result.records:
+                self.coord.replay(r)
         return result.on_appended(None)
 
     def release(self) -> list[Any]:
@@ -82,8 +85,13 @@ class Harness:
         return out
 
     def flush(self) -> None:
-        while self._bg:
-            self._process(self._bg.pop(0))
+        """Background writes, and what waits for the end of the event-loop turn."""
+        while True:
+            self.coord.run_end_of_turn()
+            if not self._bg:
+                return
+            while self._bg:
+                self._process(self._bg.pop(0))
 
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)
@@ -269,3 +277,84 @@ def test_harness_round_trip() -> None:
     ids, gen, leader = stable_group(h, "g", 3)
     assert gen == 1 and leader == ids[0] and h.state("g") == "Stable"
     assert len(h.log) == 1
+
+
+# ---- consumer groups (KIP-848) ----------------------------------------------------------------
+
+
+class FakeTopics:
+    """The broker's topics as the coordinator reads them (server/group/consumer/protocol.TopicSource)."""
+
+    def __init__(self, **topics: int) -> None:
+        import uuid as _uuid
+
+        self._uuid = _uuid
+        self.changes = 0
+        self.by_name: dict[str, Any] = {}
+        for name, n in topics.items():
+            self.create(name, n)
+
+    def create(self, name: str, partitions: int) -> None:
+        from protocol.coordinator_records import TopicMetadata
+
+        old = self.by_name.get(name)
+        tid = old.topic_id if old is not None else self._uuid.uuid5(self._uuid.NAMESPACE_OID, name)
+        self.by_name[name] = TopicMetadata(tid, name, partitions)
+        self.changes += 1
+
+    def delete(self, name: str) -> None:
+        del self.by_name[name]
+        self.changes += 1
+
+    def metadata(self, name: str) -> Any:
+        return self.by_name.get(name)
+
+    def names(self) -> list[str]:
+        return list(self.by_name)
+
+    def name_of(self, topic_id: Any) -> str | None:
+        return next((m.name for m in self.by_name.values() if m.topic_id == topic_id), None)
+
+    def id(self, name: str) -> Any:
+        return self.by_name[name].topic_id
+
+
+class ConsumerHarness(Harness):
+    """Harness with topics, and ConsumerGroupHeartbeat / ConsumerGroupDescribe builders."""
+
+    def __init__(self, topics: FakeTopics | None = None, **cfg: Any) -> None:
+        super().__init__(**cfg)
+        self.topics = topics or FakeTopics(t=6)
+        self.coord.set_topics(self.topics)
+
+    def cg_heartbeat(self, group: str, member_id: str, epoch: int, *, topics: list[str] | None = None,
+                     regex: str | None = None, owned: dict[str, set[int]] | None | bool = None,
+                     rebalance: int = -1, instance: str | None = None, assignor: str | None = None,
+                     rack: str | None = None, version: int = 1) -> Any:
+        from protocol.messages import ConsumerGroupHeartbeatRequest as R
+
+        if owned is True:
+            owned = {}
+        parts = None if owned is None or owned is False else [
+            R.TopicPartitions(topic_id=self.topics.id(t), partitions=sorted(ps)) for t, ps in owned.items()]
+        req = R(version=version, group_id=group, member_id=member_id, member_epoch=epoch, instance_id=instance,
+                rack_id=rack, rebalance_timeout_ms=rebalance, subscribed_topic_names=topics,
+                subscribed_topic_regex=regex, server_assignor=assignor, topic_partitions=parts)
+        return self.run(self.coord.consumer_group_heartbeat(wire(req, version), version, "client", "/127.0.0.1"))
+
+    def cg_join(self, group: str, member_id: str, topics: list[str] | None = None, **kw: Any) -> Any:
+        kw.setdefault("rebalance", 30000)
+        return self.cg_heartbeat(group, member_id, 0, topics=topics if topics is not None or "regex" in kw
+                                 else ["t"], owned={}, **kw)
+
+    def cg_describe(self, *groups: str, version: int = 1) -> Any:
+        from protocol.messages import ConsumerGroupDescribeRequest as D
+
+        req = D(version=version, group_ids=list(groups), include_authorized_operations=False)
+        return self.run(self.coord.consumer_group_describe(wire(req, version), version))
+
+    def owned(self, response: Any) -> dict[str, set[int]] | None:
+        """The assignment of a heartbeat answer by topic name (None when it carried none)."""
+        if response.assignment is None:
+            return None
+        return {self.topics.name_of(tp.topic_id): set(tp.partitions) for tp in response.assignment.topic_partitions}

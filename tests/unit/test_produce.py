@@ -109,12 +109,16 @@ async def test_internal_topic_refused_like_kafka(broker):
     assert "internal topic" in r.error_message
 
 
-async def test_transactional_batches_are_refused(broker):
+async def test_transactional_batches_outside_a_transaction_are_refused(broker):
     data = batch([b"a"], pid=1, epoch=0, seq=0, transactional=True)
     r = await produce(broker, "t", 0, data)
     assert r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # no transaction coordinator yet (no __transaction_state): retriable, as Kafka maps it
     r = await produce(broker, "t", 0, data, transactional_id="tx")
-    assert r.error_code == E.INVALID_TXN_STATE
+    assert r.error_code == E.NOT_ENOUGH_REPLICAS
+    broker.txn.ensure_topic()
+    r = await produce(broker, "t", 0, data, transactional_id="tx")  # an id the coordinator never saw
+    assert r.error_code == E.INVALID_PRODUCER_ID_MAPPING
     assert log_of(broker).log_end_offset == 0
 
 

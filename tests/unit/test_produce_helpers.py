@@ -76,6 +76,17 @@ async def call(broker: Broker, api: ApiKey, req: Any, version: int) -> Any:
     return _decode_response(api, res, version)
 
 
+async def settle(answer: Any, timeout: float = 10.0) -> Any:
+    """The answer itself, or what a Deferred answer completes with (on the running loop)."""
+    import asyncio
+
+    if not isinstance(answer, Deferred):
+        return answer
+    fut = asyncio.get_running_loop().create_future()
+    answer.add_callback(lambda r: fut.done() or fut.set_result(r))
+    return await asyncio.wait_for(fut, timeout)
+
+
 def produce_req(topic: str, partition: int, records: bytes | None, acks: int = 1, *,
                 transactional_id: str | None = None, timeout_ms: int = 5000, version: int = 9) -> Any:
     T = ProduceRequest.TopicProduceData

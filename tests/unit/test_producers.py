@@ -189,7 +189,7 @@ def test_init_producer_bumps_the_epoch_of_a_known_producer(tmp_path):
 
 async def test_init_producer_id_handler(tmp_path):
     from kafka.protocol.producer import InitProducerIdRequest
-    from test_produce_helpers import call, make_broker
+    from test_produce_helpers import call, make_broker, settle
 
     from protocol.api import ApiKey
 
@@ -206,8 +206,9 @@ async def test_init_producer_id_handler(tmp_path):
         assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, r1.producer_id, 1)
         bad = await call(b, ApiKey.INIT_PRODUCER_ID, req(5, pid=r1.producer_id, epoch=-1), 5)
         assert bad.error_code == ErrorCode.INVALID_REQUEST
-        tx = await call(b, ApiKey.INIT_PRODUCER_ID, req(5, tid="my-tx"), 5)
-        assert (tx.error_code, tx.producer_id, tx.producer_epoch) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
+        # a transactional id goes to the transaction coordinator, from the same id blocks
+        tx = await settle(await call(b, ApiKey.INIT_PRODUCER_ID, req(5, tid="my-tx"), 5))
+        assert (tx.error_code, tx.producer_epoch) == (0, 0) and tx.producer_id > r1.producer_id
         empty = await call(b, ApiKey.INIT_PRODUCER_ID, req(1, tid=""), 1)
         assert empty.error_code == ErrorCode.INVALID_REQUEST
     finally:

@@ -19,7 +19,7 @@ def write_offsets_dir(log_dir) -> PartitionLog:
         (encode_key(OffsetKey("g", "t", 0)), encode_value(OffsetValue(42, "", 1000))),
         (encode_key(GroupKey("g")), encode_value(GroupValue("consumer", 2, "range", "m-1", 9, [MEMBER]))),
         (encode_key(OffsetKey("g", "t", 0)), None),
-        (b"\x00\x05\x00\x01x", b"\x00\x00new-style record"),  # a newer key version
+        (b"\x00\x09\x00\x01x", b"\x00\x00new-style record"),  # a share-group key (not ours)
     ], 1000)
     other = PartitionLog(str(log_dir / "__consumer_offsets-3"))
     other.append_records([(encode_key(OffsetKey("h", "u", 1)), encode_value(OffsetValue(7, "m", 5, 2)))], 5)
@@ -46,7 +46,7 @@ def test_text_output(tmp_path, capsys):
                                "protocol_type=consumer, generation=2, protocol=range, leader=m-1")
     assert "subscription=<3 bytes>" in lines[2]
     assert lines[3].endswith("value=null")
-    assert lines[4] == "offset=3 key_version=5: unknown key version, skipped"
+    assert lines[4] == "offset=3 key_version=9: unknown key version, skipped"
     assert len(lines) == 5
     log.close()
 

@@ -344,8 +344,9 @@ class ClassicGroup:
         elif not transactional and state is not GroupState.EMPTY:
             # a group with members only takes commits from them
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if state is GroupState.COMPLETING_REBALANCE:
-            # the member knows the new generation but has no assignment yet
+        if not transactional and state is GroupState.COMPLETING_REBALANCE:
+            # the member knows the new generation but has no assignment yet (a transactional
+            # commit is not refused: Kafka does not enforce the group state for those)
             return ErrorCode.REBALANCE_IN_PROGRESS
         return None
 

@@ -124,7 +124,7 @@ class ClassicMembership:
         group = self._groups.get(group_id)
         loading = self.manager.is_group_loading(group_id)
         if value is None:
-            if group is None:
+            if group is None or not isinstance(group, ClassicGroup):
                 return
             if not group.is_dead():
                 group.mark_dead(self.clock.now_ms(), ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -226,6 +226,16 @@ class ClassicMembership:
             return None
         unknown = j.member_id == ""
         group = self._groups.get(group_id)
+        if group is not None and group.__class__ is not ClassicGroup:
+            if group.is_dead() or group.num_members():
+                # another group type holds the id (Kafka: classic members cannot join it here)
+                j.callback(JoinResult(j.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+                return None
+            # an Empty group of another type becomes a classic group; its offsets stay
+            log.info("Converting the empty %s group %s to a classic group.", group.TYPE, group_id)
+            self.manager.remove_group(group_id)
+            self._emit(CoordinatorResult(records=group.tombstones(), on_appended=lambda error: None))
+            group = None
         if group is None:
             # only a brand-new member creates the group
             if not unknown:
@@ -651,7 +661,7 @@ class ClassicMembership:
             respond(SyncResult(err))
         else:
             group = self._groups.get(group_id)
-            if group is None:
+            if group is None or group.__class__ is not ClassicGroup:
                 respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
             else:
                 result = self._do_sync(
@@ -749,7 +759,7 @@ class ClassicMembership:
         if err is not None:
             return err
         group = self._groups.get(group_id)
-        if group is None:
+        if group is None or group.__class__ is not ClassicGroup:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -787,7 +797,7 @@ class ClassicMembership:
         if err is not None:
             return err, []
         group = self._groups.get(group_id)
-        if group is None:
+        if group is None or group.__class__ is not ClassicGroup:
             return ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i, _ in leaving]
         if group.state is DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []

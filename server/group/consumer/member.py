@@ -1,0 +1,113 @@
+"""One consumer-group member (Kafka's ConsumerGroupMember): identity and subscription (the
+ConsumerGroupMemberMetadata record) and where it stands in its reconciliation (the
+ConsumerGroupCurrentMemberAssignment record). Treated as immutable: a change makes a new member
+(evolve), so the old and the new can be compared, as Kafka's builder does. Not a frozen
+dataclass only because building one that way costs several times more, per heartbeat."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from enum import IntEnum
+from typing import Any
+
+from protocol.coordinator_records import (
+    Assignment,
+    ClassicMemberMetadata,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue,
+)
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+EMPTY_ASSIGNMENT: Assignment = {}
+
+
+class MemberState(IntEnum):
+    """Kafka's MemberState, with its byte values (the State field of the record)."""
+
+    STABLE = 0  # reconciled to the member epoch
+    UNREVOKED_PARTITIONS = 1  # must revoke partitions before getting the new epoch
+    UNRELEASED_PARTITIONS = 2  # waits for partitions other members still own
+    UNKNOWN = 127
+
+    @classmethod
+    def of(cls, value: int) -> MemberState:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+@dataclass(slots=True)
+class ConsumerGroupMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    classic: ClassicMemberMetadata | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+
+    def evolve(self, **changes: Any) -> ConsumerGroupMember:
+        """A copy with `changes` (dataclasses.replace, without its per-call overhead)."""
+        new = _new(ConsumerGroupMember)
+        for name in _FIELDS:
+            setattr(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
+
+    def is_reconciled_to(self, target_epoch: int) -> bool:
+        return self.state is MemberState.STABLE and self.member_epoch == target_epoch
+
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
+
+    def same_metadata(self, other: ConsumerGroupMember) -> bool:
+        """Whether the member metadata record of both is the same."""
+        return self.metadata_value() == other.metadata_value()
+
+    def same_assignment_state(self, other: ConsumerGroupMember) -> bool:
+        return (self.member_epoch == other.member_epoch and self.previous_member_epoch == other.previous_member_epoch
+                and self.state is other.state and self.assigned == other.assigned
+                and self.pending_revocation == other.pending_revocation)
+
+    def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
+        return ConsumerGroupMemberMetadataValue(
+            self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
+            self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic)
+
+    def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
+        return ConsumerGroupCurrentMemberAssignmentValue(
+            self.member_epoch, self.previous_member_epoch, int(self.state), self.assigned, self.pending_revocation)
+
+    def with_metadata(self, v: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
+        return self.evolve(instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id,
+                       client_host=v.client_host, subscribed_topic_names=tuple(v.subscribed_topic_names),
+                       subscribed_topic_regex=v.subscribed_topic_regex, rebalance_timeout_ms=v.rebalance_timeout_ms,
+                       server_assignor=v.server_assignor, classic=v.classic)
+
+    def with_assignment(self, v: ConsumerGroupCurrentMemberAssignmentValue) -> ConsumerGroupMember:
+        return self.evolve(member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
+                       state=MemberState.of(v.state), assigned=v.assigned, pending_revocation=v.pending_revocation)
+
+    def with_epoch(self, epoch: int, state: MemberState, assigned: Assignment,
+                   pending: Assignment) -> ConsumerGroupMember:
+        """Kafka's updateMemberEpoch: the previous epoch remembers the one before a bump."""
+        previous = self.member_epoch if epoch != self.member_epoch else self.previous_member_epoch
+        return self.evolve(member_epoch=epoch, previous_member_epoch=previous, state=state, assigned=assigned,
+                       pending_revocation=pending)
+
+
+_FIELDS = tuple(f.name for f in fields(ConsumerGroupMember))
+_new = object.__new__
+
+
+def count(assignment: Assignment) -> int:
+    return sum(len(ps) for ps in assignment.values())

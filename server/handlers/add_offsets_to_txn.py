@@ -1,0 +1,28 @@
+"""AddOffsetsToTxn v0-v4 (Kafka's KafkaApis.handleAddOffsetsToTxnRequest): the group's
+__consumer_offsets partition (abs(javaHash(group)) % offsets.topic.num.partitions) joins the
+transaction, exactly as AddPartitionsToTxn would add it; PRODUCER_FENCED is
+INVALID_PRODUCER_EPOCH before v2.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.producer.transaction import AddOffsetsToTxnResponse
+
+from protocol.errors import ErrorCode, fenced_for_version
+from server.context import RequestContext
+from server.deferred import then
+from storage.log_manager import OFFSETS_TOPIC
+
+
+def handle_add_offsets_to_txn(ctx: RequestContext, req: Any, version: int) -> Any:
+    broker = ctx.broker
+    partition = broker.coordinator.partition_of(req.group_id)
+    result = broker.txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                   [(OFFSETS_TOPIC, partition)])
+
+    def respond(code: ErrorCode) -> Any:
+        return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0,
+                                       error_code=fenced_for_version(code, version, 2))
+
+    return then(broker.txn.runtime.submit(result), respond)

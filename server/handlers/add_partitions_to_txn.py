@@ -1,0 +1,92 @@
+"""AddPartitionsToTxn v0-v5 (Kafka's KafkaApis.handleAddPartitionsToTxnRequest).
+
+- v0-v3 (clients): one transaction. Internal topics are refused with
+  TOPIC_AUTHORIZATION_FAILED (Kafka never authorizes clients to add them: offsets go through
+  AddOffsetsToTxn), topics or partitions that do not exist with UNKNOWN_TOPIC_OR_PARTITION;
+  if any partition is refused the others answer OPERATION_NOT_ATTEMPTED and nothing changes.
+  Otherwise the transaction coordinator's answer (server/txn/state.py) for every partition;
+  PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
+- v4-v5 (brokers, KIP-890): a batch of transactions, each either added or, with verify_only,
+  checked (TRANSACTION_ABORTABLE for each partition not in the ongoing transaction). Kafka
+  requires CLUSTER_ACTION for these; without an authorizer everyone has it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.producer.transaction import AddPartitionsToTxnResponse
+
+from protocol.errors import ErrorCode, fenced_for_version
+from server.context import RequestContext
+from server.data_plane import partition_log
+from server.deferred import gather, then
+
+_Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+_TopicResult = _Result.AddPartitionsToTxnTopicResult
+_PartitionResult = _TopicResult.AddPartitionsToTxnPartitionResult
+
+TopicPartition = tuple[str, int]
+
+
+def _topic_results(errors: dict[TopicPartition, ErrorCode]) -> list[Any]:
+    by_topic: dict[str, list[Any]] = {}
+    for (t, p), code in errors.items():
+        by_topic.setdefault(t, []).append(_PartitionResult(partition_index=p, partition_error_code=code))
+    return [_TopicResult(name=t, results_by_partition=parts) for t, parts in by_topic.items()]
+
+
+def _requested(topics: Any) -> list[TopicPartition]:
+    return list(dict.fromkeys((t.name, p) for t in topics for p in t.partitions))
+
+
+def _refusals(ctx: RequestContext, partitions: list[TopicPartition], clients: bool) -> dict[TopicPartition, ErrorCode]:
+    """Kafka's checks before the coordinator: empty when every partition may be added."""
+    bad: dict[TopicPartition, ErrorCode] = {}
+    broker = ctx.broker
+    for t, p in partitions:
+        topic = broker.topics.get(t)
+        if clients and topic is not None and topic.internal:
+            bad[(t, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topic is None or partition_log(broker, topic, p) is None:
+            bad[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if bad:
+        return {tp: bad.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
+    return {}
+
+
+def _one(ctx: RequestContext, version: int, transactional_id: str, producer_id: int, producer_epoch: int,
+         topics: Any, verify_only: bool) -> Any:
+    """The per-partition errors of one transaction (or a Deferred of them)."""
+    partitions = _requested(topics)
+    refused = _refusals(ctx, partitions, clients=version < 4)
+    if refused:
+        return refused
+    coordinator = ctx.broker.txn.coordinator
+    if verify_only:
+        return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+    result = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+
+    def per_partition(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+        return dict.fromkeys(partitions, fenced_for_version(code, version, 2))
+
+    return then(ctx.broker.txn.runtime.submit(result), per_partition)
+
+
+def handle_add_partitions_to_txn(ctx: RequestContext, req: Any, version: int) -> Any:
+    if version < 4:
+        answer = _one(ctx, version, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                      req.v3_and_below_producer_epoch, req.v3_and_below_topics, verify_only=False)
+        return then(answer, lambda errors: AddPartitionsToTxnResponse(
+            version=version, throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(errors)))
+    txns = list(req.transactions)
+    answers = [_one(ctx, version, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
+               for t in txns]
+
+    def respond(results: list[dict[TopicPartition, ErrorCode]]) -> Any:
+        return AddPartitionsToTxnResponse(
+            version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+            results_by_transaction=[_Result(transactional_id=t.transactional_id, topic_results=_topic_results(r))
+                                    for t, r in zip(txns, results, strict=True)])
+
+    return then(gather(answers), respond)
+

@@ -1,0 +1,27 @@
+"""EndTxn v0-v4 (transactions v1, Kafka's KafkaApis.handleEndTxnRequest): commit or abort the
+producer's ongoing transaction. The coordinator writes PrepareCommit / PrepareAbort, the markers
+and CompleteCommit / CompleteAbort (server/txn/); the answer is given once the transaction is
+complete, so a client's next transaction never meets the previous one still completing.
+PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.producer.transaction import EndTxnResponse
+
+from protocol.errors import ErrorCode, fenced_for_version
+from server.context import RequestContext
+from server.deferred import then
+
+
+def handle_end_txn(ctx: RequestContext, req: Any, version: int) -> Any:
+    txn = ctx.broker.txn
+    result = txn.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed))
+
+    def respond(answer: tuple[ErrorCode, int, int]) -> Any:
+        code, pid, epoch = answer
+        return EndTxnResponse(version=version, throttle_time_ms=0, error_code=fenced_for_version(code, version, 2),
+                              producer_id=pid, producer_epoch=epoch)
+
+    return then(txn.runtime.submit(result), respond)

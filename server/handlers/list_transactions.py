@@ -1,0 +1,25 @@
+"""ListTransactions v0-v1 (KIP-664; v1 adds DurationFilter, KIP-994): the transactional ids
+the coordinator holds, filtered by state names (unknown names are echoed in
+unknown_state_filters), by producer ids and (v1) by how long their transaction has been
+running (longer than duration_filter ms; -1: any). COORDINATOR_LOAD_IN_PROGRESS while any
+__transaction_state partition loads; COORDINATOR_NOT_AVAILABLE before __transaction_state exists.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin.transactions import ListTransactionsResponse
+
+from server.context import RequestContext
+
+_State = ListTransactionsResponse.TransactionState
+
+
+def handle_list_transactions(ctx: RequestContext, req: Any, version: int) -> Any:
+    duration = req.duration_filter if version >= 1 else -1
+    code, unknown, found = ctx.broker.txn.coordinator.list_transactions(
+        req.producer_id_filters, req.state_filters, duration)
+    return ListTransactionsResponse(
+        version=version, throttle_time_ms=0, error_code=code, unknown_state_filters=unknown,
+        transaction_states=[_State(transactional_id=m.transactional_id, producer_id=m.producer_id,
+                                   transaction_state=m.state.wire_name) for m in found])

@@ -1,0 +1,92 @@
+"""TxnOffsetCommit v0-v4 (Kafka's KafkaApis.handleTxnOffsetCommitRequest and the group
+coordinator's commitTransactionalOffsets): a consumer group's offsets, written inside the
+producer's transaction.
+
+In Kafka's order: partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION (the others
+go on); an empty group id is INVALID_GROUP_ID; the group's __consumer_offsets partition must
+be part of the producer's ongoing transaction (KIP-890 verification, on by default:
+transaction.partition.verification.enable), else INVALID_TXN_STATE before v4 and
+TRANSACTION_ABORTABLE from v4, INVALID_PRODUCER_EPOCH for a fenced epoch,
+INVALID_PRODUCER_ID_MAPPING for a producer id that is not the transactional id's; then the
+group's own checks (server/group/txn_offset_commit.py). The offsets are written as one
+transactional batch (server/txn/group_log.py) and answered once durable; they become the group's
+committed offsets with the transaction's COMMIT marker. COORDINATOR_LOAD_IN_PROGRESS is
+COORDINATOR_NOT_AVAILABLE before v2 (clients of 0.11-2.0 did not retry it).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.producer.transaction import TxnOffsetCommitResponse
+
+from protocol.errors import ErrorCode
+from server.context import RequestContext
+from server.data_plane import partition_log
+from server.deferred import then
+from server.group.txn_offset_commit import Row, txn_offset_records, validate_txn_offset_commit
+from storage.log_manager import OFFSETS_TOPIC
+
+_Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+_Partition = _Topic.TxnOffsetCommitResponsePartition
+
+# verification errors as the group coordinator's clients know them (AddPartitionsToTxnManager)
+_VERIFY_ERRORS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH}
+
+
+def _response(version: int, rows: list[Row]) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for t, p, code in rows:
+        if version < 2 and code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        by_topic.setdefault(t, []).append(_Partition(partition_index=p, error_code=code))
+    return TxnOffsetCommitResponse(version=version, throttle_time_ms=0,
+                                   topics=[_Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
+    broker = ctx.broker
+    unknown: list[Row] = []
+    known = []
+    for t in req.topics:
+        topic = broker.topics.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if topic is None or partition_log(broker, topic, p.partition_index) is None:
+                unknown.append((t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                parts.append(p)
+        if parts:
+            t.partitions = parts
+            known.append(t)
+    req.topics = known
+    if not known:
+        return _response(version, unknown)
+
+    def all_rows(code: ErrorCode) -> Any:
+        return _response(version, [(t.name, p.partition_index, code) for t in known for p in t.partitions] + unknown)
+
+    if not req.group_id:
+        return all_rows(ErrorCode.INVALID_GROUP_ID)
+    partition = broker.coordinator.partition_of(req.group_id)
+    if broker.config["transaction.partition.verification.enable"]:
+        code = broker.txn.coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                        [(OFFSETS_TOPIC, partition)])[(OFFSETS_TOPIC, partition)]
+        code = _VERIFY_ERRORS.get(code, code)
+        if code == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
+            code = ErrorCode.INVALID_TXN_STATE
+        if code != ErrorCode.NONE:
+            return all_rows(code)
+    err = validate_txn_offset_commit(broker.coordinator.group_manager, req, version)
+    if err is not None:
+        return all_rows(err)
+    rows, records = txn_offset_records(req, version, broker.clock.now_ms(), broker.config["offset.metadata.max.bytes"])
+    if not records:
+        return _response(version, rows + unknown)
+    written = broker.txn.group_log.write_offsets(partition, req.producer_id, req.producer_epoch, records)
+
+    def respond(error: ErrorCode | None) -> Any:
+        if error is None:
+            return _response(version, rows + unknown)
+        return _response(version, [(t, p, error if code == ErrorCode.NONE else code) for t, p, code in rows] + unknown)
+
+    return then(written, respond)

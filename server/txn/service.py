@@ -1,0 +1,91 @@
+"""The transaction coordinator beside the group coordinator: how the broker builds, starts and
+stops it, and the topic it lives in.
+
+`__transaction_state` is created the first time a client looks for a transaction coordinator
+(FindCoordinator key type 1, or InitProducerId with a transactional id), as Kafka creates it,
+with transaction.state.log.num.partitions partitions, cleanup.policy=compact and
+transaction.state.log.segment.bytes. When it exists at start-up its partitions answer
+COORDINATOR_LOAD_IN_PROGRESS until they are loaded, which happens once __consumer_offsets is
+loaded (a prepared transaction's markers go to both).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from server.group.txn_offsets import PendingTxnOffsets
+from server.txn.coordinator import TransactionCoordinator
+from server.txn.group_log import GroupTxnLog
+from server.txn.log_writer import TXN_TOPIC
+from server.txn.markers import MarkerWriter
+from server.txn.metadata import TxnConfig
+from server.txn.metrics import TxnCounters
+from server.txn.runtime import TxnRuntime
+
+if TYPE_CHECKING:
+    from server.broker import Broker
+
+log = logging.getLogger("kcoord.txn")
+
+
+class TxnService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        cfg = broker.config
+        assert broker.logs is not None
+        self.pending = PendingTxnOffsets()
+        broker.coordinator.offset_manager.txn_offsets = self.pending
+        self.group_log = GroupTxnLog(broker, self.pending)
+        broker.runtime.load_hooks.append(self.group_log.on_partition_loaded)
+        ids = broker.data_plane.producer_ids
+        self.coordinator = TransactionCoordinator(
+            TxnConfig(cfg["transaction.max.timeout.ms"], cfg["transactional.id.expiration.ms"]),
+            broker.clock, self.num_partitions, ids.generate, ids.ensure_above)
+        self.counters = TxnCounters()
+        self.runtime = TxnRuntime(self.coordinator, broker.logs, broker.clock, cfg["request.timeout.ms"],
+                                  cfg["message.max.bytes"], cfg["transaction.state.log.load.buffer.size"],
+                                  self.counters)
+        self.markers = MarkerWriter(broker, self)
+        self.coordinator.set_marker_writer(self.markers)
+        self.loaded = False  # __transaction_state's records are replayed (or there are none)
+        if broker.topics.get(TXN_TOPIC) is not None:
+            self.coordinator.active = True
+            self.runtime.begin_loading_all(self.num_partitions)
+            self._needs_load = True
+        else:
+            self._needs_load = False
+
+    @property
+    def num_partitions(self) -> int:
+        """Kafka uses the existing topic's partition count over the setting."""
+        t = self.broker.topics.get(TXN_TOPIC)
+        return t.partitions if t is not None else self.broker.config["transaction.state.log.num.partitions"]
+
+    def ensure_topic(self) -> None:
+        """Create __transaction_state if it does not exist yet (nothing to load then)."""
+        if self.broker.topics.get(TXN_TOPIC) is not None:
+            return
+        cfg = self.broker.config
+        self.broker.create_topic(TXN_TOPIC, cfg["transaction.state.log.num.partitions"], {
+            "cleanup.policy": "compact",
+            "compression.type": "uncompressed",
+            "segment.bytes": str(cfg["transaction.state.log.segment.bytes"]),
+        }, internal=True)
+        self.coordinator.num_partitions = self.num_partitions
+        self.coordinator.active = True
+
+    async def run(self, group_loading: asyncio.Future[None]) -> None:
+        """Background: load (after __consumer_offsets), then the periodic tasks."""
+        await group_loading
+        if self._needs_load:
+            await self.runtime.load_all(self.num_partitions)
+        self.loaded = True
+        cfg = self.broker.config
+        self.runtime.start_periodic(cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                                    cfg["transaction.remove.expired.transaction.cleanup.interval.ms"])
+
+    async def stop(self) -> None:
+        for t in list(self.markers.in_flight):
+            t.cancel()
+        await self.runtime.stop()

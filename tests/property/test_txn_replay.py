@@ -1,0 +1,82 @@
+"""Property: whatever InitProducerId / AddPartitionsToTxn / EndTxn calls, markers completing
+or not, timeouts, expirations and failed appends happen, loading the __transaction_state
+records that were written (their bytes, latest per key) into a fresh coordinator yields the
+same transactional ids with the same persisted state as the live coordinator; and a prepared
+transaction is completed after that restart the way it was decided."""
+from __future__ import annotations
+
+import os
+import sys
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit"))
+
+from txn_helpers import TxnHarness  # noqa: E402
+
+from protocol.errors import ErrorCode as E  # noqa: E402
+from server.txn.state import TxnState  # noqa: E402
+
+IDS = ["a", "b", "c"]
+PARTS = [("t0", 0), ("t0", 1), ("t1", 0), ("__consumer_offsets", 2)]
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("init"), st.sampled_from(IDS), st.booleans(), st.integers(-1, 2)),
+    st.tuples(st.just("add"), st.sampled_from(IDS), st.lists(st.sampled_from(PARTS), min_size=1, max_size=3),
+              st.integers(-1, 1)),
+    st.tuples(st.just("end"), st.sampled_from(IDS), st.booleans(), st.integers(-1, 0)),
+    st.tuples(st.just("markers")),
+    st.tuples(st.just("time"), st.integers(1, 120_000)),
+    st.tuples(st.just("timeouts")),
+    st.tuples(st.just("expire")),
+    st.tuples(st.just("fail"), st.sampled_from([E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE])),
+), max_size=40)
+
+
+def persisted(h: TxnHarness) -> dict:
+    return {m.transactional_id: m.snapshot() for m in h.coord.transactions()}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops)
+def test_replay_equals_live(steps) -> None:
+    h = TxnHarness(transactional_id_expiration_ms=200_000)
+    for step in steps:
+        kind = step[0]
+        if kind == "init":
+            _, tid, with_expected, epoch_delta = step
+            meta = h.coord.get(tid)
+            expected = (meta.producer_id, meta.producer_epoch + epoch_delta) if with_expected and meta else None
+            h.init(tid, timeout=60_000, expected=expected)
+        elif kind in ("add", "end"):
+            tid = step[1]
+            meta = h.coord.get(tid)
+            if meta is None:
+                continue
+            delta = step[3]
+            if kind == "add":
+                h.add(tid, meta.producer_id, meta.producer_epoch + delta, step[2])
+            else:
+                h.end(tid, meta.producer_id, meta.producer_epoch + delta, step[2], finish=False)
+        elif kind == "markers":
+            h.finish_markers()
+        elif kind == "time":
+            h.clock.advance(step[1])
+        elif kind == "timeouts":
+            for r in h.coord.abort_timed_out():
+                h.run(r)
+        elif kind == "expire":
+            h.run(h.coord.expire_transactional_ids())
+        elif kind == "fail":
+            h.fail = step[1]
+    h.fail = None
+    restarted = h.restart()
+    assert persisted(restarted) == persisted(h)
+    # after the restart every prepared transaction gets its markers again, and ends as decided
+    decided = {m.transactional_id: m.state for m in h.coord.transactions()
+               if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)}
+    restarted.finish_markers()
+    for tid, state in decided.items():
+        want = TxnState.COMPLETE_COMMIT if state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+        assert restarted.state(tid) is want

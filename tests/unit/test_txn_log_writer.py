@@ -1,0 +1,75 @@
+"""Appends to __transaction_state (server/txn/log_writer.py): one batch per partition per loop
+turn, replayed and answered once durable; CompleteX records (durable=False) at their append."""
+from __future__ import annotations
+
+import asyncio
+
+from protocol.errors import ErrorCode
+from protocol.partitioner import partition_for
+from protocol.txn_log import TxnKey, TxnRecord, TxnValue, decode_txn_record
+from server.clock import SystemClock
+from server.txn.log_writer import TXN_TOPIC, TxnLogWriter
+from storage.batch import split_batches
+from storage.log_manager import LogManager
+
+N = 4
+
+
+def _setup(tmp_path, max_bytes: int = 1048588):
+    logs = LogManager(str(tmp_path))
+    for p in range(N):
+        logs.create(TXN_TOPIC, p)
+    replayed: list[TxnRecord] = []
+    writer = TxnLogWriter(logs, lambda tid: partition_for(tid, N), replayed.append, SystemClock(), 5.0, max_bytes)
+    return logs, replayed, writer
+
+
+def _rec(tid: str, state: int = 0) -> TxnRecord:
+    return TxnRecord(TxnKey(tid), TxnValue(1, 0, 1000, state, {"t": [0]} if state else {}, 5, -1))
+
+
+async def test_writes_of_a_loop_turn_share_a_batch_and_replay_when_durable(tmp_path):
+    logs, replayed, writer = _setup(tmp_path)
+    tids = [t for t in (f"tx{i}" for i in range(100)) if partition_for(t, N) == 1][:5]
+    done: list = []
+    for t in tids:
+        writer.write([_rec(t)], done.append)
+    assert done == [] and replayed == []
+    while len(done) < len(tids):
+        await asyncio.sleep(0.001)
+    assert done == [None] * len(tids) and [r.key.transactional_id for r in replayed] == tids
+    plog = logs.get(TXN_TOPIC, 1)
+    assert plog.durable_offset >= len(tids)
+    batches = split_batches(plog.read(0, 1 << 20))
+    assert len(batches) == 1
+    assert [decode_txn_record(k, v).key.transactional_id for _, k, v in plog.iter_records()] == tids
+    logs.close()
+
+
+async def test_a_complete_record_is_replayed_at_its_append(tmp_path):
+    logs, replayed, writer = _setup(tmp_path)
+    done: list = []
+    writer.write([_rec("a", 4)], done.append, durable=False)
+    writer.flush()
+    assert done == [None] and [r.value.state for r in replayed] == [4]
+    plog = logs.get(TXN_TOPIC, partition_for("a", N))
+    assert plog.log_end_offset == 1  # appended; its fdatasync comes with the next durable write
+    done2: list = []
+    writer.write([_rec("a", 1)], done2.append)
+    while not done2:
+        await asyncio.sleep(0.001)
+    assert plog.durable_offset == 2 and [r.value.state for r in replayed] == [4, 1]
+    logs.close()
+
+
+async def test_failures_are_mapped_and_replay_nothing(tmp_path):
+    logs, replayed, writer = _setup(tmp_path, max_bytes=200)
+    done: list = []
+    big = TxnRecord(TxnKey("a"), TxnValue(1, 0, 1000, 1, {"t" * 100: list(range(50))}, 5, 5))
+    writer.write([big], done.append)
+    assert done == [ErrorCode.UNKNOWN_SERVER_ERROR] and replayed == []  # RECORD_LIST_TOO_LARGE, as Kafka maps it
+    empty = LogManager(str(tmp_path / "none"))
+    w2 = TxnLogWriter(empty, lambda tid: 0, replayed.append, SystemClock(), 5.0, 1 << 20)
+    w2.write([_rec("a")], done.append)
+    assert done[-1] == ErrorCode.COORDINATOR_NOT_AVAILABLE and replayed == []
+    logs.close()
