@@ -12,6 +12,7 @@ import os
 import resource
 import signal
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import uvloop
@@ -71,6 +72,8 @@ class Server:
         self.listeners: list[Listener] = []  # one per configured listener, in configuration order
         self.bound: list[tuple[str, int]] = []
         self.metrics_bound: tuple[str, int] | None = None
+        self.control: Any = None  # server.control.plane.ControlPlane when kcoord.control.listener is set
+        self.control_bound: tuple[str, int] | None = None
 
     def listener(self, name: str) -> Listener:
         """The bound listener of that name (KeyError if there is none)."""
@@ -84,6 +87,12 @@ class Server:
         for name in sorted(self.config.unknown):
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         await self.broker.start()
+        control_at = self.config["kcoord.control.listener"]
+        virtual = self.config["kcoord.virtual.brokers"]
+        if control_at or virtual > 1:  # before the Kafka listeners: every connection's first request is seen
+            from server.control.plane import ControlPlane
+
+            self.control = ControlPlane(self)
         for spec in listener_specs(self.config):
             if spec.protocol != SecurityProtocol.PLAINTEXT:
                 raise ValueError(f"listener {spec.name}: {spec.protocol.value} is not served yet")
@@ -97,6 +106,10 @@ class Server:
             self._servers.append(srv)
             self.metrics_bound = srv.sockets[0].getsockname()[:2]
             log.info("Prometheus metrics on http://%s:%d/metrics", *self.metrics_bound)
+        if virtual > 1:
+            await self.control.start_virtual(virtual)
+        if control_at:  # last: once it answers, every listener is up
+            await self._start_control_http(control_at)
         self.broker.start_background()
         log.info("kcoord listening on %s", ", ".join(lst.describe() for lst in self.listeners))
 
@@ -121,9 +134,22 @@ class Server:
         self.listeners.append(listener)
         return listener
 
+    async def _start_control_http(self, url: str) -> None:
+        """The control API's HTTP listener (server/control/): imported only when it is on."""
+        from server.control.api import make_handler
+        from server.control.http import start_http_server
+
+        parts = urlsplit(url if "//" in url else "http://" + url)
+        srv = await start_http_server(parts.hostname or "127.0.0.1", parts.port or 0, make_handler(self.control))
+        self._servers.append(srv)
+        self.control_bound = srv.sockets[0].getsockname()[:2]
+        log.info("Control API on http://%s:%d", *self.control_bound)
+
     async def stop(self) -> None:
         for srv in self._servers:
             srv.close()
+        if self.control is not None:
+            self.control.shutdown()  # held (stalled) requests would hold the drain below
         # Long polls answer now with what they have instead of holding their connections.
         self.broker.data_plane.complete_parked()
         deadline = time.monotonic() + _DRAIN_SECONDS

@@ -57,6 +57,16 @@ class Broker:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._lock_log_dir()
         self.cluster_id = load_or_create_meta(self.log_dir, self.config.node_id, self.config["cluster.id"])
+        self.open_state()
+        log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, self.config.node_id,
+                 len(self.topics.topics), self.log_dir)
+
+    def open_state(self) -> None:
+        """Topics, their logs, the data plane and the group coordinator, from what the log
+        directory holds (at start-up; and after a reset emptied it, server/control/reset.py)."""
+        self.topics = TopicRegistry(self.log_dir)
+        self.configs = BrokerConfigs(self.config, self.log_dir)
+        self.deleter = TopicDeleter(self)
         self.topics.load()
         self.configs.load()
         if self.topics.get(OFFSETS_TOPIC) is None:
@@ -95,16 +105,15 @@ class Broker:
             metrics=self.metrics,
         )
         self.txn = TxnService(self)  # the transaction coordinator, beside the group's
-        log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, cfg.node_id,
-                 len(self.topics.topics), self.log_dir)
 
-    def start_background(self) -> None:
+    def start_background(self, freeze: bool = True) -> None:
         """After the listeners are up: load __consumer_offsets (groups answer
         COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention task."""
         loading = asyncio.ensure_future(self.runtime.load_all())
-        # What start-up and loading built lives as long as the server: keep it out of every
-        # later full garbage collection (they cost ~1.4% of the CPU under commit load).
-        loading.add_done_callback(lambda _: gc.freeze())
+        if freeze:
+            # What start-up and loading built lives as long as the server: keep it out of every
+            # later full garbage collection (they cost ~1.4% of the CPU under commit load).
+            loading.add_done_callback(lambda _: gc.freeze())
         self._background.append(loading)  # first: tests and tools await the load through it
         self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
         self._background.append(asyncio.ensure_future(self.txn.run(loading)))
@@ -226,10 +235,19 @@ class Broker:
         if self.deleter.loaded.is_set():
             await self.deleter.finish(pending)
 
-    async def stop(self) -> None:
-        self.deleter.stop()
+    async def loaded(self) -> None:
+        """Until __consumer_offsets is loaded (the first background task)."""
+        if self._background:
+            await asyncio.shield(self._background[0])
+
+    def stop_background(self) -> None:
         for task in self._background:
             task.cancel()
+        self._background.clear()
+
+    async def stop(self) -> None:
+        self.deleter.stop()
+        self.stop_background()
         await self.txn.stop()
         await self.runtime.stop()
         if self.logs is not None:

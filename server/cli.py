@@ -6,6 +6,7 @@
     kcoord sidecar [server.properties|server.toml] [--override name=value ...] [--master URL]
     kcoord dump PATH... [--json]
     kcoord groups|offsets [--log-dir DIR]
+    kcoord ctl [--url URL] COMMAND ...   (the control API: server/control/cli.py)
     kcoord topics|configs|consumer-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
                     kafka-consumer-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
 """
@@ -79,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         from storage.dump import main as dump_main
 
         return dump_main(argv[1:])
+    if argv and argv[0] == "ctl":
+        from server.control.cli import main as ctl_main
+
+        return ctl_main(argv[1:])
     if argv and argv[0] in ("groups", "offsets"):
         from server.inspect import main as inspect_main
 
@@ -108,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("dump", help="decode __consumer_offsets segments: dump PATH... [--json]")
     sub.add_parser("groups", help="groups rebuilt from the log: groups [--log-dir DIR]")
     sub.add_parser("offsets", help="offsets rebuilt from the log: offsets [--log-dir DIR]")
+    sub.add_parser("ctl", help="drive a running server's control API (faults, recording, reset): ctl --help")
     for tool in TOOLS:
         sub.add_parser(tool, help=f"kafka-{tool}.sh, with its flags, against any Kafka-protocol server")
     args = parser.parse_args(argv)

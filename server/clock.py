@@ -24,13 +24,22 @@ class SystemClock:
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop
+        self.closed = False
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
         loop = self._loop or asyncio.get_running_loop()
-        return loop.call_later(max(0, delay_ms) / 1000.0, callback)
+        return loop.call_later(max(0, delay_ms) / 1000.0, self._fire, callback)
+
+    def _fire(self, callback: Callable[[], None]) -> None:
+        if not self.closed:
+            callback()
+
+    def close(self) -> None:
+        """Timers set on this clock no longer fire (a reset drops the state that set them)."""
+        self.closed = True
 
 
 class _FakeTimer:

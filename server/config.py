@@ -121,6 +121,11 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.level": (_str, "INFO"),
     # kcoord's own: where Prometheus scrapes /metrics, e.g. http://127.0.0.1:9404 (off when empty)
     "kcoord.metrics.listener": (_str, ""),
+    # kcoord's own: the control API for tests (fault injection, recording, reset), e.g.
+    # http://127.0.0.1:9405 (off when empty; server/control/)
+    "kcoord.control.listener": (_str, ""),
+    # kcoord's own: serve N node ids, each on its own listener ports (server/virtual/); 1: off
+    "kcoord.virtual.brokers": (int, 1),
     # how often the server looks for compacted segments the sidecar committed (.swap files)
     "kcoord.compaction.handoff.check.ms": (int, 1000),
     **SECURITY_SETTINGS,

@@ -12,9 +12,10 @@ high-water mark); max.connections and max.connections.per.ip refuse connections 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protocol.framing import FrameDecoder, FrameTooLarge
 from server.deferred import Deferred
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from server.listeners import Listener
 
 log = logging.getLogger("kcoord.network")
+
+_ids = itertools.count(1)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -47,6 +50,12 @@ class KafkaConnection(asyncio.Protocol):
         self._accepted = False
         self._closed = False
         self._answered = self._on_deferred  # one bound method for every parked request
+        self.id = next(_ids)  # names the connection to the control API (server/control/)
+        self.client_id: str | None = None  # the last one its requests carried, once the control API saw one
+        self._stalled = False
+        # (connection, frame) -> what _answer returns, or None: the control API's interception
+        # of this connection's requests; None when it intercepts nothing (one test per request)
+        self.hook: Any = dispatcher.connection_hook
 
     # asyncio.Protocol
 
@@ -136,6 +145,9 @@ class KafkaConnection(asyncio.Protocol):
         """The dispatcher's answer to one request; a CloseConnection (returned, not raised)
         when the connection must close after what was answered before it."""
         try:
+            hook = self.hook
+            if hook is not None:
+                return hook(self, frame)
             return self._dispatcher.handle(frame, self.session)
         except CloseConnection as e:
             return e
@@ -165,7 +177,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _update_reading(self) -> None:
         transport = self._transport
-        if transport is None or self._closed:
+        if transport is None or self._closed or self._stalled:
             return
         stop = self._writing_paused or len(self._queue) >= self._max_queued
         if stop and not self._reading_paused:
@@ -217,3 +229,38 @@ class KafkaConnection(asyncio.Protocol):
         if self._transport is not None and not self._closed:
             self._closed = True
             self._transport.close()
+
+    # the control API (server/control/)
+
+    @property
+    def peer(self) -> str:
+        return self._peer
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def local_port(self) -> int:
+        """The listener port the client connected to."""
+        sock = self._transport.get_extra_info("sockname") if self._transport is not None else None
+        return int(sock[1]) if sock else 0
+
+    @property
+    def stalled(self) -> bool:
+        return self._stalled
+
+    def stall(self) -> None:
+        """Stop reading requests without closing (a hung broker): the client's requests stay
+        unanswered until unstall()."""
+        if self._transport is not None and not self._closed and not self._stalled:
+            self._stalled = True
+            self._transport.pause_reading()
+
+    def unstall(self) -> None:
+        if self._stalled:
+            self._stalled = False
+            if self._transport is not None and not self._closed:
+                self._reading_paused = True  # let _update_reading decide from the queue's state
+                self._update_reading()
+                self._pump()

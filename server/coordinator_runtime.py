@@ -153,6 +153,16 @@ class CoordinatorRuntime:
         log.info("Loaded %d records of %d %s partitions in %d ms", total_records,
                  self.num_partitions, OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
 
+    async def reload(self, partition: int, hold_s: float = 0.0) -> None:
+        """Unload a partition and load it again from its log after `hold_s` seconds, as a
+        coordinator that takes a partition over does: its groups answer
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile, requests parked on them NOT_COORDINATOR, and
+        what only memory held (members joining, sessions' deadlines) starts afresh."""
+        self.coordinator.begin_loading(partition)
+        if hold_s > 0:
+            await asyncio.sleep(hold_s)
+        await self._load_partition(partition)
+
     async def _load_partition(self, partition: int) -> int:
         started = reported = time.monotonic()
         plog = self.logs.existing(OFFSETS_TOPIC, partition)  # a partition never written has no log
@@ -197,6 +207,11 @@ class CoordinatorRuntime:
     def start_retention(self, interval_ms: int) -> None:
         self._retention_task = asyncio.ensure_future(self._retention_loop(interval_ms))
 
+    def stop_retention(self) -> None:
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            self._retention_task = None
+
     async def _retention_loop(self, interval_ms: int) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000.0)
@@ -216,8 +231,7 @@ class CoordinatorRuntime:
 
     async def stop(self) -> None:
         """Let writes in flight finish (bounded by offsets.commit.timeout.ms)."""
-        if self._retention_task is not None:
-            self._retention_task.cancel()
+        self.stop_retention()
         deadline = time.monotonic() + self.commit_timeout_s
         while self.writer.pending and time.monotonic() < deadline:
             await asyncio.sleep(0.005)

@@ -161,6 +161,9 @@ class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._routes = _routes()
+        # what new connections start with as their `hook` (server/control/ sets it when the
+        # control API is on): None serves every request straight through handle()
+        self.connection_hook: Any = None
 
     def handle(self, frame: bytes, client: Session | str) -> bytes | None | Deferred[bytes | None]:
         """Answer one request from `client` (its connection's Session, or just its host):

@@ -169,6 +169,18 @@ class LogManager:
         for log in self.logs.values():
             log.flush()
 
+    def discard(self) -> list[str]:
+        """Close every log's files without flushing them, for logs about to be deleted (a
+        reset); returns their directories."""
+        paths = []
+        for log in self.logs.values():
+            for seg in log.segments:
+                seg.close()
+            paths.append(log.path)
+        self.logs.clear()
+        self._declared.clear()
+        return paths
+
     def close(self) -> None:
         """Flush and close every log (every one is attempted; the first error is raised)."""
         first: BaseException | None = None

@@ -1,117 +1,30 @@
-"""Shared fixtures: the real kcoord server as a subprocess on a free loopback port."""
+"""Shared fixtures: the real kcoord server (through kcoord's pytest plugin), clients, helpers."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import struct
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+# The servers come from kcoord's own pytest plugin (kcoord_testing/plugin.py), which this suite
+# uses as any project would: `kcoord` is the session's server reset for each test (restart(),
+# kill() and the like act on it; the next test gets it back running), `kcoord_factory` starts
+# a test's own servers with their settings. KcoordProcess and free_port are re-exported for
+# the tests that import them from here.
+from kcoord_testing.process import KcoordProcess, free_port  # noqa: F401
 from protocol.api import API_TABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class KcoordProcess:
-    """A kcoord server process. `bootstrap` is what clients are given."""
-
-    def __init__(self, log_dir: Path, port: int | None = None, overrides: dict[str, str] | None = None,
-                 host: str = "127.0.0.1"):
-        self.log_dir = log_dir
-        self.host = host  # another local address: the server end of a test's faulty link
-        self.port = port or free_port()
-        self.overrides = {
-            "listeners": f"PLAINTEXT://{host}:{self.port}",
-            "log.dirs": str(log_dir),
-            # Tests do not want to wait Kafka's 3 s for the first rebalance of each group.
-            "group.initial.rebalance.delay.ms": "0",
-            **(overrides or {}),
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.output = log_dir.parent / f"kcoord-{self.port}.log"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def start(self, timeout: float = 60.0) -> KcoordProcess:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "server", "serve"]
-        for k, v in self.overrides.items():
-            args += ["--override", f"{k}={v}"]
-        out = open(self.output, "ab")
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        out.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"kcoord exited with {self.proc.returncode}:\n{self.log_text()}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"kcoord did not listen on {self.port}:\n{self.log_text()}")
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        self.stop(signal.SIGKILL)
-
-    def restart(self) -> KcoordProcess:
-        self.stop()
-        return self.start()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self) -> str:
-        try:
-            return self.output.read_text(errors="replace")
-        except OSError:
-            return ""
-
-
-@pytest.fixture
-def kcoord_factory(tmp_path: Path) -> Iterator:
-    started: list[KcoordProcess] = []
-
-    def make(overrides: dict[str, str] | None = None, log_dir: Path | None = None) -> KcoordProcess:
-        srv = KcoordProcess(log_dir or tmp_path / f"data{len(started)}", overrides=overrides)
-        started.append(srv)
-        return srv.start()
-
-    yield make
-    for srv in started:
-        if srv.alive():
-            srv.stop()
-
-
-@pytest.fixture
-def kcoord(kcoord_factory) -> KcoordProcess:
-    return kcoord_factory()
+def pytest_configure(config):
+    if not config.pluginmanager.hasplugin("kcoord"):
+        raise pytest.UsageError("kcoord's pytest plugin is not installed in this venv: run `make setup` "
+                                "(pip install -e .), which registers its pytest11 entry point")
 
 
 def call(bootstrap: str, request, version: int):

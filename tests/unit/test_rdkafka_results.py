@@ -159,3 +159,24 @@ def test_the_report_file_gives_states_lost_with_an_aborted_stdout():
     assert got["0081_admin"].seconds == 3.5
     assert got["0083_cb_event"].state == "passed"
     assert "0099_other" not in got          # not one of this process's tests
+
+
+def test_selection_is_one_runner_process_per_id_and_scenario():
+    import rdkafka_suite as suite
+
+    tests = res.catalog(TEST_C.replace("    _TEST(8000_idle", '    _TEST(0107_other_default, 0),\n    _TEST(8000_idle'))
+    excluded = suite.excluded_tests(tests, {"excluded": {"0049_consume_conn_close": "needs X"}})
+    assert excluded == {"0028_long_topicnames": excluded["0028_long_topicnames"], "0049_consume_conn_close": "needs X"}
+    assert "known issue" in excluded["0028_long_topicnames"]
+    units = {u.key: [t.name for t in u.tests] for u in suite.select(tests, excluded, None, None)}
+    assert units == {"0001": ["0001_multiobj"], "0055": ["0055_producer_latency"], "0103": ["0103_transactions"],
+                     "0107-noautocreate": ["0107_topic_recreate"], "0107": ["0107_other_default"]}
+    only = suite.select(tests, excluded, {"0103"}, None)
+    assert [u.key for u in only] == ["0103"]
+
+
+def test_the_committed_table_and_the_readme_agree():
+    """tests/rdkafka/results.json is what the README's librdkafka section shows."""
+    import rdkafka_suite as suite
+
+    assert suite.update_readme("classic", check=True) == 0, "run: python scripts/rdkafka_suite.py readme"
