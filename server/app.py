@@ -7,6 +7,7 @@ online: halt with exit code 1 at once, without a shutdown that would flush, as K
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import resource
@@ -182,6 +183,8 @@ async def _serve(config: Config) -> int:
     except (LogDirLocked, OSError, ValueError) as e:
         log.error("Could not start: %s", e)
         return 1
+    finally:
+        gc.enable()  # `kcoord serve` starts with it off (server/cli.py)
     assert server.broker.logs is not None
     failures = server.broker.logs.failures
     failures.add_listener(lambda _dir: _halt_if_no_log_dir_left(loop, failures))

@@ -23,9 +23,15 @@ TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import gc
+
     from server.lazy_imports import defer_package_inits
 
-    defer_package_inits()  # before anything imports kafka-python or aiokafka: start-up time
+    # start-up time: no garbage collection while the modules load (it finds nothing to free
+    # there; the server turns it back on once it listens), nor kafka-python's and aiokafka's
+    # client packages
+    gc.disable()
+    defer_package_inits()
     from server.app import serve
 
     config = _load(args)
