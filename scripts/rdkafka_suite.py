@@ -55,7 +55,7 @@ MARKERS = {"classic": ("<!-- rdkafka-suite:start -->", "<!-- rdkafka-suite:end -
 # Where Kafka's command-line tools are looked for: librdkafka runs $KAFKA_PATH/bin/kafka-topics.sh,
 # kafka-configs.sh, kafka-acls.sh and (for its Java helpers) kafka-run-class.sh. The first
 # directory here holding a kafka-topics.sh is linked into the run's Kafka home (see kafka_home()).
-KAFKA_TOOLS_DIRS = [ROOT / ".venv" / "bin", ROOT / "bin"]
+KAFKA_TOOLS_DIRS = [ROOT / "bin", ROOT / ".venv" / "bin"]
 KJAR = ROOT / ".cache" / "kjar" / "lib"           # the Java kafka-clients jar (scripts/setup-clients.sh)
 RUN_CLASS = ROOT / "tests" / "rdkafka" / "kafka-run-class.sh"
 
@@ -70,7 +70,8 @@ SERVER_SETTINGS = {
 }
 SCENARIO_SETTINGS = {"noautocreate": {"auto.create.topics.enable": "false"}}
 KAFKA_VERSION = "3.9.0"        # TEST_KAFKA_VERSION: what the tests gate their features on
-TIME_LIMIT = 600               # seconds for one test id in one process (a hang costs this once)
+TIME_LIMIT = 600               # seconds for one test id in one process (a hang costs this once);
+                               # suite.toml's [time_limit] raises it for ids that run longer
 RUNNING: set[subprocess.Popen] = set()   # test-runner processes in flight (killed on SIGTERM)
 STOPPING = threading.Event()              # set on SIGTERM: queued test ids are not started
 
@@ -174,6 +175,7 @@ class Unit:
     id: str
     scenario: str
     tests: list[res.SuiteTest]
+    time_limit: int = TIME_LIMIT
 
     @property
     def key(self) -> str:
@@ -261,7 +263,7 @@ def run_unit(unit: Unit, server: Server, attempt: int, env_base: dict, logs: Pat
                                 env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         RUNNING.add(proc)
         try:
-            proc.wait(TIME_LIMIT)
+            proc.wait(unit.time_limit)
             timed_out = False
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -281,7 +283,7 @@ def run_unit(unit: Unit, server: Server, attempt: int, env_base: dict, logs: Pat
     for t in unit.tests:
         o = got.get(t.name, res.Outcome())
         if timed_out and o.state in ("timeout", "not run"):
-            o.state, o.failure = "timeout", o.failure or f"killed after the runner's {TIME_LIMIT} s limit"
+            o.state, o.failure = "timeout", o.failure or f"killed after the runner's {unit.time_limit} s limit"
         if o.seconds is None and o.state != "not run":
             o.seconds = round(wall, 1)
         outcomes[t.name] = o
@@ -309,6 +311,8 @@ def run(args: argparse.Namespace) -> int:
     if args.group_protocol == "consumer":
         group_tests = {t.id for t in tests if not t.local and uses_groups(BUILD, t.id)}
     units = select(tests, excluded, only, group_tests)
+    for u in units:
+        u.time_limit = int(conf.get("time_limit", {}).get(u.id, TIME_LIMIT))
     out = OUT / args.group_protocol
     shutil.rmtree(out, ignore_errors=True)
     logs = out / "logs"
