@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from _util import start_kcoord, stop, table
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 VALUE_SIZE = 1024
@@ -35,7 +35,11 @@ MiB = 1024 * 1024
 def create(bootstrap: str, *topics: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
-        f.result(30)
+        try:
+            f.result(30)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
 
 
 class TxnClient:
