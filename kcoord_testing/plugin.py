@@ -129,6 +129,15 @@ class Kcoord:
         return self.server.control_url
 
     @property
+    def overrides(self) -> dict[str, str]:
+        return getattr(self.server, "overrides", {})
+
+    @property
+    def output(self) -> Path | None:
+        """The server's log file (the whole session's; log_text() gives this test's part)."""
+        return getattr(self.server, "output", None)
+
+    @property
     def proc(self) -> Any:
         """The server's subprocess.Popen (None for a server the suite did not start)."""
         return self.server.proc

@@ -35,7 +35,7 @@ _MIRRORS: dict[str, tuple[str, ...]] = {
     "partitions": ("partitions", "partition_indexes"),  # Fetch, ListOffsets, OffsetFetch v0-v7
     "coordinators": ("coordinator_keys",),  # FindCoordinator v4+
     "results": ("groups_names",),  # DeleteGroups
-    "groups": ("groups",),  # DescribeGroups, OffsetFetch v8+
+    "groups": ("groups", "group_ids"),  # DescribeGroups, OffsetFetch v8+, ConsumerGroupDescribe
     "topics": ("topics",),
 }
 

@@ -24,7 +24,7 @@ from server.control.error_response import present
 _ids = itertools.count(1)
 
 # request fields that hold group ids (plain strings or lists of them)
-_GROUP_FIELDS = ("group_id", "groups_names")
+_GROUP_FIELDS = ("group_id", "groups_names", "group_ids")
 _TOPIC_ARRAYS = ("topics", "topic_data")
 _API_BY_NAME = {spec.name.lower(): key for key, spec in API_TABLE.items()}
 

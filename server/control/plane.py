@@ -321,9 +321,11 @@ class ControlPlane:
                                "offsets": sum(1 for _ in coordinator.committed_offsets(group_id))}
         members = getattr(g, "members", {})
         out.update({
-            "generation": getattr(g, "generation_id", None), "protocol_type": getattr(g, "protocol_type", None),
+            "generation": getattr(g, "generation_id", None), "epoch": getattr(g, "group_epoch", None),
+            "protocol_type": getattr(g, "protocol_type", None),
             "protocol": getattr(g, "protocol_name", None), "leader": getattr(g, "leader_id", None),
-            "members": [{"member_id": mid, "group_instance_id": getattr(m, "group_instance_id", None),
+            "members": [{"member_id": mid,
+                         "group_instance_id": getattr(m, "group_instance_id", None) or getattr(m, "instance_id", None),
                          "client_id": getattr(m, "client_id", None), "client_host": getattr(m, "client_host", None)}
                         for mid, m in members.items()],
         })

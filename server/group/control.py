@@ -1,12 +1,12 @@
 """The control API's group operations (server/control/), routed once to the unit that runs
-the group's type: force a rebalance, expire a member. A type without them answers
-UNSUPPORTED_VERSION (the operation does not exist for it)."""
+the group's type: force a rebalance, expire a member."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
 from server.group.classic import control as classic_control
+from server.group.consumer import control as consumer_control
 from server.group.types import GroupType
 
 if TYPE_CHECKING:
@@ -19,6 +19,8 @@ def force_rebalance(coordinator: GroupCoordinator, group_id: str, reason: str) -
         return ErrorCode.GROUP_ID_NOT_FOUND
     if group.TYPE is GroupType.CLASSIC:
         return classic_control.force_rebalance(coordinator.classic, group, reason)
+    if group.TYPE is GroupType.CONSUMER:
+        return consumer_control.force_rebalance(coordinator.consumer, group, reason)
     return ErrorCode.UNSUPPORTED_VERSION
 
 
@@ -29,4 +31,6 @@ def expire_member(coordinator: GroupCoordinator, group_id: str, member: str,
         return ErrorCode.GROUP_ID_NOT_FOUND, None
     if group.TYPE is GroupType.CLASSIC:
         return classic_control.expire_member(coordinator.classic, group, member, reason)
+    if group.TYPE is GroupType.CONSUMER:
+        return consumer_control.expire_member(coordinator.consumer, group, member, reason)
     return ErrorCode.UNSUPPORTED_VERSION, None

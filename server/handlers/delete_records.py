@@ -11,7 +11,8 @@ The new log start offsets are written to `log-start-offset-checkpoint` (atomical
 before the answer, then the whole segments below them are deleted: a crash after the
 checkpoint deletes them at the next start-up. ListOffsets EARLIEST, Fetch and Produce answers
 report the new start; fetches below it get OFFSET_OUT_OF_RANGE, and long polls below it answer
-at once. Idempotent producers whose last batch is now below the start are forgotten.
+at once. Idempotent producers whose last batch is now below the start, and aborted
+transactions that ended below it, are forgotten (as retention does).
 """
 from __future__ import annotations
 
@@ -89,6 +90,9 @@ def handle_delete_records(ctx: RequestContext, req: Any, version: int) -> Any:
             state = dp.producers.loaded(name, index)
             if state is not None:
                 state.evict_before(plog.log_start_offset)
+            txns = dp.txns.loaded(name, index)
+            if txns is not None:  # aborted transactions ended below the start: no fetch reaches them
+                txns.evict_before(plog.log_start_offset)
             dp.appended(name, index)  # long polls below the new start answer now
     return DeleteRecordsResponse(version=version, throttle_time_ms=0, topics=[
         TopicOut(name=t.name, partitions=[PartitionOut(partition_index=i, low_watermark=lw, error_code=err)
