@@ -180,3 +180,23 @@ def test_replay_equals_live_state_after_every_v2_step() -> None:
     assert h.restart().coord.get("t").snapshot() == h.coord.get("t").snapshot()
     assert [s[6] for s in steps] == [S.EMPTY, S.ONGOING, S.COMPLETE_COMMIT, S.COMPLETE_ABORT]
     assert h.coord.get("t").producer_epoch == epoch + 2
+
+
+def test_a_timeout_at_the_exhausted_epoch_rotates_and_a_late_abort_is_a_retry() -> None:
+    """Kafka's timeout at epoch 32766 with transaction.version 2: the fence takes the epoch to
+    32767 and names the next producer id; the producer's own late EndTxn(abort) with the old
+    pair is then a retry, answered with the new pair."""
+    h = TxnHarness(transaction_version=2)
+    last = INT16_MAX - 1
+    _at_epoch(h, "t", 77, last)
+    assert add_v2(h, "t", 77, last) == E.NONE
+    h.clock.advance(120_000)
+    (result,) = h.coord.abort_timed_out()
+    assert h.run(result) == (E.NONE, -1, -1)
+    (new,) = h.allocated
+    prepare = h.decoded_log()[-1].value
+    assert (prepare.state, prepare.producer_epoch, prepare.next_producer_id) == (S.PREPARE_ABORT.id, INT16_MAX, new)
+    h.finish_markers()
+    assert (h.state("t"), h.coord.get("t").producer_id, h.coord.get("t").producer_epoch) == (S.COMPLETE_ABORT, new, 0)
+    assert end_v2(h, "t", 77, last, commit=False) == (E.NONE, new, 0)
+    assert end_v2(h, "t", 77, last, commit=True) == (E.INVALID_TXN_STATE, -1, -1)
