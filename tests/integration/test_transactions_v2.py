@@ -83,8 +83,11 @@ def describe(bootstrap: str, tid: str):
 
 @pytest.mark.timeout(300)
 @pytest.mark.compat("java", "transactions")
-def test_java4_uses_transactions_v2_commit_abort_and_fencing(kcoord_factory):
-    srv = kcoord_factory({"num.partitions": str(PARTITIONS), "group.initial.rebalance.delay.ms": "0"})
+@pytest.mark.parametrize("tv", [2, 1], ids=["transaction.version=2", "transaction.version=1"])
+def test_java4_uses_transactions_v2_commit_abort_and_fencing(kcoord_factory, tv):
+    """With transaction.version 1 finalized the same client stays on transactions v1."""
+    srv = kcoord_factory({"num.partitions": str(PARTITIONS), "group.initial.rebalance.delay.ms": "0",
+                          "kcoord.transaction.version": str(tv)})
     b = srv.bootstrap
     src, dst, group, tid = unique("v2-in"), unique("v2-out"), unique("v2"), unique("v2-tx")
     create(b, src, dst)
@@ -95,7 +98,9 @@ def test_java4_uses_transactions_v2_commit_abort_and_fencing(kcoord_factory):
     assert outcomes == ["commit", "commit", "abort"] * 3, events
     assert [e["kind"] for e in events][-2:] == ["fenced", "done"], events
     fenced = events[-2]
-    assert "InvalidProducerEpochException" in fenced["send"] and "ProducerFencedException" in fenced["abort"]
+    assert "ProducerFencedException" in fenced["abort"]
+    # v2: the zombie's Produce is refused (INVALID_PRODUCER_EPOCH); v1: its AddPartitionsToTxn
+    assert ("InvalidProducerEpochException" if tv == 2 else "ProducerFencedException") in fenced["send"]
     copied = events[-1]["copied"]
     assert copied == sum(e["records"] for e in events if e.get("outcome") == "commit")
 
@@ -109,10 +114,10 @@ def test_java4_uses_transactions_v2_commit_abort_and_fencing(kcoord_factory):
     offsets = committed(b, group, src)
     assert sum(offsets.values()) == copied
     # transactions v2: every EndTxn bumped the epoch (9 of the first instance; the second's
-    # InitProducerId and its commit), where v1 keeps it
+    # InitProducerId and its commit); v1 keeps it (only the second's InitProducerId bumps it)
     state = describe(b, tid)
     assert (state.error_code, state.transaction_state) == (0, "CompleteCommit")
-    assert state.producer_epoch == txns + 2
+    assert state.producer_epoch == (txns + 2 if tv == 2 else 1)
 
 
 @pytest.mark.timeout(420)
