@@ -82,7 +82,6 @@ def describe(bootstrap: str, tid: str):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.compat("java", "transactions")
 @pytest.mark.parametrize("tv", [2, 1], ids=["transaction.version=2", "transaction.version=1"])
 def test_java4_uses_transactions_v2_commit_abort_and_fencing(kcoord_factory, tv):
     """With transaction.version 1 finalized the same client stays on transactions v1."""
@@ -121,7 +120,6 @@ def test_java4_uses_transactions_v2_commit_abort_and_fencing(kcoord_factory, tv)
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.compat("java", "transactions")
 def test_java4_consume_transform_produce_exactly_once_across_a_crash(kcoord_factory, members):
     n = 3000
     srv = kcoord_factory({"num.partitions": str(PARTITIONS), "transaction.state.log.num.partitions": "4",
