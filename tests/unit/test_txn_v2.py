@@ -200,3 +200,19 @@ def test_a_timeout_at_the_exhausted_epoch_rotates_and_a_late_abort_is_a_retry() 
     assert (h.state("t"), h.coord.get("t").producer_id, h.coord.get("t").producer_epoch) == (S.COMPLETE_ABORT, new, 0)
     assert end_v2(h, "t", 77, last, commit=False) == (E.NONE, new, 0)
     assert end_v2(h, "t", 77, last, commit=True) == (E.INVALID_TXN_STATE, -1, -1)
+
+
+@pytest.mark.parametrize("state", REACHABLE)
+def test_the_documented_outcomes_are_what_happens(state: TxnState) -> None:
+    """REQUEST_OUTCOMES' v2 rows (the producer's current epoch) against the coordinator."""
+    for api in ("EndTxn v5(commit)", "EndTxn v5(abort)", "implicit add (v2)"):
+        h = TxnHarness()
+        pid, epoch = to_state_v2(h, "t", state)
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            epoch += 1  # the epoch the producer will be answered with
+        if api == "implicit add (v2)":
+            code = add_v2(h, "t", pid, epoch, [(TOPIC, 3)])
+        else:
+            code = end_v2(h, "t", pid, epoch, commit=api == "EndTxn v5(commit)")[0]
+        text = REQUEST_OUTCOMES[api][state]
+        assert code.name in text or (code == E.NONE and "->" in text), (api, state, code)
