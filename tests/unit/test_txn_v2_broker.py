@@ -159,3 +159,38 @@ async def test_transaction_version_1_is_advertised_and_written(tmp_path):
             await b0.stop()
     finally:
         await b.stop()
+
+
+@pytest.mark.parametrize("version", [4, 5])
+async def test_add_partitions_to_txn_from_brokers(broker, version):
+    """AddPartitionsToTxn v4-v5 (what a broker sends): a batch of transactions, each checked
+    (verify_only) or added as transactions v2 adds them; unknown partitions refused."""
+    from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
+
+    c = TxnClient(broker)
+    pid, epoch = await init(c, "tx")
+    pid2, epoch2 = await init(c, "tx2")
+    X = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+    T = X.AddPartitionsToTxnTopic
+
+    async def ask(*txns):
+        r = await c.ask(ApiKey.ADD_PARTITIONS_TO_TXN, AddPartitionsToTxnRequest(version=version, transactions=list(txns)),
+                        version)
+        assert r.error_code == 0
+        return {x.transactional_id: {(t.name, p.partition_index): p.partition_error_code
+                                     for t in x.topic_results for p in t.results_by_partition}
+                for x in r.results_by_transaction}
+
+    got = await ask(X(transactional_id="tx", producer_id=pid, producer_epoch=epoch, verify_only=True,
+                      topics=[T(name="t", partitions=[0])]),
+                    X(transactional_id="tx2", producer_id=pid2, producer_epoch=epoch2, verify_only=False,
+                      topics=[T(name="t", partitions=[0, 1])]))
+    assert got == {"tx": {("t", 0): E.TRANSACTION_ABORTABLE}, "tx2": {("t", 0): 0, ("t", 1): 0}}
+    meta = broker.txn.coordinator.get("tx2")
+    assert meta.state is TxnState.ONGOING and meta.client_transaction_version == 2
+    got = await ask(X(transactional_id="tx2", producer_id=pid2, producer_epoch=epoch2, verify_only=True,
+                      topics=[T(name="t", partitions=[1, 5])]),
+                    X(transactional_id="tx", producer_id=pid, producer_epoch=epoch + 1, verify_only=False,
+                      topics=[T(name="t", partitions=[0])]))
+    assert got == {"tx2": {("t", 1): E.OPERATION_NOT_ATTEMPTED, ("t", 5): E.UNKNOWN_TOPIC_OR_PARTITION},
+                   "tx": {("t", 0): E.PRODUCER_FENCED}}
