@@ -94,7 +94,7 @@ def main() -> None:
             t = time.perf_counter()
             await runtime.load_all()
             elapsed = time.perf_counter() - t
-            assert sum(len(g.offsets) for g in coord.groups()) > 0
+            assert sum(coord.offset_manager.count(g.group_id) for g in coord.groups()) > 0
             logs.close()
             return elapsed
 

@@ -238,7 +238,7 @@ def render_markdown(meta: dict, rows: list[Row], excluded: dict[str, str]) -> st
     lines = [
         f"**{len(passing)} of {len(ran)}** of librdkafka {meta['librdkafka']}'s broker tests pass against kcoord "
         f"(`make rdkafka-suite`, {meta['date']}, group protocol `{meta['group_protocol']}`, "
-        f"{meta['jobs']} test ids at a time, {meta['wall_seconds'] / 60:.0f} min on {meta['cores']} cores; "
+        f"{meta['jobs']} test ids at a time, {meta['wall_seconds'] / 60:.0f} min on {meta['cores']} cores with the reruns; "
         f"{len(ran)} tests in {len({r.id for r in ran})} ids, {len(excluded)} excluded below).",
         "",
     ]

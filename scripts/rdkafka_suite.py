@@ -55,7 +55,7 @@ MARKERS = {"classic": ("<!-- rdkafka-suite:start -->", "<!-- rdkafka-suite:end -
 # Where Kafka's command-line tools are looked for: librdkafka runs $KAFKA_PATH/bin/kafka-topics.sh,
 # kafka-configs.sh, kafka-acls.sh and (for its Java helpers) kafka-run-class.sh. The first
 # directory here holding a kafka-topics.sh is linked into the run's Kafka home (see kafka_home()).
-KAFKA_TOOLS_DIRS = [ROOT / ".venv" / "bin", ROOT / "bin"]
+KAFKA_TOOLS_DIRS = [ROOT / "bin", ROOT / ".venv" / "bin"]
 KJAR = ROOT / ".cache" / "kjar" / "lib"           # the Java kafka-clients jar (scripts/setup-clients.sh)
 RUN_CLASS = ROOT / "tests" / "rdkafka" / "kafka-run-class.sh"
 
@@ -70,7 +70,8 @@ SERVER_SETTINGS = {
 }
 SCENARIO_SETTINGS = {"noautocreate": {"auto.create.topics.enable": "false"}}
 KAFKA_VERSION = "3.9.0"        # TEST_KAFKA_VERSION: what the tests gate their features on
-TIME_LIMIT = 600               # seconds for one test id in one process (a hang costs this once)
+TIME_LIMIT = 600               # seconds for one test id in one process (a hang costs this once);
+                               # suite.toml's [time_limit] raises it for ids that run longer
 RUNNING: set[subprocess.Popen] = set()   # test-runner processes in flight (killed on SIGTERM)
 STOPPING = threading.Event()              # set on SIGTERM: queued test ids are not started
 
@@ -104,7 +105,8 @@ class Server:
     """One kcoord process for one scenario; replaced by a fresh one (fresh data directory) when
     it stops answering."""
 
-    def __init__(self, scenario: str, workdir: Path):
+    def __init__(self, scenario: str, workdir: Path, extra: dict[str, str] | None = None):
+        self.extra = extra or {}
         self.scenario = scenario
         self.workdir = workdir
         self.generation = 0
@@ -123,7 +125,7 @@ class Server:
         data = self.workdir / f"{self.scenario}-{self.generation}"
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir(parents=True)
-        settings = {**SERVER_SETTINGS, **SCENARIO_SETTINGS.get(self.scenario, {}),
+        settings = {**SERVER_SETTINGS, **SCENARIO_SETTINGS.get(self.scenario, {}), **self.extra,
                     "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": str(data / "data")}
         args = [sys.executable, "-m", "server", "serve"]
         for k, v in settings.items():
@@ -174,6 +176,7 @@ class Unit:
     id: str
     scenario: str
     tests: list[res.SuiteTest]
+    time_limit: int = TIME_LIMIT
 
     @property
     def key(self) -> str:
@@ -189,9 +192,10 @@ def select(tests: list[res.SuiteTest], excluded: dict[str, str], only: set[str] 
            group_tests: set[str] | None) -> list[Unit]:
     units: dict[tuple[str, str], Unit] = {}
     for t in tests:
-        if t.local or t.manual or t.name in excluded:
+        named = bool(only) and (t.id in only or t.name in only)
+        if t.local or t.manual or (t.name in excluded and not named):   # --tests names run even if excluded
             continue
-        if only and t.id not in only and t.name not in only:
+        if only and not named:
             continue
         if group_tests is not None and t.id not in group_tests:
             continue
@@ -261,7 +265,7 @@ def run_unit(unit: Unit, server: Server, attempt: int, env_base: dict, logs: Pat
                                 env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         RUNNING.add(proc)
         try:
-            proc.wait(TIME_LIMIT)
+            proc.wait(unit.time_limit)
             timed_out = False
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -281,7 +285,7 @@ def run_unit(unit: Unit, server: Server, attempt: int, env_base: dict, logs: Pat
     for t in unit.tests:
         o = got.get(t.name, res.Outcome())
         if timed_out and o.state in ("timeout", "not run"):
-            o.state, o.failure = "timeout", o.failure or f"killed after the runner's {TIME_LIMIT} s limit"
+            o.state, o.failure = "timeout", o.failure or f"killed after the runner's {unit.time_limit} s limit"
         if o.seconds is None and o.state != "not run":
             o.seconds = round(wall, 1)
         outcomes[t.name] = o
@@ -309,6 +313,8 @@ def run(args: argparse.Namespace) -> int:
     if args.group_protocol == "consumer":
         group_tests = {t.id for t in tests if not t.local and uses_groups(BUILD, t.id)}
     units = select(tests, excluded, only, group_tests)
+    for u in units:
+        u.time_limit = int(conf.get("time_limit", {}).get(u.id, TIME_LIMIT))
     out = OUT / args.group_protocol
     shutil.rmtree(out, ignore_errors=True)
     logs = out / "logs"
@@ -318,7 +324,8 @@ def run(args: argparse.Namespace) -> int:
     env_base.update({"LD_LIBRARY_PATH": f"{BUILD / 'src'}:{BUILD / 'src-cpp'}", "TEST_KAFKA_VERSION": KAFKA_VERSION,
                      "KAFKA_PATH": str(home), "TEST_CONSUMER_GROUP_PROTOCOL": args.group_protocol,
                      "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"})
-    servers = {s: Server(s, out / "servers") for s in sorted({u.scenario for u in units})}
+    extra = {"kcoord.virtual.brokers": str(args.virtual_brokers)} if args.virtual_brokers > 1 else {}
+    servers = {s: Server(s, out / "servers", extra) for s in sorted({u.scenario for u in units})}
     attempts: dict[str, list[res.Outcome]] = {}
     lock = threading.Lock()
     t_start = time.monotonic()
@@ -484,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--jobs", type=int, default=3, help="test ids run at the same time against one server")
     r.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
                    help="consumer: TEST_CONSUMER_GROUP_PROTOCOL=consumer (KIP-848), the group tests only")
+    r.add_argument("--virtual-brokers", type=int, default=1,
+                   help="kcoord.virtual.brokers: one kcoord answering as N brokers (librdkafka's clusters have 3)")
     r.add_argument("--check", action="store_true", help="exit 1 on a regression against the committed table")
     r.add_argument("--update", action="store_true", help="write the committed table and the README section")
     sub.add_parser("list")

@@ -81,6 +81,7 @@ class GroupCoordinator:
         for key_type in consumer_group_codec.KEY_VERSIONS:
             self._replayers[key_type] = consumer.replay
 
+        self._replay_offset = offsets.replay
         self.partition_of = groups.partition_of
         self.set_background_writer = groups.set_background_writer
         self.drain_background = groups.drain_background
@@ -117,7 +118,11 @@ class GroupCoordinator:
     # ====================================================================== replay
 
     def replay(self, record: CoordinatorRecord) -> None:
-        replay = self._replayers.get(type(record.key))
+        key = record.key
+        if key.__class__ is OffsetKey:  # the bulk of every log: no table look-up
+            self._replay_offset(key, record.value)
+            return
+        replay = self._replayers.get(type(key))
         if replay is None:
             log.warning("Skipping __consumer_offsets record with unknown key %r", record.key)
             return

@@ -156,7 +156,7 @@ class OffsetMetadataManager:
                 self._drop_if_unused(group_id)
             return
         group = self._groups.get(group_id)
-        if group is None or group.is_dead():
+        if group is None or group.dead:  # every group type keeps `dead` as a plain attribute
             self.groups.classic_group_for_offsets(group_id)
         s = self.offsets_by_group.get(group_id)
         if s is None:

@@ -39,6 +39,7 @@ class Group(Protocol):
 
     TYPE: GroupType
     group_id: str
+    dead: bool  # deleted or unloaded (is_dead(), as a plain attribute for the replay hot path)
 
     def state_name(self) -> str:
         """The state as DescribeGroups / ListGroups / ConsumerGroupDescribe spell it."""

@@ -43,11 +43,13 @@ class ClassicGroup:
         "pending_sync_members",
         "subscribed_topics",
         "new_member_added",
+        "dead",
     )
 
     def __init__(self, group_id: str, now_ms: int, state: GroupState = GroupState.EMPTY) -> None:
         self.group_id = group_id
         self.state = state
+        self.dead = state is GroupState.DEAD  # kept with the state: read on every replayed commit
         self.current_state_timestamp: int | None = now_ms
         self.previous_state_timestamp: int | None = None
         self.protocol_type: str | None = None
@@ -72,6 +74,7 @@ class ClassicGroup:
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         self.state = check_transition(self.group_id, self.state, target)
+        self.dead = target is GroupState.DEAD
         self.previous_state_timestamp = self.current_state_timestamp
         self.current_state_timestamp = now_ms
 
@@ -303,7 +306,7 @@ class ClassicGroup:
         return self.state is GroupState.EMPTY
 
     def is_dead(self) -> bool:
-        return self.state is GroupState.DEAD
+        return self.dead
 
     def num_members(self) -> int:
         return len(self.members)
@@ -399,6 +402,7 @@ class ClassicGroup:
         before appending and never needs it; we keep the log and memory in step instead."""
         if self.state is GroupState.DEAD:
             self.state = GroupState.EMPTY
+            self.dead = False
             # retention keeps counting from when the group really became Empty
             self.current_state_timestamp = self.previous_state_timestamp
 

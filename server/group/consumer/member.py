@@ -63,6 +63,24 @@ class ConsumerGroupMember:
             setattr(new, name, changes[name] if name in changes else getattr(self, name))
         return new
 
+    # The two changes made on every heartbeat and replay, spelled out (several times faster
+    # than evolve: this is most of what 1,000 members joining cost).
+
+    def with_metadata(self, v: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
+        return ConsumerGroupMember(
+            self.member_id, v.instance_id, v.rack_id, v.client_id, v.client_host, tuple(v.subscribed_topic_names),
+            v.subscribed_topic_regex, v.rebalance_timeout_ms, v.server_assignor, v.classic, self.member_epoch,
+            self.previous_member_epoch, self.state, self.assigned, self.pending_revocation)
+
+    def with_epoch(self, epoch: int, state: MemberState, assigned: Assignment,
+                   pending: Assignment) -> ConsumerGroupMember:
+        """Kafka's updateMemberEpoch: the previous epoch remembers the one before a bump."""
+        previous = self.member_epoch if epoch != self.member_epoch else self.previous_member_epoch
+        return ConsumerGroupMember(
+            self.member_id, self.instance_id, self.rack_id, self.client_id, self.client_host,
+            self.subscribed_topic_names, self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor,
+            self.classic, epoch, previous, state, assigned, pending)
+
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
 
@@ -87,22 +105,12 @@ class ConsumerGroupMember:
         return ConsumerGroupCurrentMemberAssignmentValue(
             self.member_epoch, self.previous_member_epoch, int(self.state), self.assigned, self.pending_revocation)
 
-    def with_metadata(self, v: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
-        return self.evolve(instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id,
-                       client_host=v.client_host, subscribed_topic_names=tuple(v.subscribed_topic_names),
-                       subscribed_topic_regex=v.subscribed_topic_regex, rebalance_timeout_ms=v.rebalance_timeout_ms,
-                       server_assignor=v.server_assignor, classic=v.classic)
-
     def with_assignment(self, v: ConsumerGroupCurrentMemberAssignmentValue) -> ConsumerGroupMember:
-        return self.evolve(member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
-                       state=MemberState.of(v.state), assigned=v.assigned, pending_revocation=v.pending_revocation)
-
-    def with_epoch(self, epoch: int, state: MemberState, assigned: Assignment,
-                   pending: Assignment) -> ConsumerGroupMember:
-        """Kafka's updateMemberEpoch: the previous epoch remembers the one before a bump."""
-        previous = self.member_epoch if epoch != self.member_epoch else self.previous_member_epoch
-        return self.evolve(member_epoch=epoch, previous_member_epoch=previous, state=state, assigned=assigned,
-                       pending_revocation=pending)
+        return ConsumerGroupMember(
+            self.member_id, self.instance_id, self.rack_id, self.client_id, self.client_host,
+            self.subscribed_topic_names, self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor,
+            self.classic, v.member_epoch, v.previous_member_epoch, MemberState.of(v.state), v.assigned,
+            v.pending_revocation)
 
 
 _FIELDS = tuple(f.name for f in fields(ConsumerGroupMember))

@@ -299,21 +299,17 @@ class ConsumerGroupProtocol:
             member = self._static_member(group, member_id, epoch, instance_id, owned, records, undo)
         old = group.members.get(member.member_id)
         regex = req.subscribed_topic_regex if version >= 1 else None
-        updated = member
-        changes: dict[str, Any] = {"client_id": client_id, "client_host": client_host, "classic": None}
-        if instance_id is not None:
-            changes["instance_id"] = instance_id
-        if req.rack_id is not None:
-            changes["rack_id"] = req.rack_id
-        if req.rebalance_timeout_ms != -1:
-            changes["rebalance_timeout_ms"] = req.rebalance_timeout_ms
-        if req.server_assignor is not None:
-            changes["server_assignor"] = req.server_assignor
-        if req.subscribed_topic_names is not None:
-            changes["subscribed_topic_names"] = tuple(sorted(set(req.subscribed_topic_names)))
-        if regex is not None:
-            changes["subscribed_topic_regex"] = regex or None
-        updated = member.evolve(**changes)
+        # what the request changes (null / -1: unchanged since the last heartbeat)
+        names = req.subscribed_topic_names
+        updated = ConsumerGroupMember(
+            member.member_id, member.instance_id if instance_id is None else instance_id,
+            member.rack_id if req.rack_id is None else req.rack_id, client_id, client_host,
+            member.subscribed_topic_names if names is None else tuple(sorted(set(names))),
+            member.subscribed_topic_regex if regex is None else (regex or None),
+            member.rebalance_timeout_ms if req.rebalance_timeout_ms == -1 else req.rebalance_timeout_ms,
+            member.server_assignor if req.server_assignor is None else req.server_assignor, None,
+            member.member_epoch, member.previous_member_epoch, member.state, member.assigned,
+            member.pending_revocation)
         bump = False
         if old is None or not updated.same_metadata(old):
             self._apply(records, undo, [CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, member_id),
