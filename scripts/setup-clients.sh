@@ -15,6 +15,7 @@ command -v javac >/dev/null || need_apt+=(default-jdk-headless)
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v unzip >/dev/null || need_apt+=(unzip)
+command -v openssl >/dev/null || need_apt+=(openssl)  # the security tests make their own CA
 # the fault tests: network namespaces (tests/netlink_emu.py), ext4 on a loop device and e2fsck
 # (tests/integration/test_storage_failures.py)
 command -v ip >/dev/null || need_apt+=(iproute2)

@@ -39,6 +39,8 @@ EXPECTED_RANGES = {
 EXPECTED_RANGES[20] = (0, 6)  # DeleteTopics
 EXPECTED_RANGES[21] = (0, 2)  # DeleteRecords
 EXPECTED_RANGES[37] = (0, 3)  # CreatePartitions
+# security (issue 16): SaslHandshake, SaslAuthenticate, Describe/Create/DeleteAcls, the SCRAM credential APIs
+EXPECTED_RANGES.update({17: (0, 1), 36: (0, 2), 29: (0, 3), 30: (0, 3), 31: (0, 3), 50: (0, 0), 51: (0, 0)})
 EXPECTED_RANGES[68] = (0, 1)  # ConsumerGroupHeartbeat
 EXPECTED_RANGES[69] = (0, 1)  # ConsumerGroupDescribe
 # transactions (issue 11)
