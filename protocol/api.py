@@ -15,6 +15,14 @@ from functools import cache
 from typing import Any
 
 # the admin schemas' own modules: kafka.protocol.admin's __init__ loads every admin schema
+from kafka.protocol.admin.acl import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 from kafka.protocol.admin.cluster import (
     DescribeClusterRequest,
     DescribeClusterResponse,
@@ -63,6 +71,12 @@ from kafka.protocol.admin.transactions import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from kafka.protocol.admin.users import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -108,6 +122,12 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from protocol.messages import (
     ConsumerGroupDescribeRequest,
@@ -131,12 +151,17 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     CREATE_PARTITIONS = 37
     INIT_PRODUCER_ID = 22
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    SASL_AUTHENTICATE = 36
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
@@ -150,6 +175,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -281,7 +308,7 @@ def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, h
 API_TABLE: dict[int, ApiSpec] = {
     s.key: s
     for s in (
-        _spec(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, 3, 11),
+        _spec(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, 3, 12),
         _spec(ApiKey.FETCH, FetchRequest, FetchResponse, 4, 17),
         _spec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, 0, 9),
         _spec(ApiKey.METADATA, MetadataRequest, MetadataResponse, 0, 12),
@@ -302,13 +329,24 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, 0, 5),
         _spec(ApiKey.ADD_PARTITIONS_TO_TXN, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
         _spec(ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
-        _spec(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, 0, 4),
-        _spec(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4),
+        _spec(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, 0, 5),
+        _spec(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5),
         _spec(ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse, 0, 0),
         _spec(ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
         _spec(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse, 0, 1),
         _spec(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
         _spec(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+        _spec(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
+        _spec(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
+        _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, DescribeUserScramCredentialsRequest,
+              DescribeUserScramCredentialsResponse, 0, 0),
+        _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, AlterUserScramCredentialsRequest,
+              AlterUserScramCredentialsResponse, 0, 0),
+        # v0 of the ACL APIs is v1 without the pattern type fields: kafka-python's classes (Kafka
+        # 4's schemas, 1-3) read and write it all the same
+        _spec(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse, 0, 3),
+        _spec(ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse, 0, 3),
+        _spec(ApiKey.DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse, 0, 3),
         _spec(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, 0, 4),
         _spec(ApiKey.ALTER_CONFIGS, AlterConfigsRequest, AlterConfigsResponse, 0, 2),
         _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),

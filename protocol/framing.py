@@ -24,6 +24,15 @@ class FrameDecoder:
         self._buf = bytearray()
         self._max = max_frame_bytes
 
+    @property
+    def limit(self) -> int:
+        return self._max
+
+    @limit.setter
+    def limit(self, max_frame_bytes: int) -> None:
+        """A connection that is still authenticating accepts only small frames."""
+        self._max = max_frame_bytes
+
     def feed(self, data: bytes) -> list[bytes]:
         buf = self._buf
         if not buf and len(data) >= 4:

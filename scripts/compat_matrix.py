@@ -30,7 +30,8 @@ CLIENTS = [
     ("kafkajs", "kafkajs"),
 ]
 FEATURES = ["bootstrap", "group join", "static membership", "rebalance on leave", "commit/fetch", "consume",
-            "restart resume", "read __consumer_offsets", "transactions", "consumer protocol (KIP-848)"]
+            "restart resume", "read __consumer_offsets", "transactions", "consumer protocol (KIP-848)",
+            "SASL and TLS"]
 
 # Why a cell has no test; printed only for cells that come out "—".
 NOT_TESTED_WHY = {

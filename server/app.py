@@ -13,6 +13,7 @@ import os
 import resource
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,8 +23,10 @@ from server.broker import Broker, LogDirLocked
 from server.config import Config
 from server.connection import KafkaConnection
 from server.dispatch import Dispatcher
-from server.listeners import Listener, SecurityProtocol, listener_specs
+from server.listeners import Listener, listener_specs
 from server.metrics import start_metrics_server
+from server.security.setup import build_listener
+from server.security.tls_transport import tls_protocol_factory
 from storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("kcoord.server")
@@ -95,10 +98,7 @@ class Server:
 
             self.control = ControlPlane(self)
         for spec in listener_specs(self.config):
-            if spec.protocol != SecurityProtocol.PLAINTEXT:
-                raise ValueError(f"listener {spec.name}: {spec.protocol.value} is not served yet")
-            listener = Listener(spec.name, spec.protocol, spec.host, spec.port, spec.advertised)
-            await self.serve_listener(listener)
+            await self.serve_listener(build_listener(spec, self.config, self.broker))
         metrics_at = self.config["kcoord.metrics.listener"]
         if metrics_at:
             parts = urlsplit(metrics_at if "//" in metrics_at else "http://" + metrics_at)
@@ -120,8 +120,14 @@ class Server:
         loop = asyncio.get_running_loop()
         max_bytes = self.config["socket.request.max.bytes"]
         max_queued = self.config["queued.max.requests"]
+        def connection() -> KafkaConnection:
+            return KafkaConnection(self.broker, self.dispatcher, max_bytes, max_queued, listener)
+
+        factory: Callable[[], asyncio.BaseProtocol] = connection
+        if listener.ssl_context is not None:  # the TLS handshake first, then the Kafka protocol
+            factory = tls_protocol_factory(listener.ssl_context, connection)
         srv = await loop.create_server(
-            lambda: KafkaConnection(self.broker, self.dispatcher, max_bytes, max_queued, listener),
+            factory,
             host=listener.host or None,
             port=listener.port,
             reuse_address=True,

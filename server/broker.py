@@ -17,6 +17,7 @@ from server.data_plane import DataPlane
 from server.group.config import GroupConfig
 from server.group.coordinator import GroupCoordinator
 from server.metrics import Metrics
+from server.security.state import SecurityState
 from server.topic_deletion import TopicDeleter
 from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
 from server.txn.log_writer import TXN_TOPIC
@@ -42,6 +43,7 @@ class Broker:
         self.cluster_id = ""
         self.connections: set[KafkaConnection] = set()
         self.metrics = Metrics()
+        self.security = SecurityState(config)  # SCRAM credentials, the ACL authorizer
         self._per_ip: dict[str, int] = {}
         self.clock = SystemClock()
         self.logs: LogManager | None = None
@@ -56,6 +58,7 @@ class Broker:
     async def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._lock_log_dir()
+        self.security.load(self.log_dir)
         self.cluster_id = load_or_create_meta(self.log_dir, self.config.node_id, self.config["cluster.id"])
         self.open_state()
         log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, self.config.node_id,

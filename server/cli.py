@@ -6,6 +6,7 @@
     kcoord sidecar [server.properties|server.toml] [--override name=value ...] [--master URL]
     kcoord dump PATH... [--json]
     kcoord groups|offsets [--log-dir DIR]
+    kcoord scram [server.properties] --add-scram 'SCRAM-SHA-256=[name=..,password=..]' [--list]
     kcoord ctl [--url URL] COMMAND ...   (the control API: server/control/cli.py)
     kcoord topics|configs|consumer-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
                     kafka-consumer-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
@@ -94,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         from server.inspect import main as inspect_main
 
         return inspect_main(argv)
+    if argv and argv[0] == "scram":
+        from server.security.scram_cli import main as scram_main
+
+        return scram_main(argv[1:])
     if argv and argv[0] in TOOLS:
         import importlib
 
@@ -119,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("dump", help="decode __consumer_offsets segments: dump PATH... [--json]")
     sub.add_parser("groups", help="groups rebuilt from the log: groups [--log-dir DIR]")
     sub.add_parser("offsets", help="offsets rebuilt from the log: offsets [--log-dir DIR]")
+    sub.add_parser("scram", help="SCRAM credentials of a stopped server: scram [server.properties] "
+                                 "--add-scram 'SCRAM-SHA-256=[name=..,password=..]' [--list]")
     sub.add_parser("ctl", help="drive a running server's control API (faults, recording, reset): ctl --help")
     for tool in TOOLS:
         sub.add_parser(tool, help=f"kafka-{tool}.sh, with its flags, against any Kafka-protocol server")

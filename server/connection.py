@@ -14,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from protocol.framing import FrameDecoder, FrameTooLarge
 from server.deferred import Deferred
 from server.dispatch import CloseConnection, Dispatcher
+from server.security.principal import ssl_principal
+from server.security.sasl import ExpiredSession, Reauthentication, SaslAuthenticator
 from server.session import Session
 
 if TYPE_CHECKING:
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.network")
 
+_CLOSE_LINGER_SECONDS = 0.05
 _ids = itertools.count(1)
 
 
@@ -50,6 +54,13 @@ class KafkaConnection(asyncio.Protocol):
         self._accepted = False
         self._closed = False
         self._answered = self._on_deferred  # one bound method for every parked request
+        # Frames go to the gate instead of the dispatcher while it is set: a SASL connection
+        # that is (re-)authenticating, or whose session expired.
+        self._gate: SaslAuthenticator | ExpiredSession | None = None
+        self._max_request_bytes = max_request_bytes
+        self._expiry: asyncio.TimerHandle | None = None
+        self._reauth_started = 0.0
+        self._lifetime_ms = 0  # of the current SASL session; > 0 allows re-authentication
         self.id = next(_ids)  # names the connection to the control API (server/control/)
         self.client_id: str | None = None  # the last one its requests carried, once the control API saw one
         self._stalled = False
@@ -74,10 +85,74 @@ class KafkaConnection(asyncio.Protocol):
             transport.close()
             return
         self._accepted = True
+        listener = self._listener
+        if listener is None:
+            return
+        if listener.sasl is not None:
+            self._gate = self._authenticator()
+            self._decoder.limit = listener.sasl.max_receive_size
+            self.session.reauthenticate = self._reauthenticate
+        elif listener.ssl_context is not None:
+            self._authenticate_certificate(transport)
+
+    # SASL
+
+    def _authenticator(self, reauth: Reauthentication | None = None) -> SaslAuthenticator:
+        assert self._listener is not None and self._listener.sasl is not None
+        return SaslAuthenticator(self._listener.sasl, self.session,
+                                 lambda frame: self._dispatcher.handle(frame, self.session),
+                                 self._authenticated, reauth)
+
+    def _authenticated(self, principal: str, mechanism: str, lifetime_ms: int) -> None:
+        session = self.session
+        session.principal = principal
+        session.mechanism = mechanism
+        self._gate = None
+        self._decoder.limit = self._max_request_bytes
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        self._lifetime_ms = lifetime_ms
+        if lifetime_ms > 0:
+            self._expiry = asyncio.get_running_loop().call_later(lifetime_ms / 1000, self._session_expired)
+
+    def _session_expired(self) -> None:
+        self._expiry = None
+        if not self._closed and self._gate is None:
+            self._gate = ExpiredSession(self.session, lambda frame: self._dispatcher.handle(frame, self.session))
+
+    def _reauthenticate(self, mechanism: str, version: int) -> object | None:
+        """KIP-368: the SaslHandshake of an authenticated connection starts a re-authentication
+        when its session has a lifetime, at most once a second; its response, or None."""
+        now = time.monotonic()
+        if self._listener is None or self._listener.sasl is None or self.session.mechanism is None:
+            return None
+        if self._lifetime_ms <= 0 or (self._reauth_started and now - self._reauth_started < 1.0):
+            return None
+        self._reauth_started = now
+        gate = self._authenticator(Reauthentication(self.session.mechanism, self.session.principal))
+        response = gate.start_reauthentication(mechanism, version)
+        self._gate = gate
+        return response
+
+    def _authenticate_certificate(self, transport: asyncio.BaseTransport) -> None:
+        """SSL listeners: the principal is the client certificate's subject, mapped through
+        ssl.principal.mapping.rules (User:ANONYMOUS without one)."""
+        sslobj = transport.get_extra_info("ssl_object")
+        try:
+            der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+            self.session.principal = ssl_principal(der, self._listener.principal_mapper)  # type: ignore[union-attr]
+        except ValueError as e:  # no mapping rule matched, an unreadable certificate
+            log.info("Failed authentication with /%s (%s)", self._peer, e)
+            self._closed = True
+            transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._queue.clear()
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         if self._accepted:
             self._broker.release(self)
 
@@ -95,7 +170,12 @@ class KafkaConnection(asyncio.Protocol):
         try:
             frames = self._decoder.feed(data)
         except FrameTooLarge as e:
-            self._close(f"{e}")
+            if isinstance(self._gate, SaslAuthenticator):
+                log.info("Failed authentication with /%s (Failing SASL authentication due to invalid receive "
+                         "size %d > sasl.server.max.receive.size=%d)", self._peer, e.size, e.limit)
+                self._close("", quiet=True)
+            else:
+                self._close(f"{e}")
             return
         if not frames:
             return
@@ -145,6 +225,9 @@ class KafkaConnection(asyncio.Protocol):
         """The dispatcher's answer to one request; a CloseConnection (returned, not raised)
         when the connection must close after what was answered before it."""
         try:
+            gate = self._gate  # authentication comes before anything else sees the request
+            if gate is not None:
+                return gate.handle(frame)
             hook = self.hook
             if hook is not None:
                 return hook(self, frame)
@@ -191,6 +274,9 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(value, CloseConnection):
             if value.final is not None:
                 out.append(value.final)
+                self._flush(out)
+                self._close_after_answer(str(value), quiet=value.quiet)
+                return False
             self._flush(out)
             self._close(str(value), quiet=value.quiet)
             return False
@@ -224,6 +310,24 @@ class KafkaConnection(asyncio.Protocol):
         self._queue.clear()
         if self._transport is not None:
             self._transport.close()
+
+    def _close_after_answer(self, reason: str, quiet: bool = False) -> None:
+        """Close shortly after a last answer (a failed authentication's): a client that reads
+        the answer and the end of the connection in one go (kafka-python 3 then drops the
+        answer) sees the answer first, and nothing it sent meanwhile turns the close into a
+        reset that could destroy the answer in flight."""
+        transport = self._transport
+        self._closed = True
+        self._queue.clear()
+        if not quiet:
+            log.warning("Closing connection from %s: %s", self._peer, reason)
+        if transport is None:
+            return
+        try:
+            transport.pause_reading()
+        except (RuntimeError, AttributeError):
+            pass
+        asyncio.get_running_loop().call_later(_CLOSE_LINGER_SECONDS, transport.close)
 
     def close(self) -> None:
         if self._transport is not None and not self._closed:

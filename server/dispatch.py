@@ -11,6 +11,7 @@ per-request work is kept to what the request itself changes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import struct
@@ -113,13 +114,21 @@ def _body_start(frame: bytes, header_version: int) -> int:
     return pos
 
 
-def _routes() -> dict[bytes, _Route]:
-    """Every served (API key, version), keyed by the first 4 bytes of a request frame."""
+def _routes(dispatcher: Dispatcher | None = None) -> dict[bytes, _Route]:
+    """Every served (API key, version), keyed by the first 4 bytes of a request frame. For an
+    authorizing dispatcher, each handler (and direct call) runs behind its API's policy
+    (server/security/enforce.py)."""
     out = {}
     for key, spec in API_TABLE.items():
         route = ROUTES.get(key)
         if route is None:
             continue
+        if dispatcher is not None:
+            from server.security.enforce import guarded, guarded_direct
+
+            direct = route.direct
+            route = dataclasses.replace(route, handler=guarded(key, route.handler), direct=None if direct is None else
+                                        guarded_direct(key, direct, dispatcher.current_client))
         for v in range(spec.min_version, spec.max_version + 1):
             out[key.to_bytes(2, "big") + v.to_bytes(2, "big")] = _Route(spec, v, route)
     return out
@@ -160,10 +169,24 @@ class _Framed(Deferred[bytes | None]):
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._routes = _routes()
         # what new connections start with as their `hook` (server/control/ sets it when the
         # control API is on): None serves every request straight through handle()
         self.connection_hook: Any = None
+        self._client: Session | str | None = None
+        if broker.config["authorizer.class.name"]:
+            # Authorizing: direct calls learn the connection's principal through current_client;
+            # without an authorizer nothing of this runs.
+            self._routes = _routes(self)
+            self.handle = self._handle_authorizing  # type: ignore[method-assign]
+        else:
+            self._routes = _routes()
+
+    def current_client(self) -> Session | str | None:
+        return self._client
+
+    def _handle_authorizing(self, frame: bytes, client: Session | str) -> bytes | None | Deferred[bytes | None]:
+        self._client = client
+        return Dispatcher.handle(self, frame, client)
 
     def handle(self, frame: bytes, client: Session | str) -> bytes | None | Deferred[bytes | None]:
         """Answer one request from `client` (its connection's Session, or just its host):
@@ -239,6 +262,8 @@ class Dispatcher:
             return route.frame(correlation, route.encode(result, route.version))
         if result is NO_RESPONSE:
             return None
+        if isinstance(result, CloseConnection):  # a refusal decided after the handler parked
+            return result
         if isinstance(result, Deferred):
             out: Deferred[bytes | None] = Deferred()
             result.add_callback(lambda r: out.complete(self._finish(route, correlation, r)))

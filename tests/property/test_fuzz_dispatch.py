@@ -29,16 +29,21 @@ from hypothesis import strategies as st
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    AlterUserScramCredentialsRequest,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteGroupsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeAclsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
     DescribeTopicPartitionsRequest,
+    DescribeUserScramCredentialsRequest,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
@@ -58,6 +63,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from txn_seeds import ERROR_BY_DESIGN as TXN_ERROR_BY_DESIGN
 from txn_seeds import TXN_APIS, txn_request
 
@@ -175,6 +181,28 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
         T = OffsetDeleteRequest.OffsetDeleteRequestTopic
         return OffsetDeleteRequest(version=v, group_id="fuzz-no-such-group", topics=[
             T(name=TOPIC, partitions=[T.OffsetDeleteRequestPartition(partition_index=0)])])
+    if api == ApiKey.DESCRIBE_ACLS:
+        return DescribeAclsRequest(version=v, resource_type_filter=2, resource_name_filter="t", pattern_type_filter=3,
+                                   principal_filter=None, host_filter=None, operation=1, permission_type=1)
+    if api == ApiKey.CREATE_ACLS:
+        C = CreateAclsRequest.AclCreation
+        return CreateAclsRequest(version=v, creations=[C(resource_type=2, resource_name="t", resource_pattern_type=3,
+                                                         principal="User:u", host="*", operation=3, permission_type=3)])
+    if api == ApiKey.DELETE_ACLS:
+        F = DeleteAclsRequest.DeleteAclsFilter
+        return DeleteAclsRequest(version=v, filters=[F(resource_type_filter=2, resource_name_filter="t",
+                                                       pattern_type_filter=3, principal_filter=None, host_filter=None,
+                                                       operation=1, permission_type=1)])
+    if api == ApiKey.SASL_HANDSHAKE:
+        return SaslHandshakeRequest(version=v, mechanism="PLAIN")
+    if api == ApiKey.SASL_AUTHENTICATE:
+        return SaslAuthenticateRequest(version=v, auth_bytes=b"\x00u\x00p")
+    if api == ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
+        return DescribeUserScramCredentialsRequest(version=v, users=None)
+    if api == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        U = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
+        return AlterUserScramCredentialsRequest(version=v, deletions=[], upsertions=[
+            U(name="fuzz-user", mechanism=1, iterations=4096, salt=b"salt", salted_password=b"s" * 32)])
     if api == ApiKey.DELETE_TOPICS:  # the topic the CreateTopics seed of this version made
         if v >= 6:
             T = DeleteTopicsRequest.DeleteTopicState
@@ -456,6 +484,10 @@ def test_every_seed_is_answered_without_error(env: Env) -> None:
     expected_errors = {n for n in kinds if n.startswith(("HEARTBEAT", "SYNC_GROUP", "LEAVE_GROUP",
                                                          "DELETE_GROUPS", "OFFSET_DELETE",
                                                          *TXN_ERROR_BY_DESIGN))}
+    # SASL requests on a connection that is not authenticating: ILLEGAL_SASL_STATE, as Kafka; the
+    # ACL APIs without an authorizer: SECURITY_DISABLED, as Kafka.
+    expected_errors |= {n for n in kinds if n.startswith(("SASL_HANDSHAKE", "SASL_AUTHENTICATE", "DESCRIBE_ACLS",
+                                                          "CREATE_ACLS", "DELETE_ACLS"))}
     # JoinGroup v4+ from a new dynamic member: MEMBER_ID_REQUIRED, by design.
     expected_errors |= {f"JOIN_GROUP{v}" for v in ("v4", "v5", "v6", "v7", "v8", "v9")}
     unexpected = {n: k for n, k in bad.items() if not (n in expected_errors and k == "error")}

@@ -21,7 +21,7 @@ from server.lazy_imports import defer_package_inits
 defer_package_inits()
 import server.app
 import server.handlers
-skipped = [m for m in ("kafka.admin", "kafka.consumer", "kafka.producer", "kafka.protocol.admin.acl",
+skipped = [m for m in ("kafka.admin", "kafka.consumer", "kafka.producer", "kafka.protocol.admin.client_quotas",
                        "aiokafka.client", "aiokafka.record.memory_records", "prometheus_client")
            if m in sys.modules]
 assert not skipped, skipped
