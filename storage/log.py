@@ -25,6 +25,7 @@ from storage.batch import (
     set_log_append_time,
     split_batches,
 )
+from storage.files import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES
 from storage.log_dir_failure import LogDirFailureChannel
 from storage.segment import INDEX_INTERVAL_BYTES, MAX_RELATIVE_OFFSET, LogSegment, scan_batches
 from storage.swap import complete_swap, pending_swaps, remove_cleaned, remove_swaps_below, segment_bases
@@ -40,8 +41,6 @@ __all__ = [
     "PartitionLog",
 ]
 
-DEFAULT_SEGMENT_BYTES = 1073741824  # segment.bytes
-OFFSETS_SEGMENT_BYTES = 104857600  # offsets.topic.segment.bytes
 LOAD_BUFFER_SIZE = 5242880  # offsets.load.buffer.size: read size while loading
 
 

@@ -13,7 +13,7 @@ import re
 import shutil
 import uuid
 
-from storage.swap import fsync_dir
+from storage.files import fsync_dir
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,15 @@ import logging
 import os
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from storage.log import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES, PartitionLog
+from storage.files import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES
 from storage.log_dir_failure import LogDirFailureChannel
 from storage.offset_checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
+
+if TYPE_CHECKING:
+    from storage.log import PartitionLog
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +64,7 @@ class LogManager:
             path = os.path.join(log_dir, name)
             if tp is None or not os.path.isdir(path):
                 continue
-            self.logs[tp] = PartitionLog(path, segment_bytes=self._segment_bytes(tp[0]), failures=self.failures)
+            self.logs[tp] = _partition_log(path, segment_bytes=self._segment_bytes(tp[0]), failures=self.failures)
             try:
                 tid = read_partition_metadata(path)
             except ValueError as e:
@@ -135,7 +139,7 @@ class LogManager:
         root = os.path.abspath(self.log_dir)
         self.failures.check(root)
         try:
-            log = PartitionLog(path, segment_bytes=segment_bytes or self._segment_bytes(topic), failures=self.failures)
+            log = _partition_log(path, segment_bytes=segment_bytes or self._segment_bytes(topic), failures=self.failures)
             if topic_id is not None:
                 write_partition_metadata(path, topic_id)
         except OSError as e:
@@ -193,3 +197,11 @@ class LogManager:
         self._declared.clear()
         if first is not None:
             raise first
+
+
+def _partition_log(path: str, **kw: object) -> PartitionLog:
+    """storage.log (and aiokafka's record batches with it) loads with the first partition log:
+    a server on an empty directory declares its internal partitions and opens none."""
+    from storage.log import PartitionLog
+
+    return PartitionLog(path, **kw)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ import os
 import re
 
 from storage.batch import CorruptBatchError
+from storage.files import fsync_dir
 from storage.segment import scan_batches, segment_name
 
 logger = logging.getLogger(__name__)
@@ -37,15 +38,6 @@ _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _SWAP_FILE = re.compile(r"^(\d{20})\.log\.swap$")
 _CLEANED_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex)(\.swap)?\.cleaned$")
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
-
-
-def fsync_dir(path: str) -> None:
-    """fsync a directory (its entries), or any file, by path."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def segment_bases(path: str) -> list[int]:
