@@ -8,133 +8,14 @@ version from these maxima.
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import IntEnum
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-# the admin schemas' own modules: kafka.protocol.admin's __init__ loads every admin schema
-from kafka.protocol.admin.acl import (
-    CreateAclsRequest,
-    CreateAclsResponse,
-    DeleteAclsRequest,
-    DeleteAclsResponse,
-    DescribeAclsRequest,
-    DescribeAclsResponse,
-)
-from kafka.protocol.admin.cluster import (
-    DescribeClusterRequest,
-    DescribeClusterResponse,
-    DescribeLogDirsRequest,
-    DescribeLogDirsResponse,
-)
-from kafka.protocol.admin.configs import (
-    AlterConfigsRequest,
-    AlterConfigsResponse,
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-)
-from kafka.protocol.admin.groups import (
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-)
-from kafka.protocol.admin.topics import (
-    AlterPartitionReassignmentsRequest,
-    AlterPartitionReassignmentsResponse,
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-    DescribeTopicPartitionsRequest,
-    DescribeTopicPartitionsResponse,
-    ElectLeadersRequest,
-    ElectLeadersResponse,
-    ListPartitionReassignmentsRequest,
-    ListPartitionReassignmentsResponse,
-)
-from kafka.protocol.admin.transactions import (
-    DescribeProducersRequest,
-    DescribeProducersResponse,
-    DescribeTransactionsRequest,
-    DescribeTransactionsResponse,
-    ListTransactionsRequest,
-    ListTransactionsResponse,
-)
-from kafka.protocol.admin.users import (
-    AlterUserScramCredentialsRequest,
-    AlterUserScramCredentialsResponse,
-    DescribeUserScramCredentialsRequest,
-    DescribeUserScramCredentialsResponse,
-)
-from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import (
-    FetchRequest,
-    FetchResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetDeleteRequest,
-    OffsetDeleteResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafka.protocol.metadata import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer import (
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
-from kafka.protocol.producer.transaction import (
-    AddOffsetsToTxnRequest,
-    AddOffsetsToTxnResponse,
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse,
-    EndTxnRequest,
-    EndTxnResponse,
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
-)
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
-
-from protocol.messages import (
-    ConsumerGroupDescribeRequest,
-    ConsumerGroupDescribeResponse,
-    ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
-)
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
 
 
 class ApiKey(IntEnum):
@@ -194,31 +75,55 @@ class ApiKey(IntEnum):
 PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION = 0
 
 
-@dataclass(frozen=True, slots=True)
 class ApiSpec:
+    """One API's wire facts. The version range and name are static (ApiVersions advertises them
+    without loading anything); the request/response classes and the header versions derived
+    from them are loaded at the first use: building a kafka-python class from its JSON schema
+    costs about a millisecond, and a server that starts answers ApiVersions long before it
+    sees most of the APIs it serves (tests/unit/test_api_table.py checks the static facts
+    against the classes)."""
+
+    __slots__ = ("key", "name", "module", "min_version", "max_version", "request", "response", "request_headers",
+                 "response_headers")
+    _ON_DEMAND = frozenset(("request", "response", "request_headers", "response_headers"))
+
     key: ApiKey
-    request: type[ApiMessage]
-    response: type[ApiMessage]
+    name: str  # Kafka's name of the API (ApiKeys), e.g. OffsetCommit
+    module: str  # the module holding <name>Request and <name>Response
     min_version: int
     max_version: int
+    request: type[ApiMessage]
+    response: type[ApiMessage]
     # header versions by API version, computed once (they are looked up on every request)
-    request_headers: tuple[int, ...] = ()
-    response_headers: tuple[int, ...] = ()
+    request_headers: tuple[int, ...]
+    response_headers: tuple[int, ...]
+
+    def __init__(self, key: ApiKey, name: str, module: str, min_version: int, max_version: int) -> None:
+        self.key = key
+        self.name = name
+        self.module = module
+        self.min_version = min_version
+        self.max_version = max_version
+
+    def __getattr__(self, attr: str) -> Any:
+        # called only for an attribute not set yet: the classes and what derives from them
+        if attr not in ApiSpec._ON_DEMAND:
+            raise AttributeError(attr)
+        module = importlib.import_module(self.module)
+        self.request = getattr(module, self.name + "Request")
+        self.response = getattr(module, self.name + "Response")
+        versions = range(self.max_version + 1)
+        self.request_headers = tuple(self._request_header(v) for v in versions)
+        self.response_headers = tuple(self._response_header(v) for v in versions)
+        return getattr(self, attr)
+
+    def __repr__(self) -> str:
+        return f"ApiSpec({self.key.name}, {self.min_version}-{self.max_version})"
 
     @property
     def advertised_min_version(self) -> int:
         """The lowest version ApiVersions advertises: min_version, except for Produce."""
         return PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION if self.key == ApiKey.PRODUCE else self.min_version
-
-    @property
-    def name(self) -> str:
-        """Kafka's name of the API (ApiKeys), e.g. OffsetCommit."""
-        return self.request.__name__.removesuffix("Request")
-
-    def __post_init__(self) -> None:
-        versions = range(self.max_version + 1)
-        object.__setattr__(self, "request_headers", tuple(self._request_header(v) for v in versions))
-        object.__setattr__(self, "response_headers", tuple(self._response_header(v) for v in versions))
 
     def decode(self, frame: bytes, pos: int, version: int) -> Any:
         """The request body at frame[pos:]. Raises ValueError for a body that does not decode,
@@ -300,65 +205,62 @@ def _check_non_null(obj: Any, plan: _Plan) -> None:
             raise ValueError(f"null element in {attr}")
 
 
-def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, hi: int) -> ApiSpec:
-    return ApiSpec(key, req, resp, lo, hi)
+_KP = "kafka.protocol."
 
 
-# The versions kcoord serves (see DESIGN.md: what Java 3.9 and librdkafka 2.16 send).
+# The versions kcoord serves (see DESIGN.md: what Java 3.9 and librdkafka 2.16 send), with the
+# module of each API's classes: kafka-python's submodule itself, not its package (whose
+# __init__ builds every class of its siblings).
 API_TABLE: dict[int, ApiSpec] = {
     s.key: s
     for s in (
-        _spec(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, 3, 12),
-        _spec(ApiKey.FETCH, FetchRequest, FetchResponse, 4, 17),
-        _spec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, 0, 9),
-        _spec(ApiKey.METADATA, MetadataRequest, MetadataResponse, 0, 12),
-        _spec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 0, 9),
-        _spec(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, 0, 9),
-        _spec(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
-        _spec(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, 0, 9),
-        _spec(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, 0, 4),
-        _spec(ApiKey.LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
-        _spec(ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse, 0, 5),
-        _spec(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
-        _spec(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, 0, 5),
-        _spec(ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
-        _spec(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse, 0, 7),
-        _spec(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
-        _spec(ApiKey.DELETE_RECORDS, DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
-        _spec(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
-        _spec(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, 0, 5),
-        _spec(ApiKey.ADD_PARTITIONS_TO_TXN, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
-        _spec(ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
-        _spec(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, 0, 5),
-        _spec(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5),
-        _spec(ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse, 0, 0),
-        _spec(ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
-        _spec(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse, 0, 1),
-        _spec(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
-        _spec(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
-        _spec(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
-        _spec(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
-        _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, DescribeUserScramCredentialsRequest,
-              DescribeUserScramCredentialsResponse, 0, 0),
-        _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, AlterUserScramCredentialsRequest,
-              AlterUserScramCredentialsResponse, 0, 0),
+        ApiSpec(ApiKey.PRODUCE, "Produce", _KP + "producer.produce", 3, 12),
+        ApiSpec(ApiKey.FETCH, "Fetch", _KP + "consumer.fetch", 4, 17),
+        ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", _KP + "consumer.offsets", 0, 9),
+        ApiSpec(ApiKey.METADATA, "Metadata", _KP + "metadata.metadata", 0, 12),
+        ApiSpec(ApiKey.OFFSET_COMMIT, "OffsetCommit", _KP + "consumer.group", 0, 9),
+        ApiSpec(ApiKey.OFFSET_FETCH, "OffsetFetch", _KP + "consumer.group", 0, 9),
+        ApiSpec(ApiKey.FIND_COORDINATOR, "FindCoordinator", _KP + "metadata.find_coordinator", 0, 6),
+        ApiSpec(ApiKey.JOIN_GROUP, "JoinGroup", _KP + "consumer.group", 0, 9),
+        ApiSpec(ApiKey.HEARTBEAT, "Heartbeat", _KP + "consumer.group", 0, 4),
+        ApiSpec(ApiKey.LEAVE_GROUP, "LeaveGroup", _KP + "consumer.group", 0, 5),
+        ApiSpec(ApiKey.SYNC_GROUP, "SyncGroup", _KP + "consumer.group", 0, 5),
+        ApiSpec(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", _KP + "admin.groups", 0, 5),
+        ApiSpec(ApiKey.LIST_GROUPS, "ListGroups", _KP + "admin.groups", 0, 5),
+        ApiSpec(ApiKey.API_VERSIONS, "ApiVersions", _KP + "metadata.api_versions", 0, 4),
+        ApiSpec(ApiKey.CREATE_TOPICS, "CreateTopics", _KP + "admin.topics", 0, 7),
+        ApiSpec(ApiKey.DELETE_TOPICS, "DeleteTopics", _KP + "admin.topics", 0, 6),
+        ApiSpec(ApiKey.DELETE_RECORDS, "DeleteRecords", _KP + "admin.topics", 0, 2),
+        ApiSpec(ApiKey.CREATE_PARTITIONS, "CreatePartitions", _KP + "admin.topics", 0, 3),
+        ApiSpec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", _KP + "producer.transaction", 0, 5),
+        ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", _KP + "producer.transaction", 0, 5),
+        ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", _KP + "producer.transaction", 0, 4),
+        ApiSpec(ApiKey.END_TXN, "EndTxn", _KP + "producer.transaction", 0, 5),
+        ApiSpec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", _KP + "producer.transaction", 0, 5),
+        ApiSpec(ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", _KP + "admin.transactions", 0, 0),
+        ApiSpec(ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", _KP + "admin.transactions", 0, 0),
+        ApiSpec(ApiKey.LIST_TRANSACTIONS, "ListTransactions", _KP + "admin.transactions", 0, 1),
+        ApiSpec(ApiKey.DELETE_GROUPS, "DeleteGroups", _KP + "admin.groups", 0, 2),
+        ApiSpec(ApiKey.OFFSET_DELETE, "OffsetDelete", _KP + "consumer.group", 0, 0),
+        ApiSpec(ApiKey.SASL_HANDSHAKE, "SaslHandshake", _KP + "sasl", 0, 1),
+        ApiSpec(ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", _KP + "sasl", 0, 2),
+        ApiSpec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", _KP + "admin.users", 0, 0),
+        ApiSpec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", _KP + "admin.users", 0, 0),
         # v0 of the ACL APIs is v1 without the pattern type fields: kafka-python's classes (Kafka
         # 4's schemas, 1-3) read and write it all the same
-        _spec(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse, 0, 3),
-        _spec(ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse, 0, 3),
-        _spec(ApiKey.DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse, 0, 3),
-        _spec(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, 0, 4),
-        _spec(ApiKey.ALTER_CONFIGS, AlterConfigsRequest, AlterConfigsResponse, 0, 2),
-        _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
-        _spec(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse, 0, 4),
-        _spec(ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
-        _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, AlterPartitionReassignmentsRequest,
-              AlterPartitionReassignmentsResponse, 0, 0),
-        _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest,
-              ListPartitionReassignmentsResponse, 0, 0),
-        _spec(ApiKey.DESCRIBE_CLUSTER, DescribeClusterRequest, DescribeClusterResponse, 0, 1),
-        _spec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
-        _spec(ApiKey.CONSUMER_GROUP_HEARTBEAT, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
-        _spec(ApiKey.CONSUMER_GROUP_DESCRIBE, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1),
+        ApiSpec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", _KP + "admin.acl", 0, 3),
+        ApiSpec(ApiKey.CREATE_ACLS, "CreateAcls", _KP + "admin.acl", 0, 3),
+        ApiSpec(ApiKey.DELETE_ACLS, "DeleteAcls", _KP + "admin.acl", 0, 3),
+        ApiSpec(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", _KP + "admin.configs", 0, 4),
+        ApiSpec(ApiKey.ALTER_CONFIGS, "AlterConfigs", _KP + "admin.configs", 0, 2),
+        ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", _KP + "admin.configs", 0, 1),
+        ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", _KP + "admin.cluster", 0, 4),
+        ApiSpec(ApiKey.ELECT_LEADERS, "ElectLeaders", _KP + "admin.topics", 0, 2),
+        ApiSpec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", _KP + "admin.topics", 0, 0),
+        ApiSpec(ApiKey.LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", _KP + "admin.topics", 0, 0),
+        ApiSpec(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", _KP + "admin.cluster", 0, 1),
+        ApiSpec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", _KP + "admin.topics", 0, 0),
+        ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", "protocol.messages", 0, 1),
+        ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", "protocol.messages", 0, 1),
     )
 }

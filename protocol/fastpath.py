@@ -10,8 +10,6 @@ import struct
 from functools import lru_cache
 from typing import Any
 
-from kafka.protocol.consumer import HeartbeatResponse, OffsetCommitResponse
-
 from protocol.headers import read_uvarint
 
 _I16 = struct.Struct(">h")
@@ -313,6 +311,8 @@ class FastPath:
 @lru_cache(maxsize=64)
 def heartbeat_response_body(version: int, error_code: int) -> bytes:
     """A Heartbeat response depends only on (version, error): encode each once."""
+    from kafka.protocol.consumer.group import HeartbeatResponse
+
     return bytes(HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error_code).encode())
 
 
@@ -406,6 +406,8 @@ class OffsetCommitResponseData:
     @property
     def topics(self) -> list[Any]:
         """kafka-python's topic objects, built on demand (not on the serving path)."""
+        from kafka.protocol.consumer.group import OffsetCommitResponse
+
         return OffsetCommitResponse.decode(self.encode(), version=self.version).topics
 
     def encode(self, version: int | None = None) -> bytes:
@@ -413,6 +415,8 @@ class OffsetCommitResponseData:
 
     @classmethod
     def decode(cls, data: bytes, version: int) -> Any:
+        from kafka.protocol.consumer.group import OffsetCommitResponse
+
         return OffsetCommitResponse.decode(data, version=version)
 
     def __repr__(self) -> str:

@@ -11,7 +11,6 @@ per-request work is kept to what the request itself changes.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import logging
 import struct
@@ -114,24 +113,22 @@ def _body_start(frame: bytes, header_version: int) -> int:
     return pos
 
 
-def _routes(dispatcher: Dispatcher | None = None) -> dict[bytes, _Route]:
-    """Every served (API key, version), keyed by the first 4 bytes of a request frame. For an
-    authorizing dispatcher, each handler (and direct call) runs behind its API's policy
-    (server/security/enforce.py)."""
-    out = {}
-    for key, spec in API_TABLE.items():
-        route = ROUTES.get(key)
-        if route is None:
-            continue
-        if dispatcher is not None:
-            from server.security.enforce import guarded, guarded_direct
+def _route(key: int, version: int, dispatcher: Dispatcher) -> _Route | None:
+    """The route of a served (API key, version), else None. For an authorizing dispatcher,
+    the handler (and direct call) runs behind its API's policy (server/security/enforce.py).
+    Loads the API's handler module and classes: the dispatcher calls this at the first
+    request of each (key, version), and keeps the answer."""
+    spec = API_TABLE.get(key)
+    if spec is None or key not in ROUTES or not spec.min_version <= version <= spec.max_version:
+        return None
+    route = ROUTES[key]
+    if dispatcher.authorizing:
+        from server.security.enforce import guarded, guarded_direct
 
-            direct = route.direct
-            route = dataclasses.replace(route, handler=guarded(key, route.handler), direct=None if direct is None else
-                                        guarded_direct(key, direct, dispatcher.current_client))
-        for v in range(spec.min_version, spec.max_version + 1):
-            out[key.to_bytes(2, "big") + v.to_bytes(2, "big")] = _Route(spec, v, route)
-    return out
+        direct = route.direct
+        route = route._replace(handler=guarded(spec.key, route.handler), direct=None if direct is None else
+                               guarded_direct(spec.key, direct, dispatcher.current_client))
+    return _Route(spec, version, route)
 
 
 class _Framed(Deferred[bytes | None]):
@@ -173,13 +170,14 @@ class Dispatcher:
         # control API is on): None serves every request straight through handle()
         self.connection_hook: Any = None
         self._client: Session | str | None = None
-        if broker.config["authorizer.class.name"]:
+        # (API key, version) as the frame's first 4 bytes -> its route, added at the first
+        # request of each (_unrouted)
+        self._routes: dict[bytes, _Route] = {}
+        self.authorizing = bool(broker.config["authorizer.class.name"])
+        if self.authorizing:
             # Authorizing: direct calls learn the connection's principal through current_client;
             # without an authorizer nothing of this runs.
-            self._routes = _routes(self)
             self.handle = self._handle_authorizing  # type: ignore[method-assign]
-        else:
-            self._routes = _routes()
 
     def current_client(self) -> Session | str | None:
         return self._client
@@ -194,7 +192,7 @@ class Dispatcher:
         started = _perf_counter()
         route = self._routes.get(frame[:4]) if len(frame) >= 8 else None
         if route is None:
-            return self._unrouted(frame)
+            return self._unrouted(frame, client)
         version = route.version
         correlation = frame[4:8]
         try:
@@ -234,12 +232,18 @@ class Dispatcher:
     def _observe(self, route: _Route, started: float) -> None:
         self.broker.metrics.observe_request(route.name, _perf_counter() - started)
 
-    def _unrouted(self, frame: bytes) -> bytes:
-        """A request no route serves: answered (ApiVersions of an unknown version) or refused."""
+    def _unrouted(self, frame: bytes, client: Session | str) -> bytes | None | Deferred[bytes | None]:
+        """A request with no route yet: the first of its (API key, version), served once its
+        route is made; or one no route serves, answered (ApiVersions of an unknown version) or
+        refused."""
         try:
             api_key, version, correlation_id = peek_api(frame)
         except HeaderError as e:
             raise CloseConnection(str(e)) from None
+        route = _route(api_key, version, self)
+        if route is not None:
+            self._routes[frame[:4]] = route
+            return Dispatcher.handle(self, frame, client)
         spec = API_TABLE.get(api_key)
         if spec is None or api_key not in ROUTES:
             raise CloseConnection(f"unknown API key {api_key}")

@@ -2,9 +2,11 @@
 
 `kafka/__init__.py` (kafka-python) imports its whole client (admin, consumer, producer,
 metrics, the network layer), `aiokafka/__init__.py` and `aiokafka/record/__init__.py` theirs,
-and `kafka/protocol/admin/__init__.py` every admin schema; the server needs only
-kafka.protocol's message classes and aiokafka's record batches. Those package inits were
-about half of `kcoord serve`'s start-up.
+and `kafka/protocol/{admin,consumer,metadata,producer}/__init__.py` every schema of their
+submodules (building a message class from its JSON schema costs about a millisecond); the
+server needs only kafka.protocol's message classes, each API's at its first request
+(protocol/api.py), and aiokafka's record batches. Those package inits were about half of
+`kcoord serve`'s start-up.
 
 defer_package_inits() registers such a package without running its __init__, so that its
 submodules import alone. The first attribute asked of the package module itself (say
@@ -19,7 +21,8 @@ import sys
 from types import ModuleType
 
 # parents first: a subpackage's spec is found through its parent's __path__
-DEFERRED = ("kafka", "kafka.protocol.admin", "aiokafka", "aiokafka.record")
+DEFERRED = ("kafka", "kafka.protocol.admin", "kafka.protocol.consumer", "kafka.protocol.metadata",
+            "kafka.protocol.producer", "aiokafka", "aiokafka.record")
 
 
 def defer_package_inits(names: tuple[str, ...] = DEFERRED) -> None:

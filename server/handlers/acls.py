@@ -13,10 +13,8 @@ from typing import Any
 
 from kafka.protocol.admin.acl import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, error_code_of
 from server.context import RequestContext
-from server.handlers.registry import handles
 from server.security.acl import (
     AclFilter,
     AclOperation,
@@ -36,7 +34,6 @@ def _refuse(reason: str) -> None:
     raise CloseConnection(reason)
 
 
-@handles(ApiKey.DESCRIBE_ACLS)
 def handle_describe_acls(ctx: RequestContext, req: Any, version: int) -> Any:
     flt = AclFilter.of(req)  # v0 has no pattern type: LITERAL
     if flt.unknown():
@@ -58,7 +55,6 @@ def handle_describe_acls(ctx: RequestContext, req: Any, version: int) -> Any:
                                 resources=resources)
 
 
-@handles(ApiKey.CREATE_ACLS)
 def handle_create_acls(ctx: RequestContext, req: Any, version: int) -> Any:
     acls = [acl_from_creation(c) for c in req.creations]
     if version == 0 and any(a.pattern_type != PatternType.LITERAL for a in acls):
@@ -85,7 +81,6 @@ async def _create(authorizer: Any, acls: list[Any], version: int) -> Any:
         CreateAclsResponse.AclCreationResult(error_code=code, error_message=msg) for code, msg in results])
 
 
-@handles(ApiKey.DELETE_ACLS)
 def handle_delete_acls(ctx: RequestContext, req: Any, version: int) -> Any:
     filters = []
     for f in req.filters:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 
 from protocol.api import API_TABLE
 from protocol.errors import ErrorCode
 from server import features
 from server.context import RequestContext
-from server.handlers.registry import HANDLERS
+from server.handlers.routes import ROUTES
 
 
 def api_versions_body(error: ErrorCode, version: int, transaction_version: int | None = None) -> Any:
@@ -36,7 +36,7 @@ def api_versions_body(error: ErrorCode, version: int, transaction_version: int |
                 api_key=int(s.key), min_version=s.advertised_min_version, max_version=s.max_version
             )
             for s in API_TABLE.values()
-            if s.key in HANDLERS  # advertise only what is implemented
+            if s.key in ROUTES  # advertise only what is implemented
         ],
         **extra,
     )

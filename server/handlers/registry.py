@@ -1,6 +1,7 @@
 """What a handler is, and the old way of declaring one (`@handles`), kept importable for code
-written against it: routes.py takes such handlers in as plain routes. New APIs are declared in
-routes.py's table."""
+written against it: routes.py takes such handlers in as plain routes (their modules must be
+imported before routes.py, so they load at every start: declare new APIs in routes.py's table,
+which loads a handler at its API's first request)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -12,8 +13,8 @@ if TYPE_CHECKING:
 # handler(ctx, request, version) -> response object | Deferred | awaitable | NO_RESPONSE
 Handler = Callable[["RequestContext", Any, int], Any]
 
-# API key -> handler of every served API (filled by routes.py; `@handles` adds plain ones)
-HANDLERS: dict[int, Handler] = {}
+# API key -> handler declared with `@handles` (routes.HANDLERS has every served API's)
+DECLARED: dict[int, Handler] = {}
 
 
 class _NoResponse:
@@ -31,9 +32,9 @@ def handles(api_key: int) -> Callable[[Handler], Handler]:
     module; routes.py picks it up (the module must be imported before routes.py)."""
 
     def register(fn: Handler) -> Handler:
-        if api_key in HANDLERS:
+        if api_key in DECLARED:
             raise RuntimeError(f"two handlers for API key {api_key}")
-        HANDLERS[api_key] = fn
+        DECLARED[api_key] = fn
         return fn
 
     return register

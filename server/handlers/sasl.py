@@ -12,13 +12,10 @@ from typing import Any
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from server.context import RequestContext
-from server.handlers.registry import handles
 
 
-@handles(ApiKey.SASL_HANDSHAKE)
 def handle_sasl_handshake(ctx: RequestContext, req: Any, version: int) -> Any:
     session = ctx.session
     if session is not None and session.reauthenticate is not None:
@@ -28,7 +25,6 @@ def handle_sasl_handshake(ctx: RequestContext, req: Any, version: int) -> Any:
     return SaslHandshakeResponse(version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
-@handles(ApiKey.SASL_AUTHENTICATE)
 def handle_sasl_authenticate(ctx: RequestContext, req: Any, version: int) -> Any:
     return SaslAuthenticateResponse(
         version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE,

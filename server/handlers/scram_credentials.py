@@ -7,17 +7,14 @@ from typing import Any
 
 from kafka.protocol.admin.users import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, error_code_of
 from server.context import RequestContext
-from server.handlers.registry import handles
 from server.security import credentials
 
 DescribeResult = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 AlterResult = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
-@handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 def handle_describe_user_scram_credentials(ctx: RequestContext, req: Any, version: int) -> Any:
     users = None if req.users is None else [u.name for u in req.users]
     results = [
@@ -29,7 +26,6 @@ def handle_describe_user_scram_credentials(ctx: RequestContext, req: Any, versio
                                                 error_message=None, results=results)
 
 
-@handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 async def handle_alter_user_scram_credentials(ctx: RequestContext, req: Any, version: int) -> Any:
     store = ctx.broker.security.credentials
     async with store.lock:  # validate and write one request at a time
