@@ -26,7 +26,6 @@ from server.dispatch import Dispatcher
 from server.listeners import Listener, listener_specs
 from server.metrics import start_metrics_server
 from server.security.setup import build_listener
-from server.security.tls_transport import tls_protocol_factory
 from storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("kcoord.server")
@@ -125,6 +124,8 @@ class Server:
 
         factory: Callable[[], asyncio.BaseProtocol] = connection
         if listener.ssl_context is not None:  # the TLS handshake first, then the Kafka protocol
+            from server.security.tls_transport import tls_protocol_factory
+
             factory = tls_protocol_factory(listener.ssl_context, connection)
         srv = await loop.create_server(
             factory,
@@ -158,7 +159,9 @@ class Server:
         if self.control is not None:
             self.control.shutdown()  # held (stalled) requests would hold the drain below
         # Long polls answer now with what they have instead of holding their connections.
-        self.broker.data_plane.complete_parked()
+        data_plane = self.broker.built("data_plane")
+        if data_plane is not None:
+            data_plane.complete_parked()
         deadline = time.monotonic() + _DRAIN_SECONDS
         while any(c.busy for c in self.broker.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

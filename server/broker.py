@@ -1,5 +1,11 @@
 """The broker's state shared by every handler: config, cluster identity, topics, logs and
-the group coordinator. Owns start-up (recovery, loading) and orderly shutdown."""
+the group coordinator. Owns start-up (recovery, loading) and orderly shutdown.
+
+The data plane, the group coordinator (with its runtime), the transaction coordinator and the
+dynamic configs are built at their first use (Broker.__getattr__, _PARTS), not at start-up,
+unless the log directory holds state for them to load: a new server listens and answers its
+first requests without importing any of them (tests/unit/test_startup.py lists what it
+imports)."""
 from __future__ import annotations
 
 import asyncio
@@ -7,25 +13,25 @@ import fcntl
 import gc
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from server.clock import SystemClock
 from server.config import Config
-from server.config_layers import BrokerConfigs
-from server.coordinator_runtime import CoordinatorRuntime
-from server.data_plane import DataPlane
-from server.group.config import GroupConfig
-from server.group.coordinator import GroupCoordinator
 from server.metrics import Metrics
 from server.security.state import SecurityState
 from server.topic_deletion import TopicDeleter
-from server.topics import OFFSETS_TOPIC, Topic, TopicRegistry, load_or_create_meta
-from server.txn.log_writer import TXN_TOPIC
-from server.txn.service import TxnService
+from server.topics import DYNAMIC_FILE, OFFSETS_TOPIC, TXN_TOPIC, Topic, TopicRegistry, load_or_create_meta
 from storage.log_manager import LogManager
 
 if TYPE_CHECKING:
+    from server.config_layers import BrokerConfigs
     from server.connection import KafkaConnection
+    from server.coordinator_runtime import CoordinatorRuntime
+    from server.data_plane import DataPlane
+    from server.group.config import GroupConfig
+    from server.group.coordinator import GroupCoordinator
+    from server.txn.service import TxnService
 
 log = logging.getLogger("kcoord.broker")
 
@@ -39,7 +45,6 @@ class Broker:
         self.config = config
         self.log_dir = config.log_dir
         self.topics = TopicRegistry(self.log_dir)
-        self.configs = BrokerConfigs(config, self.log_dir)  # dynamic broker configs, topic values
         self.cluster_id = ""
         self.connections: set[KafkaConnection] = set()
         self.metrics = Metrics()
@@ -47,13 +52,29 @@ class Broker:
         self._per_ip: dict[str, int] = {}
         self.clock = SystemClock()
         self.logs: LogManager | None = None
+        # built at their first use (_PARTS), or by open_state when there is state to load
+        self.configs: BrokerConfigs  # dynamic broker configs, topic values
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime
         self.data_plane: DataPlane
         self.txn: TxnService
         self._background: list[asyncio.Task[None]] = []
+        self._loading: asyncio.Future[None] | None = None  # set once the background tasks run
         self._lock_fd: int | None = None
         self.deleter = TopicDeleter(self)
+
+    def __getattr__(self, name: str) -> Any:
+        # called only for an attribute not set: a part not built yet
+        build = _PARTS.get(name)
+        if build is None or self.logs is None:  # no part before open_state
+            raise AttributeError(name)
+        build(self)
+        return self.__dict__[name]
+
+    def built(self, name: str) -> Any:
+        """The part (configs, data_plane, coordinator, runtime, txn) if it was built, else
+        None; builds nothing."""
+        return self.__dict__.get(name)
 
     async def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -65,13 +86,15 @@ class Broker:
                  len(self.topics.topics), self.log_dir)
 
     def open_state(self) -> None:
-        """Topics, their logs, the data plane and the group coordinator, from what the log
-        directory holds (at start-up; and after a reset emptied it, server/control/reset.py)."""
+        """Topics and their logs, from what the log directory holds (at start-up; and after a
+        reset emptied it, server/control/reset.py). The other parts are built anew at their
+        first use, or now when the directory holds state of theirs to load."""
+        for name in _PARTS:
+            self.__dict__.pop(name, None)
+        self._loading = None  # until start_background: a part built before starts nothing
         self.topics = TopicRegistry(self.log_dir)
-        self.configs = BrokerConfigs(self.config, self.log_dir)
         self.deleter = TopicDeleter(self)
         self.topics.load()
-        self.configs.load()
         if self.topics.get(OFFSETS_TOPIC) is None:
             self.create_topic(
                 OFFSETS_TOPIC,
@@ -83,6 +106,8 @@ class Broker:
                 },
                 internal=True,
             )
+        if self.configs_stored():
+            _build_configs(self)  # the stored dynamic configs apply from the start
         self.deleter.recover_files()  # before the logs open: a deletion's renames a crash cut short
         cfg = self.config
         self.logs = LogManager(
@@ -92,58 +117,66 @@ class Broker:
         )
         for topic in self.topics.topics.values():
             self._create_logs(topic)
-        self.data_plane = DataPlane(self)
-        self.coordinator = GroupCoordinator(group_config(cfg), self.clock, self.offsets_partitions)
-        self.coordinator.set_topics(self.topics)
-        self.runtime = CoordinatorRuntime(
-            self.coordinator,
-            self.logs,
-            self.clock,
-            self.offsets_partitions,
-            cfg["offsets.commit.timeout.ms"],
-            cfg["message.max.bytes"],
-            cfg["offsets.load.buffer.size"],
-            # commit records are fetchable: wake long polls on __consumer_offsets (kcat, lag tools)
-            on_append=lambda p: self.data_plane.appended(OFFSETS_TOPIC, p),
-            metrics=self.metrics,
-        )
-        self.txn = TxnService(self)  # the transaction coordinator, beside the group's
+        if self.coordinator_state_stored():
+            _build_txn(self)  # with the data plane and the group coordinator it needs
+
+    def configs_stored(self) -> bool:
+        return (self.log_dir / DYNAMIC_FILE).exists()
+
+    def coordinator_state_stored(self) -> bool:
+        """Whether a coordinator has records to load: a __consumer_offsets partition that has a
+        log, or a __transaction_state topic."""
+        assert self.logs is not None
+        return self.topics.get(TXN_TOPIC) is not None or any(
+            self.logs.existing(OFFSETS_TOPIC, p) is not None for p in range(self.offsets_partitions))
 
     def start_background(self, freeze: bool = True) -> None:
         """After the listeners are up: load __consumer_offsets (groups answer
-        COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention task."""
-        loading = asyncio.ensure_future(self.runtime.load_all())
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention tasks; a part built
+        later starts its own when it is built."""
+        runtime = self.built("runtime")
+        loading = asyncio.ensure_future(runtime.load_all() if runtime is not None else _nothing())
         if freeze:
             # What start-up and loading built lives as long as the server: keep it out of every
             # later full garbage collection (they cost ~1.4% of the CPU under commit load).
             loading.add_done_callback(lambda _: gc.freeze())
+        self._loading = loading
         self._background.append(loading)  # first: tests and tools await the load through it
         self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
-        self._background.append(asyncio.ensure_future(self.txn.run(loading)))
         self._background.append(asyncio.ensure_future(self._finish_deletions_after(loading)))
-        self.runtime.start_retention(self.config["offsets.retention.check.interval.ms"])
-        from server.data_plane import start_topic_retention  # topics' retention.ms / retention.bytes
+        self._background.append(asyncio.ensure_future(self._topic_retention()))
+        if runtime is not None:
+            _start_runtime(self)
+        if self.built("txn") is not None:
+            _start_txn(self)
 
-        self._background.append(start_topic_retention(self))
+    async def _topic_retention(self) -> None:
+        """Topics' retention.ms / retention.bytes, every log.retention.check.interval.ms
+        (server/data_plane.py: its code loads at the first pass)."""
+        await asyncio.sleep(self.config["log.retention.check.interval.ms"] / 1000.0)
+        from server.data_plane import topic_retention_loop
+
+        await topic_retention_loop(self)
 
     async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
         """Once __consumer_offsets is loaded, keep putting in place the segments the
         compaction sidecar commits (storage/swap.py) for every topic whose cleanup.policy has
         `compact`, __transaction_state's once it is loaded too. Not while loading: the loaders
         read segments across awaits."""
-        from server.data_plane import cleanup_policy
-
         await loading
         interval = self.config["kcoord.compaction.handoff.check.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
             assert self.logs is not None
             for topic in list(self.topics.topics.values()):
-                if topic.name == TXN_TOPIC and not self.txn.loaded:
+                partitions = self.logs.partitions(topic.name)  # those with a log
+                if not partitions or (topic.name == TXN_TOPIC and not self.txn.loaded):
                     continue
+                from server.data_plane import cleanup_policy
+
                 if "compact" not in cleanup_policy(self, topic):
                     continue
-                for p in self.logs.partitions(topic.name):
+                for p in partitions:
                     plog = self.logs.existing(topic.name, p)
                     if plog is None:
                         continue
@@ -160,7 +193,8 @@ class Broker:
 
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None
-        seg = self.configs.topic_values(topic)["segment.bytes"]
+        own = topic.configs.get("segment.bytes")  # the topic's own value wins (checked when it was set)
+        seg = int(own) if own is not None else self.configs.topic_values(topic)["segment.bytes"]
         # __consumer_offsets (and __transaction_state) partitions get their directory at their
         # first write or read: a new server does not create (and fsync) 50 empty partitions
         # before it listens, nor the first transactional client 50 more
@@ -251,8 +285,11 @@ class Broker:
     async def stop(self) -> None:
         self.deleter.stop()
         self.stop_background()
-        await self.txn.stop()
-        await self.runtime.stop()
+        txn, runtime = self.built("txn"), self.built("runtime")
+        if txn is not None:
+            await txn.stop()
+        if runtime is not None:
+            await runtime.stop()
         if self.logs is not None:
             self.logs.close()
         if self._lock_fd is not None:
@@ -263,6 +300,8 @@ class Broker:
 
 def group_config(cfg: Config) -> GroupConfig:
     """The coordinator's settings, same names as Kafka's with dots as underscores."""
+    from server.group.config import GroupConfig
+
     return GroupConfig(
         group_min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
         group_max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
@@ -294,3 +333,78 @@ def _within(cfg: Config, name: str) -> int:
         raise ValueError(f"{name} must be between group.consumer.min.{stem} ({lo}) and "
                          f"group.consumer.max.{stem} ({hi}), not {value}")
     return value
+
+
+async def _nothing() -> None:
+    """The load of a directory with no coordinator state: the coordinators are built empty at
+    their first use."""
+
+
+# ---- the parts built at their first use: name -> builder (sets the attribute, and the others
+# it builds with it)
+
+
+def _build_configs(b: Broker) -> None:
+    from server.config_layers import BrokerConfigs
+
+    b.configs = BrokerConfigs(b.config, b.log_dir)
+    b.configs.load()
+
+
+def _build_data_plane(b: Broker) -> None:
+    from server.data_plane import DataPlane
+
+    b.data_plane = DataPlane(b)
+
+
+def _build_coordinator(b: Broker) -> None:
+    """The group coordinator and its runtime, which writes and loads its __consumer_offsets."""
+    from server.coordinator_runtime import CoordinatorRuntime
+    from server.group.coordinator import GroupCoordinator
+
+    cfg = b.config
+    b.coordinator = GroupCoordinator(group_config(cfg), b.clock, b.offsets_partitions)
+    b.coordinator.set_topics(b.topics)
+    b.runtime = CoordinatorRuntime(
+        b.coordinator,
+        b.logs,  # type: ignore[arg-type]
+        b.clock,
+        b.offsets_partitions,
+        cfg["offsets.commit.timeout.ms"],
+        cfg["message.max.bytes"],
+        cfg["offsets.load.buffer.size"],
+        # commit records are fetchable: wake long polls on __consumer_offsets (kcat, lag tools)
+        on_append=lambda p: b.data_plane.appended(OFFSETS_TOPIC, p),
+        metrics=b.metrics,
+    )
+    if b._loading is not None:  # built after start-up: nothing was on disk to load
+        b.metrics.partition_load_seconds.update(dict.fromkeys(range(b.offsets_partitions), 0.0))
+        _start_runtime(b)
+
+
+def _start_runtime(b: Broker) -> None:
+    b.runtime.start_retention(b.config["offsets.retention.check.interval.ms"])
+
+
+def _build_txn(b: Broker) -> None:
+    """The transaction coordinator, beside the group's (which it hooks into: built first)."""
+    from server.txn.service import TxnService
+
+    _ = b.coordinator, b.data_plane  # built first
+    b.txn = TxnService(b)
+    if b._loading is not None:
+        _start_txn(b)
+
+
+def _start_txn(b: Broker) -> None:
+    assert b._loading is not None
+    b._background.append(asyncio.ensure_future(b.txn.run(b._loading)))
+
+
+_PARTS: dict[str, Callable[[Broker], None]] = {
+    "configs": _build_configs,
+    "data_plane": _build_data_plane,
+    "coordinator": _build_coordinator,
+    "runtime": _build_coordinator,
+    "txn": _build_txn,
+}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import Enum, IntEnum
 from typing import Any
 
@@ -218,6 +217,8 @@ def java_double(x: float) -> str:
     if 1e-3 <= abs(x) < 1e7:
         s = repr(x)
         return s if "." in s else s + ".0"
+    from decimal import Decimal  # rare: only very small or large doubles
+
     sign, digits, exp = Decimal(repr(x)).normalize().as_tuple()
     text = "".join(map(str, digits))
     power = len(text) - 1 + exp

@@ -35,11 +35,10 @@ from server.config_catalogue import (
     value_text,
 )
 from server.security.settings import Password
-from server.topics import Topic, atomic_write
+from server.topics import DYNAMIC_FILE, Topic, atomic_write
 
 log = logging.getLogger("kcoord.configs")
 
-DYNAMIC_FILE = "kcoord-broker-configs.json"
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,14 +164,12 @@ def run_topic_retention(broker: Broker, now_ms: int | None = None) -> int:
 
 
 async def topic_retention_loop(broker: Broker) -> None:
+    """A pass now, then one every log.retention.check.interval.ms (the broker starts it one
+    interval after start-up: Broker._topic_retention)."""
     interval = broker.config["log.retention.check.interval.ms"] / 1000.0
     while True:
-        await asyncio.sleep(interval)
         try:
             run_topic_retention(broker)
         except Exception:  # noqa: BLE001 - retried at the next interval
             log.exception("Topic retention pass failed")
-
-
-def start_topic_retention(broker: Broker) -> asyncio.Task[None]:
-    return asyncio.ensure_future(topic_retention_loop(broker))
+        await asyncio.sleep(interval)

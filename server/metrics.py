@@ -15,11 +15,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from protocol.coordinator_records import CoordinatorRecord, GroupValue, OffsetKey
-from server.group.classic.state import GroupState
-from server.txn.metrics import txn_metric_families
-
 if TYPE_CHECKING:
+    from protocol.coordinator_records import CoordinatorRecord
     from server.broker import Broker
 
 log = logging.getLogger("kcoord.metrics")
@@ -57,6 +54,8 @@ class Metrics:
 
     def records_applied(self, records: list[CoordinatorRecord], expired: bool = False) -> None:
         """Count what a durable write changed (the live replay path)."""
+        from protocol.coordinator_records import GroupValue, OffsetKey  # loaded: records come from it
+
         for r in records:
             if isinstance(r.key, OffsetKey):
                 if r.value is not None:
@@ -87,6 +86,9 @@ class _Collector:
     def collect(self):  # noqa: ANN201 - yields prometheus_client metric families
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+        from server.group.classic.state import GroupState
+        from server.txn.metrics import txn_metric_families
+
         m, broker = self.m, self.broker
         groups = GaugeMetricFamily("kcoord_groups", "Consumer groups by state (Kafka: NumGroups<State>)",
                                    labels=["state"])
@@ -96,8 +98,8 @@ class _Collector:
                                 "Log end offset minus committed offset, per group and partition",
                                 labels=["group", "topic", "partition"])
         group_lag = GaugeMetricFamily("kcoord_consumer_group_lag", "Total lag of a group", labels=["group"])
-        coordinator = broker.coordinator
-        for g in coordinator.groups():
+        coordinator = broker.built("coordinator")
+        for g in coordinator.groups() if coordinator is not None else ():
             state = g.state_name()
             by_state[state] = by_state.get(state, 0) + 1
             total = 0

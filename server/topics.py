@@ -18,12 +18,17 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from protocol.coordinator_records import TopicMetadata
 from protocol.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:
+    from protocol.coordinator_records import TopicMetadata
+
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"  # the transaction coordinator's (server/txn/)
 REGISTRY_FILE = "kcoord-topics.json"
+DYNAMIC_FILE = "kcoord-broker-configs.json"  # the dynamic broker configs (server/config_layers.py)
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
@@ -104,6 +109,8 @@ class TopicRegistry:
     # ---- what the group coordinator reads (server/group/consumer/protocol.TopicSource)
 
     def metadata(self, name: str) -> TopicMetadata | None:
+        from protocol.coordinator_records import TopicMetadata  # loaded with the consumer groups
+
         t = self.topics.get(name)
         return None if t is None else TopicMetadata(t.topic_id, t.name, t.partitions)
 

@@ -30,9 +30,7 @@ from server.control.faults import (
 )
 from server.control.intercept import Interceptor
 from server.control.recorder import Recorder
-from server.control.reset import reset_broker
 from server.deferred import Deferred
-from server.group import control as group_control
 from server.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -290,7 +288,11 @@ class ControlPlane:
 
     # ---------------------------------------------------------------- groups
 
+    # the group coordinator's controls, and reset, load at their first call (start-up time)
+
     def rebalance(self, group_id: str) -> dict[str, Any]:
+        from server.group import control as group_control
+
         err = group_control.force_rebalance(self.broker.coordinator, group_id, "rebalance forced by the control API")
         if err == ErrorCode.GROUP_ID_NOT_FOUND:
             raise NotFound(f"group {group_id} has no members to rebalance")
@@ -299,6 +301,8 @@ class ControlPlane:
         return {"group_id": group_id, "state": self.broker.coordinator.group(group_id).state_name()}
 
     def expire(self, group_id: str, member: str) -> dict[str, Any]:
+        from server.group import control as group_control
+
         err, member_id = group_control.expire_member(
             self.broker.coordinator, group_id, member,
             f"removing member {member} on heartbeat expiration (forced by the control API)")
@@ -415,6 +419,8 @@ class ControlPlane:
         self.loading.clear()
         if self.virtual is not None:
             await self.virtual.reset()
+        from server.control.reset import reset_broker
+
         dropped = reset_broker(self.broker)
         self._refresh()
         await self.broker.loaded()

@@ -19,10 +19,9 @@ import time
 from typing import TYPE_CHECKING
 
 from server.clock import SystemClock
-from server.config_layers import DYNAMIC_FILE
 from server.metrics import Metrics
 from server.producers import PRODUCER_ID_FILE
-from server.topics import REGISTRY_FILE
+from server.topics import DYNAMIC_FILE, REGISTRY_FILE
 from storage.log_deletion import rename_for_delete
 from storage.log_manager import parse_partition_dir
 
@@ -38,28 +37,35 @@ def reset_broker(broker: Broker) -> dict[str, int]:
     """Empty the broker in place; returns what was dropped. Runs on the event loop, between
     requests, so no request sees half of it."""
     started = time.perf_counter()
+    # the parts a new server builds at their first use may not exist (server/broker.py)
+    coordinator, runtime, txn, configs = (broker.built(p) for p in ("coordinator", "runtime", "txn", "configs"))
     dropped = {"topics": sum(1 for t in broker.topics.topics.values() if not t.internal),
-               "groups": sum(1 for g in broker.coordinator.groups() if not g.is_dead()), "connections": len(broker.connections)}
+               "groups": sum(1 for g in coordinator.groups() if not g.is_dead()) if coordinator is not None else 0,
+               "connections": len(broker.connections)}
     for conn in list(broker.connections):
         conn.close()
     broker.stop_background()
     broker.deleter.stop()
-    broker.runtime.stop_retention()
+    if runtime is not None:
+        runtime.stop_retention()
     # every timer of the old state (sessions, joins, long polls, commit timeouts) becomes a no-op
     broker.clock.close()
     broker.clock = SystemClock()
-    for name in set(broker.configs.cluster) | set(broker.configs.node):
-        broker.config.apply(name, None)  # dynamic broker configs (AlterConfigs) go with the state
+    if configs is not None:
+        for name in set(configs.cluster) | set(configs.node):
+            broker.config.apply(name, None)  # dynamic broker configs (AlterConfigs) go with the state
     # the transaction coordinator's marker writes and periodic tasks stop before they can
     # touch the new state; the rest of its stop (waiting for its writes) runs on its own
-    txn = broker.txn
-    for task in list(txn.markers.in_flight):
-        task.cancel()
-    asyncio.ensure_future(txn.stop())
+    if txn is not None:
+        for task in list(txn.markers.in_flight):
+            task.cancel()
+        asyncio.ensure_future(txn.stop())
     # writes staged this loop turn go to the old logs now (their answers go nowhere: the
     # connections are closed); fsync rounds in flight use their own file descriptors
-    broker.runtime.writer.flush()
-    txn.runtime.writer.flush()
+    if runtime is not None:
+        runtime.writer.flush()
+    if txn is not None:
+        txn.runtime.writer.flush()
     assert broker.logs is not None
     broker.logs.discard()
     log_dir = str(broker.log_dir)
