@@ -21,13 +21,12 @@ from typing import TYPE_CHECKING, Any
 from protocol.framing import FrameDecoder, FrameTooLarge
 from server.deferred import Deferred
 from server.dispatch import CloseConnection, Dispatcher
-from server.security.principal import ssl_principal
-from server.security.sasl import ExpiredSession, Reauthentication, SaslAuthenticator
 from server.session import Session
 
 if TYPE_CHECKING:
     from server.broker import Broker
     from server.listeners import Listener
+    from server.security.sasl import ExpiredSession, Reauthentication, SaslAuthenticator
 
 log = logging.getLogger("kcoord.network")
 
@@ -98,6 +97,8 @@ class KafkaConnection(asyncio.Protocol):
     # SASL
 
     def _authenticator(self, reauth: Reauthentication | None = None) -> SaslAuthenticator:
+        from server.security.sasl import SaslAuthenticator  # SASL listeners only
+
         assert self._listener is not None and self._listener.sasl is not None
         return SaslAuthenticator(self._listener.sasl, self.session,
                                  lambda frame: self._dispatcher.handle(frame, self.session),
@@ -119,6 +120,8 @@ class KafkaConnection(asyncio.Protocol):
     def _session_expired(self) -> None:
         self._expiry = None
         if not self._closed and self._gate is None:
+            from server.security.sasl import ExpiredSession
+
             self._gate = ExpiredSession(self.session, lambda frame: self._dispatcher.handle(frame, self.session))
 
     def _reauthenticate(self, mechanism: str, version: int) -> object | None:
@@ -130,6 +133,8 @@ class KafkaConnection(asyncio.Protocol):
         if self._lifetime_ms <= 0 or (self._reauth_started and now - self._reauth_started < 1.0):
             return None
         self._reauth_started = now
+        from server.security.sasl import Reauthentication
+
         gate = self._authenticator(Reauthentication(self.session.mechanism, self.session.principal))
         response = gate.start_reauthentication(mechanism, version)
         self._gate = gate
@@ -138,6 +143,8 @@ class KafkaConnection(asyncio.Protocol):
     def _authenticate_certificate(self, transport: asyncio.BaseTransport) -> None:
         """SSL listeners: the principal is the client certificate's subject, mapped through
         ssl.principal.mapping.rules (User:ANONYMOUS without one)."""
+        from server.security.principal import ssl_principal
+
         sslobj = transport.get_extra_info("ssl_object")
         try:
             der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
@@ -170,7 +177,12 @@ class KafkaConnection(asyncio.Protocol):
         try:
             frames = self._decoder.feed(data)
         except FrameTooLarge as e:
-            if isinstance(self._gate, SaslAuthenticator):
+            authenticating = False
+            if self._gate is not None:  # a SASL listener's connection: server.security.sasl is loaded
+                from server.security.sasl import SaslAuthenticator
+
+                authenticating = isinstance(self._gate, SaslAuthenticator)
+            if authenticating:
                 log.info("Failed authentication with /%s (Failing SASL authentication due to invalid receive "
                          "size %d > sasl.server.max.receive.size=%d)", self._peer, e.size, e.limit)
                 self._close("", quiet=True)

@@ -13,9 +13,8 @@ from typing import Any
 
 from protocol.errors import ErrorCode
 from server.security.scram import MAX_ITERATIONS, ScramCredential, ScramMechanism, credential_from_salted
+from server.security.state import CREDENTIALS_FILE
 from server.security.store import Record, RecordStore
-
-CREDENTIALS_FILE = "kcoord-scram-credentials.json"
 
 # (user, mechanism) -> credential
 Credentials = dict[tuple[str, ScramMechanism], ScramCredential]

@@ -6,21 +6,21 @@ import logging
 from typing import TYPE_CHECKING
 
 from server.listeners import Listener, ListenerSpec, listener_setting
-from server.security.jaas import JaasError, parse_jaas_config, plain_users
-from server.security.principal import SslPrincipalMapper
-from server.security.sasl import SUPPORTED_MECHANISMS, SaslSettings
-from server.security.tls import server_context
 
 if TYPE_CHECKING:
     from server.broker import Broker
     from server.config import Config
+    from server.security.sasl import SaslSettings
 
 log = logging.getLogger("kcoord.security")
 
 def build_listener(spec: ListenerSpec, config: Config, broker: Broker) -> Listener:
     """ValueError (with the listener's name) for a configuration that cannot be served."""
     listener = Listener(spec.name, spec.protocol, spec.host, spec.port, spec.advertised)
-    if spec.protocol.uses_tls:
+    if spec.protocol.uses_tls:  # the TLS and SASL modules load for the listeners that use them
+        from server.security.principal import SslPrincipalMapper
+        from server.security.tls import server_context
+
         listener.ssl_context = server_context(config, spec)
         try:
             listener.principal_mapper = SslPrincipalMapper(
@@ -33,6 +33,9 @@ def build_listener(spec: ListenerSpec, config: Config, broker: Broker) -> Listen
 
 
 def sasl_settings(spec: ListenerSpec, config: Config, broker: Broker) -> SaslSettings:
+    from server.security.jaas import JaasError, parse_jaas_config, plain_users
+    from server.security.sasl import SUPPORTED_MECHANISMS, SaslSettings
+
     name = spec.name
     mechanisms = list(dict.fromkeys(m.upper() for m in listener_setting(config, name, "sasl.enabled.mechanisms")))
     if not mechanisms:

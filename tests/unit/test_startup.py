@@ -52,3 +52,44 @@ def test_a_declared_partition_gets_its_directory_at_its_first_lookup(tmp_path):
     assert reopened.existing(OFFSETS_TOPIC, 1).log_end_offset == 1
     assert reopened.existing(OFFSETS_TOPIC, 0) is None
     reopened.close()
+
+
+def test_a_new_server_answers_api_versions_before_loading_any_other_api_and_loads_one_at_its_first_request(
+        tmp_path):
+    # a fresh interpreter: what this one has imported says nothing about a new server
+    code = """
+import asyncio, struct, sys
+from server.lazy_imports import defer_package_inits
+defer_package_inits()
+from server.broker import Broker
+from server.config import Config
+from server.dispatch import Dispatcher
+
+LAZY = ("server.handlers.groups", "server.handlers.metadata", "server.group.coordinator", "server.data_plane",
+        "server.txn.service", "server.config_layers", "storage.log", "kafka.protocol.consumer.group",
+        "kafka.protocol.metadata.metadata", "server.security.sasl", "server.security.authorizer")
+
+def frame(key, version, body):
+    return struct.pack(">hhih", key, version, 7, 1) + b"t" + body
+
+async def main():
+    broker = Broker(Config({"log.dirs": sys.argv[1]}))
+    await broker.start()
+    broker.start_background()
+    d = Dispatcher(broker)
+    out = d.handle(frame(18, 3, b"\\x00" + b"\\x07kcoord\\x040.1\\x00"), "127.0.0.1")
+    assert struct.unpack(">iih", out[:10])[1:] == (7, 0), out[:10]  # size, correlation id, error code
+    loaded = [m for m in LAZY if m in sys.modules]
+    assert not loaded, loaded
+    out = d.handle(frame(3, 1, struct.pack(">i", -1)), "127.0.0.1")  # Metadata v1, all topics
+    assert struct.unpack(">ii", out[:8])[1] == 7, out[:8]
+    assert "server.handlers.metadata" in sys.modules and "kafka.protocol.metadata.metadata" in sys.modules
+    assert "server.group.coordinator" not in sys.modules
+    await broker.stop()
+    print("ok")
+
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "data")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
