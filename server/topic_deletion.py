@@ -30,9 +30,9 @@ from protocol.errors import ErrorCode, KafkaError
 from server.crash_points import crash_point
 from server.deferred import Deferred
 from server.topics import PendingDeletion, Topic
+from storage.files import fsync_dir
 from storage.log_deletion import remove_delete_dirs, rename_for_delete
 from storage.partition_metadata import read_partition_metadata
-from storage.files import fsync_dir
 
 if TYPE_CHECKING:
     from server.broker import Broker
