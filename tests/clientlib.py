@@ -489,7 +489,8 @@ _emit_lock = threading.Lock()
 
 def _emit(kind: str, **fields: Any) -> None:
     with _emit_lock:
-        sys.stdout.write(json.dumps({"kind": kind, **fields}) + "\n")
+        # ts: wall-clock seconds, comparable across the member processes of one test
+        sys.stdout.write(json.dumps({"kind": kind, "ts": time.time(), **fields}) + "\n")
         sys.stdout.flush()
 
 

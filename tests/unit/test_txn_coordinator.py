@@ -4,7 +4,6 @@ failures, restarts at every persisted step, describe and list."""
 from __future__ import annotations
 
 import pytest
-
 from txn_helpers import OFFSETS, TOPIC, TxnHarness
 
 from protocol.errors import ErrorCode as E
