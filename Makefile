@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
 
-.PHONY: setup test-setup clients rdkafka-setup rdkafka-suite run test test-loaded unit integration bench lint up down clean
+.PHONY: setup test-setup clients bytecode rdkafka-setup rdkafka-suite run test test-loaded unit integration bench lint up down clean
 
 # The server alone: what `make run` needs.
 setup: $(STAMP)
@@ -35,9 +35,14 @@ run: setup
 	$(BIN)/kcoord serve $(ARGS)
 
 # pytest, then librdkafka's own test suite against kcoord (both run; either failing fails).
-test: setup clients rdkafka-setup
+test: setup clients rdkafka-setup bytecode
 	@rc=0; $(BIN)/python -m pytest -q -p no:cacheprovider tests || rc=$$?; \
 	$(MAKE) --no-print-directory rdkafka-suite ARGS=--check || rc=$$?; exit $$rc
+
+# Every server a test starts imports the project: compiled once here, not per process (the
+# machines this runs on may set PYTHONDONTWRITEBYTECODE, which makes each start compile it anew).
+bytecode: setup
+	@$(BIN)/python -m compileall -q protocol server storage sidecar kcoord_testing
 
 # librdkafka's suite against a kcoord it starts; the table in tests/rdkafka/, README section.
 # RDKAFKA_GROUP_PROTOCOLS="classic consumer" also runs the group tests under KIP-848 (record its

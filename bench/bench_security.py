@@ -326,6 +326,7 @@ def tls_cpu(work: Path, n: int = 30000) -> None:
             pass
 
     async def run() -> tuple[float, float]:
+        work.mkdir(parents=True, exist_ok=True)
         keystore, ca = make_pki(work)
         broker = Broker(Config({"log.dirs": str(work / "tls-data"), "offsets.topic.num.partitions": 4,
                                 "listeners": "PLAINTEXT://127.0.0.1:0", "log.level": "WARNING"}))

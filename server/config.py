@@ -49,6 +49,13 @@ def _assignors(v: Any) -> tuple[str, ...]:
     return tuple(assignor_names([str(s) for s in names]))
 
 
+def _transaction_version(v: Any) -> int:
+    level = int(str(v).strip())
+    if not 0 <= level <= 2:
+        raise ValueError("a transaction.version feature level: 0, 1 or 2")
+    return level
+
+
 def _migration_policy(v: Any) -> str:
     s = str(v).strip().lower()
     if s not in ("bidirectional", "upgrade", "downgrade", "disabled"):
@@ -102,6 +109,12 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     "transaction.partition.verification.enable": (_bool, True),
+    # kcoord's own: the finalized transaction.version feature, what `kafka-storage.sh format
+    # --feature transaction.version=N` sets on a Kafka 4 cluster (2, its default: transactions v2)
+    "kcoord.transaction.version": (_transaction_version, 2),
+    # kcoord's own: answer EndTxn once PrepareCommit/PrepareAbort is durable (true, as Kafka
+    # does: markers are written afterwards) or once the transaction is complete (false)
+    "kcoord.transaction.end.answer.on.prepare": (_bool, False),
     "request.timeout.ms": (int, 30000),
     # consumer groups (KIP-848), Kafka 4.x's names and defaults
     "group.consumer.session.timeout.ms": (int, 45000),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from protocol.coordinator_codec import CodecError, decode_record
@@ -153,12 +153,16 @@ class CoordinatorRuntime:
         log.info("Loaded %d records of %d %s partitions in %d ms", total_records,
                  self.num_partitions, OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
 
-    async def reload(self, partition: int, hold_s: float = 0.0) -> None:
-        """Unload a partition and load it again from its log after `hold_s` seconds, as a
-        coordinator that takes a partition over does: its groups answer
-        COORDINATOR_LOAD_IN_PROGRESS meanwhile, requests parked on them NOT_COORDINATOR, and
-        what only memory held (members joining, sessions' deadlines) starts afresh."""
+    def reload(self, partition: int, hold_s: float = 0.0) -> Coroutine[Any, Any, None]:
+        """Unload a partition now, and load it again from its log after `hold_s` seconds when
+        the returned coroutine runs, as a coordinator that takes a partition over does: its
+        groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, requests parked on them
+        NOT_COORDINATOR, and what only memory held (members joining, sessions' deadlines)
+        starts afresh."""
         self.coordinator.begin_loading(partition)
+        return self._load_after(partition, hold_s)
+
+    async def _load_after(self, partition: int, hold_s: float) -> None:
         if hold_s > 0:
             await asyncio.sleep(hold_s)
         await self._load_partition(partition)

@@ -262,6 +262,8 @@ class Dispatcher:
             return route.frame(correlation, route.encode(result, route.version))
         if result is NO_RESPONSE:
             return None
+        if isinstance(result, CloseConnection):  # a refusal decided after the handler parked
+            return result
         if isinstance(result, Deferred):
             out: Deferred[bytes | None] = Deferred()
             result.add_callback(lambda r: out.complete(self._finish(route, correlation, r)))

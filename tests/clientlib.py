@@ -27,6 +27,10 @@ CACHE = ROOT / ".cache"
 KJAR_LIB = CACHE / "kjar" / "lib"
 JAVA_SRC = ROOT / "tests" / "compat" / "java"
 JAVA_CLASSES = CACHE / "java-classes"
+# Java kafka-clients 4.x (transactions v2): its own jars, sources and classes
+KJAR4_LIB = CACHE / "kjar4" / "lib"
+JAVA4_SRC = ROOT / "tests" / "compat" / "java4"
+JAVA4_CLASSES = CACHE / "java4-classes"
 NODE_DIR = ROOT / "tests" / "compat" / "node"
 SLF4J = [Path("/usr/share/java/slf4j-api.jar"), Path("/usr/share/java/slf4j-simple.jar")]
 INSTALL_HINT = "run `make clients` (bash scripts/setup-clients.sh) to install the real clients"
@@ -152,6 +156,31 @@ def compile_java() -> Path:
         )
         stamp.touch()
         return JAVA_CLASSES
+
+
+def java4_classpath() -> str:
+    return os.pathsep.join([str(JAVA4_CLASSES), str(KJAR4_LIB / "*"), *(str(j) for j in SLF4J)])
+
+
+def compile_java4() -> Path:
+    """Compile tests/compat/java4/*.java (with TxnCopier and KcoordClient of tests/compat/java)
+    against kafka-clients 4.x into .cache/java4-classes when any source is newer."""
+    with _java_lock:
+        if shutil.which("javac") is None:
+            raise ClientError(f"javac not found; {INSTALL_HINT}")
+        jars = sorted(KJAR4_LIB.glob("kafka-clients-4*.jar"))
+        if not jars:
+            raise ClientError(f"the Java kafka-clients 4.x jar not found in {KJAR4_LIB}; {INSTALL_HINT}")
+        sources = [*sorted(JAVA4_SRC.glob("*.java")), JAVA_SRC / "TxnCopier.java", JAVA_SRC / "KcoordClient.java"]
+        stamp = JAVA4_CLASSES / ".compiled"
+        newest = max(s.stat().st_mtime for s in sources)
+        if stamp.exists() and stamp.stat().st_mtime >= newest:
+            return JAVA4_CLASSES
+        JAVA4_CLASSES.mkdir(parents=True, exist_ok=True)
+        run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", JAVA4_CLASSES, "-cp", str(KJAR4_LIB / "*"), *sources],
+            timeout=120)
+        stamp.touch()
+        return JAVA4_CLASSES
 
 
 def run_java(main: str, *args: str | int, timeout: float = DEFAULT_TIMEOUT, check: bool = True) -> ClientResult:
@@ -460,7 +489,8 @@ _emit_lock = threading.Lock()
 
 def _emit(kind: str, **fields: Any) -> None:
     with _emit_lock:
-        sys.stdout.write(json.dumps({"kind": kind, **fields}) + "\n")
+        # ts: wall-clock seconds, comparable across the member processes of one test
+        sys.stdout.write(json.dumps({"kind": kind, "ts": time.time(), **fields}) + "\n")
         sys.stdout.flush()
 
 

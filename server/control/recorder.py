@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.api import API_TABLE, ApiKey
+from server.security.redact import redacted
 
 
 @dataclass(slots=True)
@@ -38,7 +39,8 @@ class Recorded:
             "header": {"request_api_key": int(self.api), "request_api_version": self.version,
                        "correlation_id": self.correlation_id, "client_id": self.client_id,
                        "header_version": self.header_version},
-            "body": self.request.to_dict() if self.request is not None else None,
+            # secrets (SASL tokens, SCRAM and config passwords) read "[hidden]"
+            "body": redacted(self.api, self.request.to_dict()) if self.request is not None else None,
         }
 
 

@@ -29,10 +29,13 @@ from server.clock import Clock
 from server.group.classic.group import ClassicGroup
 from server.group.classic.membership import ClassicMembership
 from server.group.config import GroupConfig
+from server.group.consumer.classic_members import ClassicMembersOfConsumerGroups
+from server.group.consumer.group import ConsumerGroup
 from server.group.consumer.protocol import ConsumerGroupProtocol, TopicSource
 from server.group.group_manager import GroupMetadataManager, log
+from server.group.migration import GroupMigration
 from server.group.offset_manager import OffsetMetadataManager
-from server.group.responses import delete_groups_response
+from server.group.responses import delete_groups_response, heartbeat_response
 from server.group.result import CoordinatorResult
 from server.group.types import Group, GroupType
 
@@ -48,6 +51,10 @@ class GroupCoordinator:
         self.consumer = consumer = ConsumerGroupProtocol(groups)
         consumer.replay_any = self.replay
         consumer.classic_record = self._classic_record
+        # online migration between the two (KIP-848): conversions, and classic members served
+        # inside consumer groups
+        self.migration = consumer.migration = GroupMigration(classic, consumer)
+        self.classic_in_consumer = ClassicMembersOfConsumerGroups(consumer, self.migration)
         offsets.commit_hooks[ClassicGroup] = classic.on_offset_commit
         # what finishing a partition's load does to a group, by type
         self._on_loaded: dict[GroupType, Callable[[Any], None]] = {
@@ -56,11 +63,8 @@ class GroupCoordinator:
         }
 
         # ---- the APIs: (request, version) -> CoordinatorResult, each served by one unit ----
-        self.join_group = classic.join_group  # (request, version, client_id, client_host)
-        self.sync_group = classic.sync_group
-        self.heartbeat = classic.heartbeat
-        self.heartbeat_error = classic.heartbeat_error  # the server's fast path: only the error
-        self.leave_group = classic.leave_group
+        # (the classic APIs by the group's type: join_group, sync_group, heartbeat,
+        # heartbeat_error, leave_group below)
         self.offset_commit = offsets.offset_commit
         self.offset_fetch = offsets.offset_fetch
         self.offset_delete = offsets.offset_delete
@@ -87,6 +91,43 @@ class GroupCoordinator:
         self.drain_background = groups.drain_background
         self.set_end_of_turn = groups.set_end_of_turn
         self.run_end_of_turn = groups.run_end_of_turn
+
+    # ====================================================================== the classic APIs
+
+    def _consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The group when classic requests for it go to its consumer group (Kafka 4.x's
+        classicGroup*ToConsumerGroup); None when the classic unit answers them."""
+        group = self.group_manager.groups_by_id.get(group_id)
+        return group if group.__class__ is ConsumerGroup else None
+
+    def join_group(self, req: Any, version: int, client_id: str, client_host: str) -> CoordinatorResult:
+        group = self._consumer_group(req.group_id)
+        if group is not None and not group.is_empty():
+            return self.classic_in_consumer.join_group(group, req, version, client_id, client_host)
+        # an empty consumer group becomes a classic group (the classic unit converts it)
+        return self.classic.join_group(req, version, client_id, client_host)
+
+    def sync_group(self, req: Any, version: int) -> CoordinatorResult:
+        group = self._consumer_group(req.group_id)
+        if group is not None:
+            return self.classic_in_consumer.sync_group(group, req, version)
+        return self.classic.sync_group(req, version)
+
+    def heartbeat_error(self, req: Any, version: int) -> ErrorCode:
+        """Heartbeat's whole outcome is its error code (the server's fast path encodes it alone)."""
+        group = self._consumer_group(req.group_id)
+        if group is not None:
+            return self.classic_in_consumer.heartbeat_error(group, req, version)
+        return self.classic.heartbeat_error(req, version)
+
+    def heartbeat(self, req: Any, version: int) -> CoordinatorResult:
+        return CoordinatorResult(response=heartbeat_response(version, self.heartbeat_error(req, version)))
+
+    def leave_group(self, req: Any, version: int) -> CoordinatorResult:
+        group = self._consumer_group(req.group_id)
+        if group is not None:
+            return self.classic_in_consumer.leave_group(group, req, version)
+        return self.classic.leave_group(req, version)
 
     # ====================================================================== inspection
 

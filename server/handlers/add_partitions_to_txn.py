@@ -6,9 +6,10 @@
   if any partition is refused the others answer OPERATION_NOT_ATTEMPTED and nothing changes.
   Otherwise the transaction coordinator's answer (server/txn/state.py) for every partition;
   PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
-- v4-v5 (brokers, KIP-890): a batch of transactions, each either added or, with verify_only,
-  checked (TRANSACTION_ABORTABLE for each partition not in the ongoing transaction). Kafka
-  requires CLUSTER_ACTION for these; without an authorizer everyone has it.
+- v4-v5 (brokers, KIP-890): a batch of transactions, each either added (as transactions v2
+  adds them, for a broker's Produce v12 / TxnOffsetCommit v5) or, with verify_only, checked
+  (TRANSACTION_ABORTABLE for each partition not in the ongoing transaction). Kafka requires
+  CLUSTER_ACTION for these; without an authorizer everyone has it.
 """
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def _one(ctx: RequestContext, version: int, transactional_id: str, producer_id: 
     coordinator = ctx.broker.txn.coordinator
     if verify_only:
         return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
-    result = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+    result = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                        client_version=2 if version >= 4 else 0)
 
     def per_partition(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
         return dict.fromkeys(partitions, fenced_for_version(code, version, 2))

@@ -1,5 +1,7 @@
 """ApiVersions v0-v4: the ranges of protocol/api.API_TABLE (Produce advertised from v0, as Kafka 4
-does: protocol/api.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION)."""
+does: protocol/api.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION); v3+ also carry the supported and
+finalized features (server/features.py: transaction.version tells clients to use transactions
+v2)."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,11 +10,23 @@ from kafka.protocol.metadata import ApiVersionsResponse
 
 from protocol.api import API_TABLE
 from protocol.errors import ErrorCode
+from server import features
 from server.context import RequestContext
 from server.handlers.registry import HANDLERS
 
 
-def api_versions_body(error: ErrorCode, version: int) -> Any:
+def api_versions_body(error: ErrorCode, version: int, transaction_version: int | None = None) -> Any:
+    extra: dict[str, Any] = {}
+    if version >= 3 and transaction_version is not None:
+        extra = dict(
+            supported_features=[
+                ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
+                for name, (lo, hi) in features.supported(version).items()],
+            finalized_features_epoch=features.FINALIZED_EPOCH,
+            finalized_features=[
+                ApiVersionsResponse.FinalizedFeatureKey(name=name, min_version_level=level, max_version_level=level)
+                for name, level in features.finalized(transaction_version).items()],
+        )
     return ApiVersionsResponse(
         version=version,
         error_code=error,
@@ -24,8 +38,9 @@ def api_versions_body(error: ErrorCode, version: int) -> Any:
             for s in API_TABLE.values()
             if s.key in HANDLERS  # advertise only what is implemented
         ],
+        **extra,
     )
 
 
 def handle_api_versions(ctx: RequestContext, req: Any, version: int) -> Any:
-    return api_versions_body(ErrorCode.NONE, version)
+    return api_versions_body(ErrorCode.NONE, version, ctx.broker.config["kcoord.transaction.version"])

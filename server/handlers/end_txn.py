@@ -1,8 +1,11 @@
-"""EndTxn v0-v4 (transactions v1, Kafka's KafkaApis.handleEndTxnRequest): commit or abort the
-producer's ongoing transaction. The coordinator writes PrepareCommit / PrepareAbort, the markers
-and CompleteCommit / CompleteAbort (server/txn/); the answer is given once the transaction is
+"""EndTxn v0-v5 (Kafka's KafkaApis.handleEndTxnRequest): commit or abort the producer's ongoing
+transaction. The coordinator writes PrepareCommit / PrepareAbort, the markers and
+CompleteCommit / CompleteAbort (server/txn/); the answer is given once the transaction is
 complete, so a client's next transaction never meets the previous one still completing.
-PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
+v5 is transactions v2 (KIP-890 part 2): the epoch is bumped by every EndTxn and the answer
+carries the producer id and epoch the producer continues with (a new id once the epoch is
+exhausted); a retry of an EndTxn that succeeded is recognised by its epoch. PRODUCER_FENCED is
+INVALID_PRODUCER_EPOCH before v2.
 """
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ from server.deferred import then
 
 def handle_end_txn(ctx: RequestContext, req: Any, version: int) -> Any:
     txn = ctx.broker.txn
-    result = txn.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed))
+    # a v5 request is from a client of transactions v2, as Kafka decides (the request's version)
+    result = txn.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed),
+                                     client_version=2 if version >= 5 else 0)
 
     def respond(answer: tuple[ErrorCode, int, int]) -> Any:
         code, pid, epoch = answer

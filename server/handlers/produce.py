@@ -1,4 +1,6 @@
-"""Produce v3-v11: validate each partition's record batch, assign offsets in the log, answer.
+"""Produce v3-v12: validate each partition's record batch, assign offsets in the log, answer.
+(v12 differs only for transactions v2: its transactional batches add their partitions to the
+transaction, server/handlers/produce_txn.py.)
 
 - acks 0: nothing is sent back; on any partition error the connection is closed (as Kafka
   does, so the producer refreshes metadata). acks 1: answered after the append. acks -1:
@@ -27,6 +29,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from typing import Any
 
@@ -45,9 +48,11 @@ from server.data_plane import (
     segment_bytes,
     timestamp_bounds,
 )
+from server.deferred import Deferred
 from server.handlers import produce_txn
 from server.handlers.registry import NO_RESPONSE
 from server.record_validation import validate_records
+from server.txn.markers import wait
 from storage.batch import (
     CorruptBatchError,
     client_batch_problem,
@@ -96,7 +101,7 @@ def _records_problem(records: Any, version: int) -> KafkaError | None:
 
 
 def _append_partition(ctx: RequestContext, topic_name: str, index: int, records: Any, version: int,
-                      transactional_id: str | None) -> _Result:
+                      transactional_id: str | None, added: dict[tuple[str, int], ErrorCode] | None = None) -> _Result:
     broker = ctx.broker
     topic = broker.topics.get(topic_name)
     plog = partition_log(broker, topic, index) if topic is not None else None
@@ -165,7 +170,7 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     state = None
     res = _Result()
     if h.producer_id >= 0:
-        bad = produce_txn.check_batch(broker, transactional_id, version, topic_name, index, plog, h)
+        bad = produce_txn.check_batch(broker, transactional_id, version, topic_name, index, plog, h, added)
         if bad is not None:
             res = _Result(*bad)
             res.log_start_offset = plog.log_start_offset
@@ -276,8 +281,29 @@ def handle_produce(ctx: RequestContext, req: Any, version: int) -> Any:
             return _close_or(acks, ctx, _whole_request_error(version, req, code, msg), code)
     if acks not in (-1, 0, 1):
         return _whole_request_error(version, req, ErrorCode.INVALID_REQUIRED_ACKS)
+    if version >= 12 and req.transactional_id is not None:
+        adding = produce_txn.implicit_adds(ctx.broker, req)
+        if adding is not None:  # transactions v2: the partitions join the transaction first
+            return _append_after_adds(ctx, req, version, acks, adding)
+    return _append_all(ctx, req, version, acks, None)
+
+
+async def _append_after_adds(ctx: RequestContext, req: Any, version: int, acks: int,
+                             adding: Deferred[dict[tuple[str, int], ErrorCode]]) -> Any:
+    from server.dispatch import CloseConnection
+
+    added = await wait(adding)
+    try:
+        result = _append_all(ctx, req, version, acks, added)
+    except CloseConnection as e:  # acks=0 with an error: the dispatcher closes the connection
+        return e
+    return await result if inspect.isawaitable(result) else result
+
+
+def _append_all(ctx: RequestContext, req: Any, version: int, acks: int,
+                added: dict[tuple[str, int], ErrorCode] | None) -> Any:
     tid = req.transactional_id
-    results = [[_append_partition(ctx, t.name, p.index, p.records, version, tid) for p in t.partition_data]
+    results = [[_append_partition(ctx, t.name, p.index, p.records, version, tid, added) for p in t.partition_data]
                for t in req.topic_data]
     if acks == 0:
         errors = [r.error.name for rs in results for r in rs if r.error]

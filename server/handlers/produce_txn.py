@@ -10,6 +10,13 @@ ReplicaManager / ProducerAppendInfo do:
   to the transaction") before v11 and TRANSACTION_ABORTABLE from v11 for a partition that is not
   in it, NOT_ENOUGH_REPLICAS for the retriable ones (CONCURRENT_TRANSACTIONS, the coordinator
   loading or unavailable), which older clients retry without refreshing metadata.
+- Produce v12 (transactions v2): the partitions are added to the transaction instead of
+  verified (implicit_adds: one AddPartitions of the request's partitions, written durably
+  before anything is appended), whatever transaction.partition.verification.enable says.
+- "Already in the transaction" means an open transaction of the producer in the partition at
+  the batch's epoch (Kafka's hasOngoingTransaction(producerId, epoch)): with transactions v2 the
+  next transaction's first batch (epoch + 1) can arrive before the previous one's marker, and
+  must wait for it (the coordinator answers CONCURRENT_TRANSACTIONS until it is complete).
 - A non-transactional batch of a producer with a transaction open in the partition is
   INVALID_TXN_STATE.
 - Once appended, a transactional batch opens (or extends) its producer's transaction in the
@@ -21,11 +28,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
+from server.data_plane import partition_log
+from server.deferred import Deferred
 from storage.batch import BatchHeader
 from storage.log import PartitionLog
 
 if TYPE_CHECKING:
     from server.broker import Broker
+
+TopicPartition = tuple[str, int]
 
 _RETRIABLE = {
     ErrorCode.CONCURRENT_TRANSACTIONS,
@@ -37,6 +48,7 @@ _RETRIABLE = {
 _ATTR_TRANSACTIONAL = 0x10
 _MAGIC_OFFSET = 16
 _PID = slice(43, 51)
+_EPOCH = slice(51, 53)
 
 
 def transactional_producers(req: Any) -> set[int]:
@@ -51,8 +63,10 @@ def transactional_producers(req: Any) -> set[int]:
 
 
 def check_batch(broker: Broker, transactional_id: str | None, version: int, topic: str, partition: int,
-                plog: PartitionLog, h: BatchHeader) -> tuple[ErrorCode, str] | None:
-    """Why this idempotent / transactional batch may not be appended, or None."""
+                plog: PartitionLog, h: BatchHeader,
+                added: dict[TopicPartition, ErrorCode] | None = None) -> tuple[ErrorCode, str] | None:
+    """Why this idempotent / transactional batch may not be appended, or None. `added`: the
+    answers of implicit_adds (Produce v12)."""
     txns = broker.data_plane.txns
     if not h.is_transactional:
         state = txns.loaded(topic, partition)
@@ -61,11 +75,14 @@ def check_batch(broker: Broker, transactional_id: str | None, version: int, topi
                     f"Expected transactional write from producer {h.producer_id} at offset "
                     f"{plog.log_end_offset} in partition {topic}-{partition}")
         return None
-    state = txns.get(topic, partition, plog)
-    if state.has_ongoing(h.producer_id) or not broker.config["transaction.partition.verification.enable"]:
-        return None
-    code = broker.txn.coordinator.verify_partitions(transactional_id, h.producer_id, h.producer_epoch,
-                                                    [(topic, partition)])[(topic, partition)]
+    if added is not None and (topic, partition) in added:
+        code = added[(topic, partition)]  # Produce v12: the implicit add's answer
+    else:
+        if _open_in_epoch(broker, topic, partition, plog, h.producer_id, h.producer_epoch) \
+                or not broker.config["transaction.partition.verification.enable"]:
+            return None
+        code = broker.txn.coordinator.verify_partitions(transactional_id, h.producer_id, h.producer_epoch,
+                                                        [(topic, partition)])[(topic, partition)]
     if code == ErrorCode.NONE:
         return None
     if code == ErrorCode.PRODUCER_FENCED:
@@ -83,3 +100,53 @@ def check_batch(broker: Broker, transactional_id: str | None, version: int, topi
 def appended(broker: Broker, topic: str, partition: int, plog: PartitionLog, h: BatchHeader, base_offset: int) -> None:
     if h.is_transactional:
         broker.data_plane.txns.get(topic, partition, plog).on_data(h.producer_id, base_offset)
+
+
+def _open_in_epoch(broker: Broker, topic: str, partition: int, plog: PartitionLog, producer_id: int,
+                   producer_epoch: int) -> bool:
+    """The producer has a transaction open in the partition, begun at this epoch."""
+    state = broker.data_plane.txns.get(topic, partition, plog)
+    if not state.has_ongoing(producer_id):
+        return False
+    entry = broker.data_plane.producers.get(topic, partition, plog, broker.clock.now_ms()).entries.get(producer_id)
+    return entry is not None and entry.epoch == producer_epoch
+
+
+def implicit_adds(broker: Broker, req: Any) -> Deferred[dict[TopicPartition, ErrorCode]] | None:
+    """Produce v12 (transactions v2, Kafka's AddPartitionsToTxnManager with addPartition): the
+    partitions whose transactional batch is the producer's first at its epoch there are added
+    to its transaction, durably, before the request appends anything. None when there are none;
+    else a Deferred of each partition's answer (NONE: added)."""
+    wanted: list[TopicPartition] = []
+    producer: tuple[int, int] | None = None
+    for t in req.topic_data:
+        topic = broker.topics.get(t.name)
+        if topic is None or topic.internal:
+            continue  # answered by the append (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION)
+        for p in t.partition_data:
+            r = p.records
+            if not (r and len(r) >= 61 and r[_MAGIC_OFFSET] == 2 and r[22] & _ATTR_TRANSACTIONAL):
+                continue
+            plog = partition_log(broker, topic, p.index)
+            if plog is None:
+                continue
+            pid = int.from_bytes(r[_PID], "big", signed=True)
+            epoch = int.from_bytes(r[_EPOCH], "big", signed=True)
+            producer = (pid, epoch)
+            if not _open_in_epoch(broker, t.name, p.index, plog, pid, epoch):
+                wanted.append((t.name, p.index))
+    if not wanted or producer is None:
+        return None
+    txn = broker.txn
+    result = txn.coordinator.add_partitions(req.transactional_id, producer[0], producer[1], wanted, client_version=2)
+    out: Deferred[dict[TopicPartition, ErrorCode]] = Deferred()
+    answer = txn.runtime.submit(result)
+
+    def done(code: ErrorCode) -> None:
+        out.complete(dict.fromkeys(wanted, code))
+
+    if isinstance(answer, Deferred):
+        answer.add_callback(done)
+    else:
+        done(answer)
+    return out

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit v0-v4 (Kafka's KafkaApis.handleTxnOffsetCommitRequest and the group
+"""TxnOffsetCommit v0-v5 (Kafka's KafkaApis.handleTxnOffsetCommitRequest and the group
 coordinator's commitTransactionalOffsets): a consumer group's offsets, written inside the
 producer's transaction.
 
@@ -7,7 +7,9 @@ go on); an empty group id is INVALID_GROUP_ID; the group's __consumer_offsets pa
 be part of the producer's ongoing transaction (KIP-890 verification, on by default:
 transaction.partition.verification.enable), else INVALID_TXN_STATE before v4 and
 TRANSACTION_ABORTABLE from v4, INVALID_PRODUCER_EPOCH for a fenced epoch,
-INVALID_PRODUCER_ID_MAPPING for a producer id that is not the transactional id's; then the
+INVALID_PRODUCER_ID_MAPPING for a producer id that is not the transactional id's. v5 is
+transactions v2: the partition is added to the transaction instead (written durably first;
+CONCURRENT_TRANSACTIONS while the previous transaction completes, which clients retry); then the
 group's own checks (server/group/txn_offset_commit.py). The offsets are written as one
 transactional batch (server/txn/group_log.py) and answered once durable; they become the group's
 committed offsets with the transaction's COMMIT marker. COORDINATOR_LOAD_IN_PROGRESS is
@@ -22,7 +24,7 @@ from kafka.protocol.producer.transaction import TxnOffsetCommitResponse
 from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import partition_log
-from server.deferred import then
+from server.deferred import Deferred, then
 from server.group.txn_offset_commit import Row, txn_offset_records, validate_txn_offset_commit
 from storage.log_manager import OFFSETS_TOPIC
 
@@ -68,14 +70,42 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any
     if not req.group_id:
         return all_rows(ErrorCode.INVALID_GROUP_ID)
     partition = broker.coordinator.partition_of(req.group_id)
+    txn = broker.txn
+    if version >= 5:  # transactions v2: the group's offsets partition joins the transaction
+        result = txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                [(OFFSETS_TOPIC, partition)], client_version=2)
+
+        out: Deferred[Any] = Deferred()
+
+        def added(code: ErrorCode) -> None:
+            code = _VERIFY_ERRORS.get(code, code)
+            answer = all_rows(code) if code != ErrorCode.NONE else _commit(ctx, req, version, partition, unknown)
+            if isinstance(answer, Deferred):
+                answer.add_callback(out.complete)
+            else:
+                out.complete(answer)
+
+        then(txn.runtime.submit(result), added)
+        return out
     if broker.config["transaction.partition.verification.enable"]:
-        code = broker.txn.coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                        [(OFFSETS_TOPIC, partition)])[(OFFSETS_TOPIC, partition)]
+        code = txn.coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                 [(OFFSETS_TOPIC, partition)])[(OFFSETS_TOPIC, partition)]
         code = _VERIFY_ERRORS.get(code, code)
         if code == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
             code = ErrorCode.INVALID_TXN_STATE
         if code != ErrorCode.NONE:
             return all_rows(code)
+    return _commit(ctx, req, version, partition, unknown)
+
+
+def _commit(ctx: RequestContext, req: Any, version: int, partition: int, unknown: list[Row]) -> Any:
+    """The group's checks, then the offsets as one transactional batch, answered once durable."""
+    broker = ctx.broker
+    known = req.topics
+
+    def all_rows(code: ErrorCode) -> Any:
+        return _response(version, [(t.name, p.partition_index, code) for t in known for p in t.partitions] + unknown)
+
     err = validate_txn_offset_commit(broker.coordinator.group_manager, req, version)
     if err is not None:
         return all_rows(err)

@@ -12,7 +12,7 @@ A policy sees the request before its handler and says one of three things (a Gua
   (TOPIC_AUTHORIZATION_FAILED for those topics), or loses what must not be shown (topics a
   principal may not DESCRIBE are left out of Metadata and of group listings, never named).
 
-Every served API must have an entry (tests/unit/test_authorization_table.py checks it); an API
+Every served API must have an entry (tests/unit/test_authorizer.py checks it); an API
 without one is refused outright while an authorizer is configured.
 """
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """TransactionCoordinator: the transaction coordinator the handlers call (Kafka's
-TransactionCoordinator + TransactionStateManager, transactions v1 as Java 3.9 and librdkafka
-use them).
+TransactionCoordinator + TransactionStateManager): transactions v1 as Java 3.9, librdkafka and
+kafkajs use them, and v2 (KIP-890 part 2, Java kafka-clients 4.x once transaction.version 2 is
+finalized): partitions added implicitly (Produce v12, TxnOffsetCommit v5: add_partitions with
+client_version 2) and the epoch bumped by every EndTxn v5 (a new producer id once it is
+exhausted, taken on at CompleteCommit / CompleteAbort, as Kafka's nextProducerId).
 
 Each API method returns a TxnResult (server/txn/result.py). Persisted state changes only in
 replay(), which the runtime calls after a durable append to __transaction_state and, at
@@ -36,7 +39,7 @@ from server.txn.metadata import (
     epoch_exhausted,
 )
 from server.txn.result import MarkerJob, TxnResult
-from server.txn.state import EXPIRATION_ALLOWED, PREPARED, TxnState
+from server.txn.state import END_TXN_V2, EXPIRATION_ALLOWED, PREPARED, TxnState
 
 log = logging.getLogger("kcoord.txn")
 
@@ -50,6 +53,8 @@ E, ON, PC, PA, CC, CA, D, PF = (
     TxnState.DEAD,
     TxnState.PREPARE_EPOCH_FENCE,
 )
+
+TV_2 = 2  # transaction.version 2: transactions v2 (KIP-890 part 2), the epoch bumped by every EndTxn
 
 # (error, producer id, producer epoch): InitProducerId's and EndTxn's answer
 PidAnswer = tuple[ErrorCode, int, int]
@@ -73,6 +78,10 @@ class TransactionCoordinator:
         self._loading: set[int] = set()
         self.active = False  # __transaction_state exists (Kafka: the coordinator is elected)
         self._marker_writer: MarkerWriter | None = None
+        # When a client's EndTxn is answered: once Prepare* is durable (Kafka's behaviour; the
+        # markers follow, a request meeting them gets CONCURRENT_TRANSACTIONS) or once the
+        # transaction is complete (markers and Complete* written)
+        self.answer_end_when_prepared = False
         self.marker_jobs: list[tuple[MarkerJob, Deferred[None]]] = []  # without a writer (tests)
 
     # ================================================================== routing / lookups
@@ -205,9 +214,10 @@ class TransactionCoordinator:
     # ================================================================== AddPartitionsToTxn
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition]) -> TxnResult:
-        """AddPartitionsToTxn (and AddOffsetsToTxn with the group's offsets partition). The
-        response is one ErrorCode for every partition."""
+                       partitions: Iterable[TopicPartition], client_version: int = 0) -> TxnResult:
+        """AddPartitionsToTxn (and AddOffsetsToTxn with the group's offsets partition; with
+        client_version 2 the implicit add of Produce v12 / TxnOffsetCommit v5). The response is
+        one ErrorCode for every partition."""
         wanted = set(partitions)
         if not transactional_id:
             return TxnResult(response=ErrorCode.INVALID_REQUEST)
@@ -228,7 +238,8 @@ class TransactionCoordinator:
             return TxnResult(response=ErrorCode.UNKNOWN_SERVER_ERROR)
         now = self.clock.now_ms()
         start = now if meta.state in (E, CC, CA) else meta.start_ms
-        value = meta.value(ON, now, partitions=meta.partitions | wanted, start_ms=start)
+        value = meta.value(ON, now, partitions=meta.partitions | wanted, start_ms=start,
+                           client_transaction_version=client_version)
 
         def on_appended(error: ErrorCode | None) -> ErrorCode:
             if error is not None:
@@ -269,9 +280,13 @@ class TransactionCoordinator:
 
     # ================================================================== EndTxn
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> TxnResult:
-        """EndTxn from a client (transactions v1): the response is (error, producer id, epoch).
-        The answer is given once the transaction is complete (markers written)."""
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                client_version: int = 0) -> TxnResult:
+        """EndTxn from a client: the response is (error, producer id, epoch), given once the
+        transaction is complete (markers written). client_version 2 (EndTxn v5): transactions
+        v2, the epoch is bumped and the answer carries the producer's next id and epoch."""
+        if client_version >= TV_2:
+            return self._end_v2(transactional_id, producer_id, producer_epoch, commit, from_client=True)
         return self._end(transactional_id, producer_id, producer_epoch, commit, from_client=True)
 
     def _end(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
@@ -318,11 +333,88 @@ class TransactionCoordinator:
                 log.info("Writing %s of %s failed: %s", wanted_prepare, transactional_id, error.name)
                 return _answer(error)
             done = self._start_markers(meta)
-            if from_client:
+            if from_client and not self.answer_end_when_prepared:
                 out: Deferred[PidAnswer] = Deferred()
                 done.add_callback(lambda _: out.complete(_answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)))
                 return out
             return _answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+
+        return TxnResult(records=[record], on_appended=on_appended)
+
+    def _end_v2(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                from_client: bool, fence: bool = False) -> TxnResult:
+        """Kafka's endTransaction with TV_2: the outcome of each state is END_TXN_V2; a fence
+        (the coordinator's own abort of an ongoing transaction) bumps the fenced epoch again."""
+        if not transactional_id:
+            return TxnResult(response=_answer(ErrorCode.INVALID_REQUEST))
+        err = self._unavailable(transactional_id)
+        if err is not None:
+            return TxnResult(response=_answer(err))
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            return TxnResult(response=_answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
+        retry_on_overflow = (not fence and meta.previous_producer_id == producer_id
+                             and producer_epoch == INT16_MAX - 1 and meta.producer_epoch == 0)
+        retry_on_bump = not fence and meta.producer_epoch == producer_epoch + 1
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return TxnResult(response=_answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
+        if meta.pending is not None and not fence:
+            return TxnResult(response=_answer(ErrorCode.CONCURRENT_TRANSACTIONS))
+        state = meta.state
+        if fence:
+            if (from_client and producer_epoch != meta.producer_epoch) or producer_epoch < meta.producer_epoch:
+                return TxnResult(response=_answer(ErrorCode.PRODUCER_FENCED))
+            outcome = "bump"
+        else:
+            retry = retry_on_bump or retry_on_overflow
+            if not retry and producer_epoch != meta.producer_epoch:
+                return TxnResult(response=_answer(ErrorCode.PRODUCER_FENCED))
+            outcome = END_TXN_V2.get((state, commit, retry))
+            if outcome is None:
+                log.error("Found transactional id %s in state %s: this should never happen", transactional_id, state)
+                return TxnResult(response=_answer(ErrorCode.UNKNOWN_SERVER_ERROR))
+        if outcome == "none":
+            return TxnResult(response=_answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+        if outcome != "bump":
+            if outcome == "INVALID_TXN_STATE":
+                log.debug("Transactional id %s is %s, but received EndTxn(%s)", transactional_id, state,
+                          "commit" if commit else "abort")
+            return TxnResult(response=_answer(ErrorCode[outcome]))
+        # The epoch the transaction ends with; the producer id rotates once it is exhausted
+        # (the Prepare record names the next id, the Complete record takes it on).
+        epoch = producer_epoch if fence else meta.producer_epoch
+        next_pid = NO_PRODUCER_ID
+        if epoch_exhausted(epoch):
+            try:
+                next_pid = self._allocate()
+            except OSError as e:
+                log.error("Allocating a producer id failed: %r", e)
+                return TxnResult(response=_answer(ErrorCode.UNKNOWN_SERVER_ERROR))
+        now = self.clock.now_ms()
+        target = PC if commit else PA
+        no_partitions = state is not ON
+        if fence:
+            meta.pending = None  # the fence becomes this abort
+        # (a fence of an epoch already at the maximum cannot bump again; the new id follows)
+        value = meta.value(target, now, producer_epoch=min(epoch + 1, INT16_MAX), last_producer_epoch=epoch,
+                           start_ms=now if no_partitions else None, next_producer_id=next_pid,
+                           client_transaction_version=TV_2)
+        record = TxnRecord(TxnKey(transactional_id), value)
+
+        def on_appended(error: ErrorCode | None) -> Any:
+            if error is not None:
+                meta.pending = None
+                log.info("Writing %s of %s failed: %s", target, transactional_id, error.name)
+                return _answer(error)
+            done = self._start_markers(meta)
+            # what the producer continues with: the Complete state's id and epoch
+            answer = (_answer(ErrorCode.NONE, next_pid, 0) if next_pid != NO_PRODUCER_ID
+                      else _answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+            if from_client and not self.answer_end_when_prepared:
+                out: Deferred[PidAnswer] = Deferred()
+                done.add_callback(lambda _: out.complete(answer))
+                return out
+            return answer
 
         return TxnResult(records=[record], on_appended=on_appended)
 
@@ -333,8 +425,10 @@ class TransactionCoordinator:
                       meta.transactional_id)
             return TxnResult(response=_answer(ErrorCode.UNKNOWN_SERVER_ERROR))
         meta.pending = PF
-        result = self._end(meta.transactional_id, meta.producer_id, meta.producer_epoch + 1, commit=False,
-                           from_client=False, fence=True)
+        # not from a client: the server's transaction.version decides the path, as in Kafka
+        end = self._end_v2 if self.config.transaction_version >= TV_2 else self._end
+        result = end(meta.transactional_id, meta.producer_id, meta.producer_epoch + 1, commit=False,
+                     from_client=False, fence=True)
         if not result.records:
             meta.pending = None
             return result
@@ -377,7 +471,13 @@ class TransactionCoordinator:
                       job.transactional_id, meta)
             return TxnResult(response=ErrorCode.INVALID_TXN_STATE)
         meta.pending = None  # value() checks the table and sets it again
-        value = meta.value(target, self.clock.now_ms(), partitions=set())
+        if meta.next_producer_id != NO_PRODUCER_ID:
+            # transactions v2, the epoch exhausted: the producer continues with the next id
+            value = meta.value(target, self.clock.now_ms(), partitions=set(), producer_id=meta.next_producer_id,
+                               producer_epoch=0, previous_producer_id=meta.producer_id,
+                               next_producer_id=NO_PRODUCER_ID)
+        else:
+            value = meta.value(target, self.clock.now_ms(), partitions=set())
 
         def on_appended(error: ErrorCode | None) -> ErrorCode | None:
             if error is not None:

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode, KafkaError, error_code_of, txn_append_error
-from protocol.txn_log import TxnRecord, encode_txn_key, encode_txn_value
+from protocol.txn_log import VALUE_VERSION, TxnRecord, encode_txn_key, encode_txn_value
 from server.clock import Clock
 from storage.flusher import group_commit
 from storage.log_manager import LogManager
@@ -62,6 +62,7 @@ class TxnLogWriter:
         self.clock = clock
         self.timeout_s = timeout_s
         self.max_message_bytes = max_message_bytes
+        self.value_version = VALUE_VERSION  # 0 below transaction.version 1 (server/txn/service.py)
         self.pending = 0
         self._staged: dict[int, _Staged] = {}
         self._flush_scheduled = False
@@ -73,7 +74,7 @@ class TxnLogWriter:
         try:
             for r in records:
                 p = self.partition_of(r.key.transactional_id)
-                k, v = encode_txn_key(r.key), encode_txn_value(r.value)
+                k, v = encode_txn_key(r.key), encode_txn_value(r.value, self.value_version)
                 kvs, recs, size = by_partition.get(p, ([], [], 0))
                 kvs.append((k, v))
                 recs.append(r)

@@ -19,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode, KafkaError, error_code_of
+from server.crash_points import crash_point
 from server.data_plane import partition_log
 from server.deferred import Deferred
 from server.txn.result import MarkerJob
@@ -61,11 +62,13 @@ class MarkerWriter:
 
     async def _run(self, job: MarkerJob, done: Deferred[None]) -> None:
         what = "COMMIT" if job.commit else "ABORT"
+        crash_point("txn:prepared")  # the decision is durable, no marker written yet
         attempt = 0
         while True:
             attempt += 1
             try:
                 await self.write_markers(job)
+                crash_point("txn:markers-written")  # every marker durable, Complete not written
                 break
             except Exception as e:  # noqa: BLE001 - retried: the decision is durable
                 log.error("Writing the %s markers of %s failed (attempt %d), retrying: %r", what,
@@ -84,6 +87,7 @@ class MarkerWriter:
             code = await wait(self.service.runtime.submit_deferred(result))
             if code is None:
                 self.service.counters.completed["commit" if job.commit else "abort"] += 1
+                crash_point("txn:completed")
                 break
             log.error("Writing the Complete state of %s failed: %s; retrying", job.transactional_id, code.name)
             done.complete(None)

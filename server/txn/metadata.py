@@ -30,6 +30,9 @@ class TxnConfig:
 
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
+    # the finalized transaction.version feature (Kafka 4's default: 2): the TransactionLogValue
+    # version written (1 from level 1) and the path of aborts the coordinator starts itself
+    transaction_version: int = 2
 
 
 class TxnMetadata:
@@ -92,7 +95,8 @@ class TxnMetadata:
     def value(self, target: TxnState, now_ms: int, *, producer_id: int | None = None,
               producer_epoch: int | None = None, last_producer_epoch: int | None = None,
               timeout_ms: int | None = None, partitions: set[TopicPartition] | None = None,
-              start_ms: int | None = None, previous_producer_id: int | None = None) -> TxnValue:
+              start_ms: int | None = None, previous_producer_id: int | None = None,
+              next_producer_id: int | None = None, client_transaction_version: int | None = None) -> TxnValue:
         """The record moving this id to `target` (checked against the transition table);
         every field not given keeps its current value. Marks `target` pending."""
         check_transition(self.transactional_id, self.state, target)
@@ -110,8 +114,9 @@ class TxnMetadata:
             last_update_ms=now_ms,
             start_ms=self.start_ms if start_ms is None else start_ms,
             previous_producer_id=self.previous_producer_id if previous_producer_id is None else previous_producer_id,
-            next_producer_id=self.next_producer_id,
-            client_transaction_version=self.client_transaction_version,
+            next_producer_id=self.next_producer_id if next_producer_id is None else next_producer_id,
+            client_transaction_version=(self.client_transaction_version if client_transaction_version is None
+                                        else client_transaction_version),
             last_producer_epoch=self.last_producer_epoch if last_producer_epoch is None else last_producer_epoch,
         )
 

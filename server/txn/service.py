@@ -40,12 +40,16 @@ class TxnService:
         broker.runtime.load_hooks.append(self.group_log.on_partition_loaded)
         ids = broker.data_plane.producer_ids
         self.coordinator = TransactionCoordinator(
-            TxnConfig(cfg["transaction.max.timeout.ms"], cfg["transactional.id.expiration.ms"]),
+            TxnConfig(cfg["transaction.max.timeout.ms"], cfg["transactional.id.expiration.ms"],
+                      cfg["kcoord.transaction.version"]),
             broker.clock, self.num_partitions, ids.generate, ids.ensure_above)
+        self.coordinator.answer_end_when_prepared = cfg["kcoord.transaction.end.answer.on.prepare"]
         self.counters = TxnCounters()
         self.runtime = TxnRuntime(self.coordinator, broker.logs, broker.clock, cfg["request.timeout.ms"],
                                   cfg["message.max.bytes"], cfg["transaction.state.log.load.buffer.size"],
                                   self.counters)
+        # Kafka writes TransactionLogValue v1 (flexible, tagged fields) from transaction.version 1
+        self.runtime.writer.value_version = 1 if cfg["kcoord.transaction.version"] >= 1 else 0
         self.markers = MarkerWriter(broker, self)
         self.coordinator.set_marker_writer(self.markers)
         self.loaded = False  # __transaction_state's records are replayed (or there are none)

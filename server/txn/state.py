@@ -9,7 +9,9 @@ epoch, and Dead the pending state of an expiring transactional id (its record is
 
 REQUEST_OUTCOMES is documentation checked by tests (tests/unit/test_txn_state.py drives the
 coordinator into each state and compares); the coordinator's code follows it
-(kafka.coordinator.transaction.TransactionCoordinator, Kafka 4.x, transactions v1).
+(kafka.coordinator.transaction.TransactionCoordinator, Kafka 4.x). END_TXN_V2 is what an
+EndTxn of transactions v2 (KIP-890 part 2, EndTxn v5) does in each state, as data the
+coordinator looks up.
 """
 from __future__ import annotations
 
@@ -69,8 +71,10 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
     ON: frozenset({ON, E, CC, CA}),
     # EndTxn(commit) of an ongoing transaction.
     PC: frozenset({ON}),
-    # EndTxn(abort), or the abort that fences an ongoing transaction (InitProducerId, timeout).
-    PA: frozenset({ON, PF}),
+    # EndTxn(abort), or the abort that fences an ongoing transaction (InitProducerId, timeout);
+    # transactions v2 (EndTxn v5) also aborts from Empty / Complete*: a client unsure of the
+    # state aborts, and every EndTxn bumps the epoch.
+    PA: frozenset({ON, PF, E, CC, CA}),
     # every marker of the transaction is written.
     CC: frozenset({PC}),
     CA: frozenset({PA}),
@@ -148,6 +152,34 @@ REQUEST_OUTCOMES: dict[str, dict[TxnState, str]] = {
         CC: "INVALID_TXN_STATE",
         CA: "NONE (a retry)",
     },
+    # Transactions v2 (EndTxn v5, the producer's current epoch): every EndTxn bumps the epoch
+    # (the answer carries it; a new producer id when it is exhausted); see END_TXN_V2 for retries.
+    "EndTxn v5(commit)": {
+        E: "INVALID_TXN_STATE",
+        ON: "-> PrepareCommit with epoch + 1; NONE with the new epoch; COMMIT markers; -> CompleteCommit",
+        PC: "CONCURRENT_TRANSACTIONS",
+        PA: "CONCURRENT_TRANSACTIONS (markers in flight; INVALID_TXN_STATE without them)",
+        CC: "INVALID_TXN_STATE (a retry, with the epoch before the bump, gets NONE)",
+        CA: "INVALID_TXN_STATE",
+    },
+    "EndTxn v5(abort)": {
+        E: "-> PrepareAbort with epoch + 1 (no partitions); NONE with the new epoch; -> CompleteAbort",
+        ON: "-> PrepareAbort with epoch + 1; NONE with the new epoch; ABORT markers; -> CompleteAbort",
+        PC: "CONCURRENT_TRANSACTIONS (markers in flight; INVALID_TXN_STATE without them)",
+        PA: "CONCURRENT_TRANSACTIONS",
+        CC: "-> PrepareAbort with epoch + 1 (no partitions); NONE with the new epoch; -> CompleteAbort",
+        CA: "-> PrepareAbort with epoch + 1 (no partitions); NONE with the new epoch; -> CompleteAbort",
+    },
+    # Transactions v2's implicit AddPartitions: a Produce v12 batch in a partition not yet in the
+    # transaction, a TxnOffsetCommit v5 (the group's offsets partition); as AddPartitionsToTxn.
+    "implicit add (v2)": {
+        E: "-> Ongoing with the partitions (transaction start time now)",
+        ON: "partitions already in the transaction: NONE; otherwise -> Ongoing with them added",
+        PC: "CONCURRENT_TRANSACTIONS",
+        PA: "CONCURRENT_TRANSACTIONS",
+        CC: "-> Ongoing with the partitions (transaction start time now)",
+        CA: "-> Ongoing with the partitions (transaction start time now)",
+    },
     # The group coordinator asks before it writes transactional offsets, the partition leader
     # before it appends a producer's first transactional batch (KIP-890 verification).
     "verify partition": {
@@ -175,3 +207,24 @@ REQUEST_OUTCOMES: dict[str, dict[TxnState, str]] = {
         CA: "idle longer than transactional.id.expiration.ms: tombstone, forgotten",
     },
 }
+
+
+# Transactions v2's EndTxn in each state (Kafka's TransactionCoordinator.endTransaction with
+# TV_2), once the producer id and epoch are accepted: (state, commit, retry) -> what happens.
+# A "retry" carries the epoch before the bump of an EndTxn that already succeeded (or, after a
+# producer id rotation, the previous producer id with the exhausted epoch); "current" the
+# id's current epoch. "bump": write Prepare* with epoch + 1; "none": answer NONE with the
+# current producer id and epoch; an ErrorCode name: answer it.
+#   state           abort retry   abort current   commit retry   commit current
+END_TXN_V2: dict[tuple[TxnState, bool, bool], str] = {}
+for _state, _row in {
+    E: ("PRODUCER_FENCED", "bump", "PRODUCER_FENCED", "INVALID_TXN_STATE"),
+    ON: ("PRODUCER_FENCED", "bump", "PRODUCER_FENCED", "bump"),
+    PC: ("INVALID_TXN_STATE", "PRODUCER_FENCED", "CONCURRENT_TRANSACTIONS", "PRODUCER_FENCED"),
+    PA: ("CONCURRENT_TRANSACTIONS", "PRODUCER_FENCED", "INVALID_TXN_STATE", "PRODUCER_FENCED"),
+    CA: ("none", "bump", "INVALID_TXN_STATE", "INVALID_TXN_STATE"),
+    CC: ("INVALID_TXN_STATE", "bump", "none", "INVALID_TXN_STATE"),
+}.items():
+    for (_commit, _retry), _outcome in zip([(False, True), (False, False), (True, True), (True, False)], _row,
+                                           strict=True):
+        END_TXN_V2[(_state, _commit, _retry)] = _outcome

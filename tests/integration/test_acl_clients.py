@@ -193,3 +193,58 @@ def test_java_consumers_and_admin(env, tmp_path):
     assert (out.get("3-topic", {}).get("kind"), out["3-topic"].get("error")) == \
         ("denied", "TopicAuthorizationException"), res.describe()
     assert out.get("4-acls") == {"kind": "acls", "name": "4-acls", "described": "1", "deleted": "1"}, res.describe()
+
+
+def test_confluent_kafka_transactions_need_their_transactional_id(env):
+    """A transactional producer (librdkafka) whose principal may WRITE its transactional id
+    commits a transaction with a consumer group's offsets; one that may not is refused at
+    init_transactions with TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    from confluent_kafka import (
+        Consumer,
+        ConsumerGroupTopicPartitions,
+        KafkaException,
+        Producer,
+        TopicPartition,
+    )
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient(env.conf("admin"))
+    tid = unique("tx-alice")
+    grants = [AclBinding(ResourceType.TRANSACTIONAL_ID, tid, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.WRITE, AclPermissionType.ALLOW),
+              AclBinding(ResourceType.TOPIC, env.topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.WRITE, AclPermissionType.ALLOW)]
+    for f in admin.create_acls(grants).values():
+        assert f.result(30) is None
+    try:
+        p = Producer({**env.conf("alice"), "transactional.id": tid})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(env.topic, value=b"in a transaction", partition=0)
+        group = unique("g-alice-tx")
+        consumer = Consumer({**env.conf("alice"), "group.id": group})
+        p.send_offsets_to_transaction([TopicPartition(env.topic, 0, 1)], consumer.consumer_group_metadata(), 30)
+        consumer.close()
+        p.commit_transaction(30)
+        committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [
+            TopicPartition(env.topic, 0)])])[group].result(30)
+        assert [tp.offset for tp in committed.topic_partitions] == [1]
+
+        refused = Producer({**env.conf("alice"), "transactional.id": unique("tx-bob")})
+        with pytest.raises(KafkaException) as e:
+            refused.init_transactions(30)
+        assert e.value.args[0].name() == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    finally:
+        for grant in grants:
+            f = AclBindingFilter(grant.restype, grant.name, grant.resource_pattern_type, grant.principal, "*",
+                                 grant.operation, grant.permission_type)
+            for r in admin.delete_acls([f]).values():
+                r.result(30)

@@ -30,7 +30,7 @@ API_VERSIONS, METADATA, CREATE_TOPICS = 18, 3, 19
 UNSUPPORTED_VERSION = 35
 # What kcoord advertises (protocol/api.py), as DESIGN.md lists it.
 EXPECTED_RANGES = {
-    0: (0, 11), 1: (4, 17), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9),
+    0: (0, 12), 1: (4, 17), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9),
     12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 18: (0, 4), 19: (0, 7), 22: (0, 5),
     42: (0, 2), 47: (0, 0),
     # admin: configs and cluster (issue 12)
@@ -44,7 +44,7 @@ EXPECTED_RANGES.update({17: (0, 1), 36: (0, 2), 29: (0, 3), 30: (0, 3), 31: (0, 
 EXPECTED_RANGES[68] = (0, 1)  # ConsumerGroupHeartbeat
 EXPECTED_RANGES[69] = (0, 1)  # ConsumerGroupDescribe
 # transactions (issue 11)
-EXPECTED_RANGES.update({24: (0, 5), 25: (0, 4), 26: (0, 4), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1)})
+EXPECTED_RANGES.update({24: (0, 5), 25: (0, 4), 26: (0, 5), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 1)})
 
 
 @pytest.fixture(scope="module")

@@ -429,6 +429,65 @@ def test_java(secure, tmp_path):
                                     f"SASL mechanism {c.mechanism}"), r
 
 
+SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-Scr4m-pw"
+
+
+@pytest.mark.java
+def test_java_admin_manages_scram_credentials(secure, tmp_path):
+    """Java's Admin (what kafka-configs.sh --alter --add-config 'SCRAM-SHA-512=[...]' --entity-type
+    users uses), over SASL_SSL as a PLAIN user: upserts a user's credentials, describes them, the
+    new user authenticates with them, and once they are deleted is refused."""
+    p = {"bootstrap.servers": f"127.0.0.1:{secure.ports['SASL_SSL']}", "security.protocol": "SASL_SSL",
+         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(secure.pki.ca_cert),
+         "sasl.mechanism": "PLAIN", "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+                                                        f'required username="{USER}" password="{PASSWORD}";',
+         "kcoord.expect": "scram", "kcoord.topic": secure.topic, "kcoord.messages": "0",
+         "kcoord.scram.user": SCRAM_USER + "-java", "kcoord.scram.password": SCRAM_PASSWORD}
+    (tmp_path / "scram.properties").write_text("".join(f"{k}={v}\n" for k, v in p.items()))
+    res = run_java("SecureClient", tmp_path, timeout=180)
+    out = {r["name"]: r for r in res.records()}
+    r = out.get("scram", {})
+    assert r.get("kind") == "scram", res.describe()
+    assert r["described"] == "SCRAM_SHA_512:8192" and r["cluster"]
+    assert r["after_delete"] == "SaslAuthenticationException", r
+
+
+def test_confluent_kafka_admin_manages_scram_credentials(secure):
+    """librdkafka's Admin: the same, with SCRAM-SHA-256."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    user = SCRAM_USER + "-cf"
+    base = {"bootstrap.servers": f"127.0.0.1:{secure.ports['SASL_SSL']}", "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(secure.pki.ca_cert)}
+    admin = AdminClient({**base, "sasl.mechanism": "PLAIN", "sasl.username": USER, "sasl.password": PASSWORD})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+    for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, info,
+                                                                              SCRAM_PASSWORD.encode())]).values():
+        assert f.result(30) is None
+    described = admin.describe_user_scram_credentials([user])[user].result(30)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == \
+        [(ScramMechanism.SCRAM_SHA_256, 8192)]
+    as_user = {**base, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": SCRAM_PASSWORD}
+    assert AdminClient(as_user).list_topics(timeout=20).cluster_id
+    for f in admin.alter_user_scram_credentials([UserScramCredentialDeletion(
+            user, ScramMechanism.SCRAM_SHA_256)]).values():
+        assert f.result(30) is None
+    errors: list = []  # librdkafka reports the refusal through error_cb, served by poll()
+    refused = AdminClient({**as_user, "error_cb": errors.append})
+    deadline = time.monotonic() + 30
+    while not errors and time.monotonic() < deadline:
+        refused.poll(0.2)
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
+    assert "Authentication failed during authentication due to invalid credentials" in errors[0].str(), errors
+
+
 def test_every_refusal_was_logged_once_with_the_address(secure):
     """Runs after the clients (module order): the server logged each failed attempt as one line
     with the client's address (and for SASL the user it tried), never a password."""

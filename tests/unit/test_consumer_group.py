@@ -234,8 +234,9 @@ def test_loading_answers_load_in_progress() -> None:
     assert _error(h.cg_join(G, "m")) == E.COORDINATOR_LOAD_IN_PROGRESS
 
 
-def test_classic_group_with_members_is_not_a_consumer_group() -> None:
-    h = ConsumerHarness(group_initial_rebalance_delay_ms=0)
+def test_classic_group_with_members_is_not_a_consumer_group_without_online_upgrade() -> None:
+    # (with it, the group is converted: test_consumer_group_migration.py)
+    h = ConsumerHarness(group_initial_rebalance_delay_ms=0, group_consumer_migration_policy="downgrade")
     stable_group(h, G, 1)
     assert _error(h.cg_join(G, "m")) == E.GROUP_ID_NOT_FOUND
 

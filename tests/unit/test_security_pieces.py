@@ -161,3 +161,41 @@ def test_the_sasl_transition_table_is_complete_and_closed():
     assert (State.HANDSHAKE_OR_VERSIONS, Input.OTHER) not in TRANSITIONS  # Metadata before SASL: closed
     assert (State.HANDSHAKE, Input.API_VERSIONS) not in TRANSITIONS  # one ApiVersions only
     assert all((State.RAW_AUTHENTICATE, i) in TRANSITIONS for i in Input)
+
+
+def test_recorded_requests_show_no_secrets():
+    """The control API's recording of requests: SASL tokens, SCRAM salted passwords and
+    password configs read [hidden]; everything else is shown as sent."""
+    from kafka.protocol.admin import AlterUserScramCredentialsRequest, IncrementalAlterConfigsRequest
+    from kafka.protocol.sasl import SaslAuthenticateRequest
+
+    from protocol.api import ApiKey
+    from server.control.recorder import Recorder
+
+    rec = Recorder(10)
+    U = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    C = R.AlterableConfig
+    requests = [
+        (ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret")),
+        (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, AlterUserScramCredentialsRequest(deletions=[], upsertions=[
+            U(name="alice", mechanism=1, iterations=4096, salt=b"salty", salted_password=b"s" * 32)])),
+        (ApiKey.INCREMENTAL_ALTER_CONFIGS, IncrementalAlterConfigsRequest(validate_only=True, resources=[
+            R(resource_type=4, resource_name="", configs=[
+                C(name="listener.name.sasl_ssl.ssl.key.password", config_operation=0, value="key-secret"),
+                C(name="log.retention.ms", config_operation=0, value="1000")]),
+            R(resource_type=2, resource_name="t", configs=[C(name="retention.ms", config_operation=0, value="5")])])),
+    ]
+    for api, req in requests:
+        rec.add(1, "127.0.0.1", api, 0, 1, "c", 2, req)
+    import json
+
+    dumped = json.dumps([e.to_json() for e in rec.entries])
+    for secret in ("alice-secret", "salty", "s" * 32, "key-secret"):
+        assert secret not in dumped
+    bodies = [e.to_json()["body"] for e in rec.entries]
+    assert bodies[0]["auth_bytes"] == "[hidden]"
+    assert bodies[1]["upsertions"][0]["name"] == "alice" and bodies[1]["upsertions"][0]["salted_password"] == "[hidden]"
+    broker, topic = bodies[2]["resources"]
+    assert [c["value"] for c in broker["configs"]] == ["[hidden]", "1000"]
+    assert topic["configs"][0]["value"] == "5"

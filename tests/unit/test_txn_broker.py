@@ -172,7 +172,8 @@ async def test_zombie_is_fenced_everywhere(broker):
     assert r.error_code == E.CONCURRENT_TRANSACTIONS
     await until(lambda: broker.txn.coordinator.get("tx").state is TxnState.COMPLETE_ABORT, "abort completed")
     r = await c.init("tx")
-    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 2)
+    # the fence aborted with epoch + 2 (transaction.version 2, Kafka 4's default), then + 1
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 3)
     assert (await c.produce("tx", "t", 0, [b"late"], pid, epoch)).error_code == E.INVALID_PRODUCER_EPOCH
     assert await c.add("tx", pid, epoch, {"t": [1]}) == {("t", 1): E.PRODUCER_FENCED}
     assert await c.add("tx", pid, epoch, {"t": [1]}, version=1) == {("t", 1): E.INVALID_PRODUCER_EPOCH}

@@ -3,6 +3,7 @@ TransactionStateManagerTest: producer ids and epochs, fencing, timeouts, expirat
 failures, restarts at every persisted step, describe and list."""
 from __future__ import annotations
 
+import pytest
 from txn_helpers import OFFSETS, TOPIC, TxnHarness
 
 from protocol.errors import ErrorCode as E
@@ -123,25 +124,32 @@ def test_end_txn_answers_once_markers_are_written() -> None:
     assert len(h.log) == n
 
 
-def test_init_fences_an_ongoing_transaction() -> None:
-    h = TxnHarness()
+# The coordinator's own aborts follow the server's transaction.version: v1 aborts with the fenced
+# epoch (epoch + 1), v2 bumps it once more (epoch + 2), as every v2 end does.
+@pytest.mark.parametrize("tv", [1, 2])
+def test_init_fences_an_ongoing_transaction(tv: int) -> None:
+    h = TxnHarness(transaction_version=tv)
+    fenced = 1 if tv < 2 else 2
     _, pid, epoch = h.init("t")
     h.add("t", pid, epoch)
     assert h.init("t") == (E.CONCURRENT_TRANSACTIONS, -1, -1)
     prepare = h.decoded_log()[-1].value
-    assert (prepare.state, prepare.producer_epoch) == (S.PREPARE_ABORT.id, epoch + 1)
+    assert (prepare.state, prepare.producer_epoch) == (S.PREPARE_ABORT.id, epoch + fenced)
+    assert prepare.client_transaction_version == (0 if tv < 2 else 2)
     ((job, _),) = h.coord.marker_jobs
-    assert (job.commit, job.producer_epoch) == (False, epoch + 1)
+    assert (job.commit, job.producer_epoch) == (False, epoch + fenced)
     assert h.init("t") == (E.CONCURRENT_TRANSACTIONS, -1, -1)  # markers still being written
     h.finish_markers()
     assert h.state("t") is S.COMPLETE_ABORT
-    assert h.init("t") == (E.NONE, pid, epoch + 2)
+    assert h.init("t") == (E.NONE, pid, epoch + fenced + 1)
     assert h.add("t", pid, epoch) == E.PRODUCER_FENCED  # the zombie
     assert h.end("t", pid, epoch, commit=True) == (E.PRODUCER_FENCED, -1, -1)
 
 
-def test_timed_out_transactions_are_aborted_and_their_producer_fenced() -> None:
-    h = TxnHarness()
+@pytest.mark.parametrize("tv", [1, 2])
+def test_timed_out_transactions_are_aborted_and_their_producer_fenced(tv: int) -> None:
+    h = TxnHarness(transaction_version=tv)
+    fenced = 1 if tv < 2 else 2
     _, pid, epoch = h.init("t", timeout=10_000)
     h.add("t", pid, epoch)
     h.clock.advance(10_000)
@@ -149,13 +157,13 @@ def test_timed_out_transactions_are_aborted_and_their_producer_fenced() -> None:
     h.clock.advance(1)
     (result,) = h.coord.abort_timed_out()
     assert h.run(result) == (E.NONE, -1, -1)
-    assert h.state("t") is S.PREPARE_ABORT and h.coord.get("t").producer_epoch == epoch + 1
+    assert h.state("t") is S.PREPARE_ABORT and h.coord.get("t").producer_epoch == epoch + fenced
     assert h.coord.abort_timed_out() == []  # already being aborted
     h.finish_markers()
     assert h.state("t") is S.COMPLETE_ABORT
     assert h.end("t", pid, epoch, commit=True) == (E.PRODUCER_FENCED, -1, -1)
     assert h.init("t", expected=(pid, epoch)) == (E.PRODUCER_FENCED, -1, -1)
-    assert h.init("t") == (E.NONE, pid, epoch + 2)
+    assert h.init("t") == (E.NONE, pid, epoch + fenced + 1)
 
 
 def test_idle_transactional_ids_expire() -> None:

@@ -449,6 +449,10 @@ class ClassicMembership:
         if group.can_rebalance():
             self._prepare_rebalance(group, reason)
 
+    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        """Start a rebalance now (a group converted from a consumer group, the control API)."""
+        self._prepare_rebalance(group, reason)
+
     def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
         # members parked in SyncGroup must rejoin
         if group.state is COMPLETING:

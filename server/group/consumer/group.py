@@ -27,7 +27,7 @@ from protocol.coordinator_records import (
     TopicMetadata,
 )
 from protocol.errors import ErrorCode
-from server.group.consumer.member import ConsumerGroupMember
+from server.group.consumer.member import ConsumerGroupMember, MemberState
 from server.group.types import GroupType, OffsetExpiration
 
 log = logging.getLogger("kcoord.group")
@@ -59,6 +59,9 @@ class ConsumerGroup:
         self.subscriber_counts: dict[str, int] = {}  # subscribed topic name -> members
         self.regex_counts: dict[str, int] = {}  # regex -> members subscribed with it
         self.assignor_counts: dict[str, int] = {}
+        # members speaking the classic protocol, and how many of them support each protocol
+        self.num_classic_members = 0
+        self.classic_protocol_counts: dict[str, int] = {}
         self.partition_epochs: dict[UUID, dict[int, int]] = {}
         self.dead = False
         self.state = ConsumerGroupState.EMPTY
@@ -116,6 +119,10 @@ class ConsumerGroup:
             _bump(self.regex_counts, m.subscribed_topic_regex, delta)
         if m.server_assignor is not None:
             _bump(self.assignor_counts, m.server_assignor, delta)
+        if m.classic is not None:
+            self.num_classic_members += delta
+            for name in m.classic_protocol_names():
+                _bump(self.classic_protocol_counts, name, delta)
 
     def _add_epochs(self, m: ConsumerGroupMember) -> None:
         for assignment in (m.assigned, m.pending_revocation):
@@ -160,6 +167,32 @@ class ConsumerGroup:
             if resolved is not None:
                 names.update(resolved.topics)
         return names
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka's supportsClassicProtocols: a classic member may join with protocol type
+        "consumer" and a protocol every classic member already in the group supports."""
+        if protocol_type != "consumer":
+            return False
+        if self.state is ConsumerGroupState.EMPTY:
+            return bool(names)
+        n = self.num_classic_members
+        return any(self.classic_protocol_counts.get(name, 0) == n for name in names)
+
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        member = self.members.get(member_id)
+        return (member is not None and not member.uses_classic_protocol()
+                and self.num_classic_members == len(self.members) - 1)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Whether a partition of the member's target is still owned by another member."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target_assignment.get(member.member_id, {}).items():
+            have = member.assigned.get(topic_id, frozenset())
+            for p in partitions:
+                if p not in have and self.partition_epoch(topic_id, p) != -1:
+                    return True
+        return False
 
     def preferred_assignor(self) -> str | None:
         if not self.assignor_counts:

@@ -87,6 +87,17 @@ class ConsumerGroupMember:
     def uses_classic_protocol(self) -> bool:
         return self.classic is not None
 
+    # ---- a member that speaks the classic protocol (JoinGroup / SyncGroup / Heartbeat) ----
+
+    def classic_protocol_names(self) -> set[str]:
+        return set() if self.classic is None else {name for name, _ in self.classic.protocols}
+
+    def classic_protocol(self) -> tuple[str, bytes]:
+        """Its first (preferred) protocol: the name its JoinGroup answers carry, the version
+        its assignments are encoded with (Kafka uses the first of supportedProtocols)."""
+        assert self.classic is not None and self.classic.protocols
+        return self.classic.protocols[0]
+
     def same_metadata(self, other: ConsumerGroupMember) -> bool:
         """Whether the member metadata record of both is the same."""
         return self.metadata_value() == other.metadata_value()

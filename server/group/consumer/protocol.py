@@ -21,7 +21,7 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.coordinator_records import (
     Assignment,
@@ -56,7 +56,11 @@ from server.group.consumer.member import (
 from server.group.consumer.reconcile import FencedMemberEpoch, reconcile
 from server.group.consumer.regex import compile_regex
 from server.group.group_manager import GroupMetadataManager
+from server.group.migration import MigrationError
 from server.group.result import CoordinatorResult
+
+if TYPE_CHECKING:
+    from server.group.migration import GroupMigration
 
 log = logging.getLogger("kcoord.group")
 
@@ -110,24 +114,30 @@ def _response(version: int, code: ErrorCode, message: str | None = None, member_
         None if assignment is None else [(t, sorted(ps)) for t, ps in assignment.items()])
 
 
+# A waiting answer: (group, records, undo) -> (response, what to do once it is durable)
+Answer = Callable[[ConsumerGroup, list[CoordinatorRecord], list[CoordinatorRecord]],
+                  tuple[Any, Callable[[], None] | None]]
+# The answer when it fails: (error, message) -> response
+ErrorAnswer = Callable[[ErrorCode, str | None], Any]
+
+
 class _Waiter:
-    """A heartbeat that waits for its group's next target assignment (end of the turn)."""
+    """A request that waits for its group's next target assignment (end of the turn): a
+    ConsumerGroupHeartbeat, or a classic member's JoinGroup (classic_members.py)."""
 
-    __slots__ = ("member_id", "old", "owned", "full", "records", "undo", "version", "deferred")
+    __slots__ = ("member_id", "records", "undo", "answer", "error", "deferred")
 
-    def __init__(self, member_id: str, old: ConsumerGroupMember | None, owned: Any, full: bool,
-                 records: list[CoordinatorRecord], undo: list[CoordinatorRecord], version: int) -> None:
+    def __init__(self, member_id: str, records: list[CoordinatorRecord], undo: list[CoordinatorRecord],
+                 answer: Answer, error: ErrorAnswer) -> None:
         self.member_id = member_id
-        self.old = old
-        self.owned = owned
-        self.full = full
         self.records = records
         self.undo = undo
-        self.version = version
+        self.answer = answer
+        self.error = error
         self.deferred: Deferred = Deferred()
 
     def fail(self, code: ErrorCode) -> None:
-        self.deferred.complete(_response(self.version, code))
+        self.deferred.complete(self.error(code, None))
 
 
 class _Timers:
@@ -187,6 +197,8 @@ class ConsumerGroupProtocol:
         # how to replay any record
         self.classic_record: Callable[[GroupKey], CoordinatorRecord] = lambda k: CoordinatorRecord(k, None)
         self.replay_any: Callable[[CoordinatorRecord], None] = lambda r: None
+        # set by the coordinator: conversions to and from classic groups (server/group/migration.py)
+        self.migration: GroupMigration | None = None
 
     # ====================================================================== ConsumerGroupHeartbeat
 
@@ -310,40 +322,66 @@ class ConsumerGroupProtocol:
             member.server_assignor if req.server_assignor is None else req.server_assignor, None,
             member.member_epoch, member.previous_member_epoch, member.state, member.assigned,
             member.pending_revocation)
+        # a new regex is resolved after this turn's assignment, as Kafka resolves them
+        # asynchronously: the member first gets its named topics, the matches later
+        new_regex = updated.subscribed_topic_regex is not None and updated.subscribed_topic_regex not in group.regexes
+        self.update_member(group, old, updated, records, undo)
+        full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
+                              and owned is not None)
+        self._schedule_session(gid, member_id)
+
+        def answer(g: ConsumerGroup, records: list[CoordinatorRecord],
+                   undo: list[CoordinatorRecord]) -> tuple[Any, None]:
+            return self._reconcile_and_answer(g, member_id, old, owned, full, records, undo, version), None
+
+        result = self.answer_after_assignment(group, member_id, records, undo, answer,
+                                              lambda code, message: _response(version, code, message))
+        if new_regex:  # after this turn's assignment
+            self._resolve_regexes_later(group)
+        return result
+
+    def answer_after_assignment(self, group: ConsumerGroup, member_id: str, records: list[CoordinatorRecord],
+                                undo: list[CoordinatorRecord], answer: Answer,
+                                error: ErrorAnswer) -> CoordinatorResult:
+        """Answer now, or once the group's new target assignment is computed when the group
+        epoch is ahead of it: the assignment runs once at the end of this turn for every
+        request of the group that needs it."""
+        if group.group_epoch > group.assignment_epoch:
+            w = _Waiter(member_id, records, undo, answer, error)
+            group.awaiting_assignment.append(w)
+            self._schedule_assignment(group)
+            return CoordinatorResult(response=w.deferred)
+        try:
+            response, after = answer(group, records, undo)
+        except FencedMemberEpoch as e:
+            self._undoer(undo)()
+            return CoordinatorResult(response=error(ErrorCode.FENCED_MEMBER_EPOCH, str(e)))
+        return self._result(records, undo, response, after, error)
+
+    def _schedule_assignment(self, group: ConsumerGroup) -> None:
+        if not group.assignment_scheduled:
+            group.assignment_scheduled = True
+            self.manager.at_end_of_turn(lambda: self._assign(group))
+
+    def update_member(self, group: ConsumerGroup, old: ConsumerGroupMember | None, updated: ConsumerGroupMember,
+                      records: list[CoordinatorRecord], undo: list[CoordinatorRecord]) -> None:
+        """Step 1 of a heartbeat or a classic join (Kafka's hasMemberSubscriptionChanged and
+        what follows): the member's record when it changed; the group epoch bumped when its
+        subscription changed or the subscribed topics' metadata did."""
+        gid = group.group_id
         bump = False
         if old is None or not updated.same_metadata(old):
-            self._apply(records, undo, [CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, member_id),
+            self._apply(records, undo, [CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, updated.member_id),
                                                           updated.metadata_value())])
             if old is None or updated.subscribed_topic_names != old.subscribed_topic_names \
                     or updated.subscribed_topic_regex != old.subscribed_topic_regex:
                 bump = True
-        # a new regex is resolved after this turn's assignment, as Kafka resolves them
-        # asynchronously: the member first gets its named topics, the matches later
-        new_regex = updated.subscribed_topic_regex is not None and updated.subscribed_topic_regex not in group.regexes
         if bump or group.metadata_version != self.topics.changes:
             bump = self._refresh_metadata(group, records, undo) or bump
         if bump:
             self._apply(records, undo, [CoordinatorRecord(ConsumerGroupMetadataKey(gid),
                                                           ConsumerGroupMetadataValue(group.group_epoch + 1))])
             log.info("[GroupId %s] Bumped group epoch to %d.", gid, group.group_epoch)
-        full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
-                              and owned is not None)
-        self._schedule_session(gid, member_id)
-        if group.group_epoch > group.assignment_epoch:
-            # the target assignment is computed once at the end of this turn, for every
-            # heartbeat of the group that needs it
-            w = _Waiter(member_id, old, owned, full, records, undo, version)
-            group.awaiting_assignment.append(w)
-            if not group.assignment_scheduled:
-                group.assignment_scheduled = True
-                self.manager.at_end_of_turn(lambda: self._assign(group))
-            if new_regex:
-                self._resolve_regexes_later(group)
-            return CoordinatorResult(response=w.deferred)
-        if new_regex:
-            self._resolve_regexes_later(group)
-        response = self._reconcile_and_answer(group, member_id, old, owned, full, records, undo, version)
-        return self._result(records, undo, response)
 
     def _check_epoch(self, member: ConsumerGroupMember, epoch: int, owned: Any) -> None:
         """Kafka's throwIfConsumerGroupMemberEpochIsInvalid."""
@@ -376,26 +414,7 @@ class ConsumerGroupProtocol:
                 raise _Fail(ErrorCode.UNRELEASED_INSTANCE_ID,
                             f"Static member {existing.member_id} with instance id {instance_id} cannot be replaced "
                             "because it has not left the group.")
-            # the new member takes over the old one's target assignment (Kafka's replaceMember)
-            new = ConsumerGroupMember(member_id, instance_id=instance_id, rack_id=existing.rack_id,
-                                      client_id=existing.client_id, client_host=existing.client_host,
-                                      subscribed_topic_names=existing.subscribed_topic_names,
-                                      subscribed_topic_regex=existing.subscribed_topic_regex,
-                                      rebalance_timeout_ms=existing.rebalance_timeout_ms,
-                                      server_assignor=existing.server_assignor,
-                                      assigned=existing.assigned)
-            target = group.target_assignment.get(existing.member_id, {})
-            self._apply(records, undo, self._removal_records(gid, existing.member_id) + [
-                CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, member_id), new.metadata_value()),
-                CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(gid, member_id),
-                                  ConsumerGroupTargetAssignmentMemberValue(target)),
-                CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), new.assignment_value()),
-            ])
-            self.timers.cancel(("session", gid, existing.member_id))
-            self.timers.cancel(("rebalance", gid, existing.member_id))
-            log.info("[GroupId %s] Static member with instance id %s re-joins the consumer group. Created a new "
-                     "member %s to replace the existing member %s.", gid, instance_id, member_id, existing.member_id)
-            return group.members[member_id]
+            return self.replace_static_member(group, existing, member_id, records, undo)
         if existing is None:
             raise _Fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if existing.member_id != member_id:
@@ -405,31 +424,62 @@ class ConsumerGroupProtocol:
         self._check_epoch(existing, epoch, owned)
         return existing
 
+    def replace_static_member(self, group: ConsumerGroup, existing: ConsumerGroupMember, member_id: str,
+                              records: list[CoordinatorRecord], undo: list[CoordinatorRecord]) -> ConsumerGroupMember:
+        """A static member rejoining with a new member id takes over the old one's place and
+        target assignment (Kafka's replaceMember)."""
+        gid = group.group_id
+        instance_id = existing.instance_id
+        new = ConsumerGroupMember(member_id, instance_id=instance_id, rack_id=existing.rack_id,
+                                  client_id=existing.client_id, client_host=existing.client_host,
+                                  subscribed_topic_names=existing.subscribed_topic_names,
+                                  subscribed_topic_regex=existing.subscribed_topic_regex,
+                                  rebalance_timeout_ms=existing.rebalance_timeout_ms,
+                                  server_assignor=existing.server_assignor,
+                                  assigned=existing.assigned)
+        target = group.target_assignment.get(existing.member_id, {})
+        self._apply(records, undo, self._removal_records(gid, existing.member_id) + [
+            CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, member_id), new.metadata_value()),
+            CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(gid, member_id),
+                              ConsumerGroupTargetAssignmentMemberValue(target)),
+            CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), new.assignment_value()),
+        ])
+        self.cancel_member_timers(gid, existing.member_id)
+        log.info("[GroupId %s] Static member with instance id %s re-joins the consumer group. Created a new "
+                 "member %s to replace the existing member %s.", gid, instance_id, member_id, existing.member_id)
+        return group.members[member_id]
+
     def _reconcile_and_answer(self, group: ConsumerGroup, member_id: str, old: ConsumerGroupMember | None,
                               owned: Any, full: bool, records: list[CoordinatorRecord],
                               undo: list[CoordinatorRecord], version: int) -> Any:
-        member = group.members[member_id]
-        target_epoch = group.assignment_epoch
-        target = group.target_assignment.get(member_id, {})
-        updated = member
-        if not member.is_reconciled_to(target_epoch):
-            updated = reconcile(member, target_epoch, target, group.partition_epoch, owned)
-            if not updated.same_assignment_state(member):
-                self._apply(records, undo, [CoordinatorRecord(
-                    ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id), updated.assignment_value())])
-                log.debug("[GroupId %s] Member %s new assignment state: epoch=%d, previousEpoch=%d, state=%s",
-                          group.group_id, member_id, updated.member_epoch, updated.previous_member_epoch,
-                          updated.state.name)
-                if updated.state is MemberState.UNREVOKED_PARTITIONS:
-                    self._schedule_rebalance_timeout(group.group_id, member_id, updated.member_epoch,
-                                                     updated.rebalance_timeout_ms)
-                else:
-                    self.timers.cancel(("rebalance", group.group_id, member_id))
+        updated = self.reconcile_member(group, member_id, owned, records, undo)
         assignment = None
         if full or old is None or old.assigned != updated.assigned:
             assignment = updated.assigned
         return _response(version, ErrorCode.NONE, None, member_id, updated.member_epoch,
                          self.config.group_consumer_heartbeat_interval_ms, assignment)
+
+    def reconcile_member(self, group: ConsumerGroup, member_id: str, owned: Any, records: list[CoordinatorRecord],
+                         undo: list[CoordinatorRecord]) -> ConsumerGroupMember:
+        """The member's next step towards its target assignment, applied (Kafka's maybeReconcile)."""
+        member = group.members[member_id]
+        target_epoch = group.assignment_epoch
+        if member.is_reconciled_to(target_epoch):
+            return member
+        target = group.target_assignment.get(member_id, {})
+        updated = reconcile(member, target_epoch, target, group.partition_epoch, owned)
+        if not updated.same_assignment_state(member):
+            self._apply(records, undo, [CoordinatorRecord(
+                ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id), updated.assignment_value())])
+            log.debug("[GroupId %s] Member %s new assignment state: epoch=%d, previousEpoch=%d, state=%s",
+                      group.group_id, member_id, updated.member_epoch, updated.previous_member_epoch,
+                      updated.state.name)
+            if updated.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group.group_id, member_id, updated.member_epoch,
+                                                 updated.rebalance_timeout_ms)
+            else:
+                self.timers.cancel(("rebalance", group.group_id, member_id))
+        return updated
 
     # ---- the target assignment ----
 
@@ -456,25 +506,28 @@ class ConsumerGroupProtocol:
                 for w in waiting:
                     w.fail(ErrorCode.UNKNOWN_SERVER_ERROR)
                 return
-        answers: list[tuple[_Waiter, Any]] = []
+        answers: list[tuple[_Waiter, Any, Callable[[], None] | None]] = []
         for w in waiting:
             if w.member_id not in group.members:
-                answers.append((w, _response(w.version, ErrorCode.UNKNOWN_MEMBER_ID)))
+                answers.append((w, w.error(ErrorCode.UNKNOWN_MEMBER_ID, None), None))
                 continue
             try:
-                response = self._reconcile_and_answer(group, w.member_id, w.old, w.owned, w.full, records,
-                                                      undo, w.version)
+                response, after = w.answer(group, records, undo)
             except FencedMemberEpoch as e:
-                response = _response(w.version, ErrorCode.FENCED_MEMBER_EPOCH, str(e))
-            answers.append((w, response))
+                response, after = w.error(ErrorCode.FENCED_MEMBER_EPOCH, str(e)), None
+            answers.append((w, response, after))
         if not records:
-            for w, response in answers:
+            for w, response, after in answers:
+                if after is not None:
+                    after()
                 w.deferred.complete(response)
             return
 
         def on_appended(error: ErrorCode | None) -> None:
-            for w, response in answers:
-                w.deferred.complete(response if error is None else _response(w.version, error))
+            for w, response, after in answers:
+                if error is None and after is not None:
+                    after()
+                w.deferred.complete(response if error is None else w.error(error, None))
 
         self.manager.emit(CoordinatorResult(records=records, on_appended=on_appended, applied=True,
                                             undo=self._undoer(undo)))
@@ -615,6 +668,14 @@ class ConsumerGroupProtocol:
         """Remove the member and bump the group epoch (Kafka's consumerGroupFenceMember)."""
         gid = group.group_id
         member = group.members.get(member_id)
+        migration = self.migration
+        if member is not None and migration is not None and migration.can_downgrade_after_fencing(group, member_id):
+            try:
+                migration.downgrade(group, member_id, records, undo)
+                self.cancel_member_timers(gid, member_id)
+                return
+            except MigrationError as e:
+                log.warning("[GroupId %s] Cannot downgrade the consumer group to a classic group: %s", gid, e)
         self._apply(records, undo, self._removal_records(gid, member_id))
         for regex in list(group.regexes):
             if regex not in group.regex_counts:  # nobody subscribes with it any more
@@ -622,12 +683,9 @@ class ConsumerGroupProtocol:
         self._refresh_metadata(group, records, undo)
         self._apply(records, undo, [CoordinatorRecord(ConsumerGroupMetadataKey(gid),
                                                       ConsumerGroupMetadataValue(group.group_epoch + 1))])
-        self.timers.cancel(("session", gid, member_id))
-        self.timers.cancel(("rebalance", gid, member_id))
+        self.cancel_member_timers(gid, member_id)
         if member is not None and group.group_epoch > group.assignment_epoch and group.members:
-            if not group.assignment_scheduled:
-                group.assignment_scheduled = True
-                self.manager.at_end_of_turn(lambda: self._assign(group))
+            self._schedule_assignment(group)
 
     def _fence_expired(self, gid: str, member_id: str, reason: str, epoch: int | None = None) -> None:
         group = self._groups.get(gid)
@@ -642,9 +700,38 @@ class ConsumerGroupProtocol:
         self._fence(group, member_id, records, undo)
         self._emit(records, undo)
 
-    def _schedule_session(self, gid: str, member_id: str) -> None:
-        self.timers.schedule(("session", gid, member_id), self.config.group_consumer_session_timeout_ms,
+    def _schedule_session(self, gid: str, member_id: str, timeout_ms: int | None = None) -> None:
+        self.timers.schedule(("session", gid, member_id),
+                             self.config.group_consumer_session_timeout_ms if timeout_ms is None else timeout_ms,
                              lambda: self._fence_expired(gid, member_id, "the member session expired."))
+
+    def schedule_session(self, gid: str, member_id: str) -> None:
+        """(Re)start the member's session: a classic member's own session timeout, else
+        group.consumer.session.timeout.ms."""
+        group = self._groups.get(gid)
+        member = group.members.get(member_id) if isinstance(group, ConsumerGroup) else None
+        classic = None if member is None else member.classic
+        self._schedule_session(gid, member_id, None if classic is None else classic.session_timeout_ms)
+
+    def schedule_once(self, kind: str, gid: str, member_id: str, timeout_ms: int, reason: str) -> None:
+        """A timer that fences the member when it fires, unless one of its kind is armed."""
+        if (kind, gid, member_id) not in self.timers:
+            self.timers.schedule((kind, gid, member_id), max(timeout_ms, 0),
+                                 lambda: self._fence_expired(gid, member_id, reason))
+
+    def schedule_fencing(self, kind: str, gid: str, member_id: str, timeout_ms: int, reason: str) -> None:
+        self.timers.schedule((kind, gid, member_id), max(timeout_ms, 0),
+                             lambda: self._fence_expired(gid, member_id, reason))
+
+    def cancel_member_timers(self, gid: str, member_id: str, keep_session: bool = False) -> None:
+        """Kafka's cancelTimers: the session, rebalance, and a classic member's join and sync
+        timeouts. A session timer left behind fences nothing once the group is another type."""
+        timers = self.timers
+        if not keep_session:
+            timers.cancel(("session", gid, member_id))
+        timers.cancel(("rebalance", gid, member_id))
+        timers.cancel(("join", gid, member_id))
+        timers.cancel(("sync", gid, member_id))
 
     def _schedule_rebalance_timeout(self, gid: str, member_id: str, epoch: int, timeout_ms: int) -> None:
         self.timers.schedule(
@@ -667,7 +754,16 @@ class ConsumerGroupProtocol:
             raise _Fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
         if group is not None and not group.is_dead():
             if not group.is_empty() or group.num_members():
-                raise _Fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+                migration = self.migration
+                if migration is None or not migration.can_upgrade(group):
+                    raise _Fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+                try:
+                    return migration.upgrade(group, records, undo)
+                except MigrationError as e:
+                    log.warning("[GroupId %s] Cannot upgrade the classic group to a consumer group: %s", gid, e)
+                    raise _Fail(ErrorCode.GROUP_ID_NOT_FOUND,
+                                f"Cannot upgrade the classic group {gid} to consumer group because the embedded "
+                                "consumer protocol is malformed.") from None
             # an Empty classic group becomes a consumer group; its offsets stay
             log.info("[GroupId %s] Converting the empty classic group to a consumer group.", gid)
             self._apply(records, undo, group.tombstones())
@@ -709,6 +805,11 @@ class ConsumerGroupProtocol:
             value = group.regexes.get(key.regex)
         return CoordinatorRecord(key, value)
 
+    def apply(self, records: list[CoordinatorRecord], undo: list[CoordinatorRecord],
+              new: list[CoordinatorRecord]) -> None:
+        """Apply `new` now (replayed as made), add it to `records`, and what it replaced to `undo`."""
+        self._apply(records, undo, new)
+
     def _apply(self, records: list[CoordinatorRecord], undo: list[CoordinatorRecord],
                new: list[CoordinatorRecord]) -> None:
         for r in new:
@@ -716,13 +817,26 @@ class ConsumerGroupProtocol:
             self.replay_any(r)
             records.append(r)
 
-    def _result(self, records: list[CoordinatorRecord], undo: list[CoordinatorRecord], response: Any) -> CoordinatorResult:
+    def _result(self, records: list[CoordinatorRecord], undo: list[CoordinatorRecord], response: Any,
+                after: Callable[[], None] | None = None, error: ErrorAnswer | None = None) -> CoordinatorResult:
+        """The answer once `records` (already applied) are durable; `after` runs then (timers
+        that only a durable change may start); a failed append answers with `error`."""
         if not records:
+            if after is not None:
+                after()
             return CoordinatorResult(response=response)
-        version = response.API_VERSION
+        if error is None:
+            version = response.API_VERSION
 
-        def on_appended(error: ErrorCode | None) -> Any:
-            return response if error is None else _response(version, error)
+            def error(code: ErrorCode, message: str | None) -> Any:
+                return _response(version, code, message)
+
+        def on_appended(code: ErrorCode | None) -> Any:
+            if code is not None:
+                return error(code, None)
+            if after is not None:
+                after()
+            return response
 
         return CoordinatorResult(records=records, on_appended=on_appended, applied=True,
                                  undo=self._undoer(undo))
@@ -799,7 +913,7 @@ class ConsumerGroupProtocol:
     def on_group_loaded(self, group: ConsumerGroup) -> None:
         log.info("Loaded consumer group %s with %d members.", group.group_id, len(group.members))
         for mid, m in group.members.items():
-            self._schedule_session(group.group_id, mid)
+            self.schedule_session(group.group_id, mid)
             if m.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group.group_id, mid, m.member_epoch, m.rebalance_timeout_ms)
 
@@ -845,6 +959,13 @@ class ConsumerGroupProtocol:
                           group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                           assignor_name=group.preferred_assignor() or self.assignor_names[0], members=members,
                           authorized_operations=operations)
+
+    # what the units beside this one (classic_members.py, migration.py, control.py) build on
+    result = _result
+    refresh_metadata = _refresh_metadata
+    removal_records = _removal_records
+    schedule_assignment = _schedule_assignment
+    emit = _emit
 
 
 def _subset(owned: Any, assigned: Assignment) -> bool:

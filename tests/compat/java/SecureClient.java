@@ -16,6 +16,11 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
+import org.apache.kafka.clients.admin.UserScramCredentialDeletion;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
+import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -53,6 +58,11 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * acls:    with the Admin client, create an ACL for kcoord.acl.principal (READ on the topics
  *          prefixed kcoord.acl.prefix), describe that principal's ACLs and delete them, print
  *          {"kind":"acls","name":...,"described":N,"deleted":M}
+ * scram:   with the Admin client, upsert SCRAM-SHA-512 credentials (8192 iterations) for
+ *          kcoord.scram.user / kcoord.scram.password (what kafka-configs.sh --alter --add-config
+ *          'SCRAM-SHA-512=[...]' --entity-type users sends), describe them, authenticate a second
+ *          Admin client with them (describeCluster), delete them and check that user is refused, print
+ *          {"kind":"scram","name":...,"described":"SCRAM_SHA_512:8192","cluster":ID,"after_delete":"SaslAuthenticationException"}
  * Anything else prints {"kind":"failed",...}. One JSON object per line on stdout; logs go to stderr.
  */
 public final class SecureClient {
@@ -99,6 +109,10 @@ public final class SecureClient {
         int messages = Integer.parseInt((String) props.remove("kcoord.messages"));
         if ("acls".equals(expect)) {
             acls(name, props, (String) props.remove("kcoord.acl.principal"), (String) props.remove("kcoord.acl.prefix"));
+            return;
+        }
+        if ("scram".equals(expect)) {
+            scram(name, props, (String) props.remove("kcoord.scram.user"), (String) props.remove("kcoord.scram.password"));
             return;
         }
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
@@ -159,6 +173,45 @@ public final class SecureClient {
             int described = admin.describeAcls(filter).values().get(20, TimeUnit.SECONDS).size();
             int deleted = admin.deleteAcls(Collections.singleton(filter)).all().get(20, TimeUnit.SECONDS).size();
             emit("acls", name, "described", String.valueOf(described), "deleted", String.valueOf(deleted));
+        } catch (Exception e) {
+            Throwable cause = e.getCause() != null ? e.getCause() : e;
+            emit("failed", name, "error", cause.getClass().getSimpleName(), "message", String.valueOf(cause.getMessage()));
+        }
+    }
+
+    private static void scram(String name, Properties props, String user, String password) {
+        props.remove(ConsumerConfig.GROUP_ID_CONFIG);
+        Properties asUser = new Properties();
+        asUser.putAll(props);
+        asUser.put("sasl.mechanism", "SCRAM-SHA-512");
+        asUser.put("sasl.jaas.config", "org.apache.kafka.common.security.scram.ScramLoginModule required username=\""
+                + user + "\" password=\"" + password + "\";");
+        asUser.put("default.api.timeout.ms", "15000");
+        asUser.put("request.timeout.ms", "15000");
+        try (Admin admin = Admin.create(props)) {
+            admin.alterUserScramCredentials(Collections.singletonList(new UserScramCredentialUpsertion(
+                    user, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password)))
+                    .all().get(20, TimeUnit.SECONDS);
+            UserScramCredentialsDescription d = admin.describeUserScramCredentials(Collections.singletonList(user))
+                    .description(user).get(20, TimeUnit.SECONDS);
+            StringBuilder described = new StringBuilder();
+            for (ScramCredentialInfo info : d.credentialInfos()) {
+                described.append(described.length() == 0 ? "" : ",").append(info.mechanism()).append(':').append(info.iterations());
+            }
+            String cluster;
+            try (Admin other = Admin.create(asUser)) {
+                cluster = other.describeCluster().clusterId().get(20, TimeUnit.SECONDS);
+            }
+            admin.alterUserScramCredentials(Collections.singletonList(new UserScramCredentialDeletion(
+                    user, ScramMechanism.SCRAM_SHA_512))).all().get(20, TimeUnit.SECONDS);
+            String afterDelete = "accepted";
+            try (Admin other = Admin.create(asUser)) {
+                other.describeCluster().clusterId().get(20, TimeUnit.SECONDS);
+            } catch (Exception e) {
+                Throwable cause = e.getCause() != null ? e.getCause() : e;
+                afterDelete = cause.getClass().getSimpleName();
+            }
+            emit("scram", name, "described", described.toString(), "cluster", cluster, "after_delete", afterDelete);
         } catch (Exception e) {
             Throwable cause = e.getCause() != null ? e.getCause() : e;
             emit("failed", name, "error", cause.getClass().getSimpleName(), "message", String.valueOf(cause.getMessage()));
