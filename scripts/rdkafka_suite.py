@@ -395,7 +395,7 @@ def run(args: argparse.Namespace) -> int:
             tries = attempts.get(t.name, [res.Outcome()])
             result = res.row_result(tries)
             last_bad = next((o for o in reversed(tries) if o.state != "passed"), tries[-1])
-            d = diagnoses.get(t.name, {}) if result not in ("passed",) else {}
+            d = diagnosis(diagnoses, t.name, args.group_protocol) if result not in ("passed",) else {}
             rows.append(res.Row(id=t.id, name=t.name, scenario=u.scenario, result=result,
                                 seconds=tries[-1].seconds if result != "flaky" else tries[-1].seconds,
                                 attempts=[o.state for o in tries],
@@ -417,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
     for r in rows:
         if not r.passing:
             print(f"  {r.name}: {r.result}: {r.reason or 'NOT DIAGNOSED'} [{r.failure}]")
-    stale = [r.name for r in rows if r.passing and r.name in diagnoses]
+    stale = [r.name for r in rows if r.passing and diagnosis(diagnoses, r.name, args.group_protocol)]
     if stale:
         print(f"diagnosed as failing in suite.toml but passing now: {', '.join(stale)}")
 
@@ -447,6 +447,13 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
+def diagnosis(diagnoses: dict, name: str, protocol: str) -> dict:
+    """A test's diagnosis in suite.toml, if it applies to this group protocol (an entry with
+    group_protocol = "consumer" is about the KIP-848 run only)."""
+    d = diagnoses.get(name, {})
+    return d if d.get("group_protocol", protocol) == protocol else {}
+
+
 def load_committed(protocol: str) -> dict[str, dict]:
     path = COMMITTED[protocol]
     if not path.exists():
@@ -460,8 +467,8 @@ def readme_section(protocol: str) -> str:
     # Reasons are re-read from suite.toml so a diagnosis can be written after the run.
     diagnoses = load_suite_toml().get("diagnosis", {})
     for r in rows:
-        if not r.passing and r.name in diagnoses:
-            d = diagnoses[r.name]
+        d = diagnosis(diagnoses, r.name, protocol)
+        if not r.passing and d:
             r.reason, r.owner, r.kafka_differs = d.get("reason", ""), d.get("owner", ""), d.get("kafka_differs", "")
     return res.render_markdown(data["meta"], rows, data["excluded"])
 
