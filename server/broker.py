@@ -89,6 +89,7 @@ class Broker:
             str(self.log_dir),
             segment_bytes=cfg["log.segment.bytes"],
             offsets_segment_bytes=cfg["offsets.topic.segment.bytes"],
+            clock_ms=self.clock.now_ms,
         )
         for topic in self.topics.topics.values():
             self._create_logs(topic)
@@ -160,16 +161,18 @@ class Broker:
 
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None
-        seg = self.configs.topic_values(topic)["segment.bytes"]
+        values = self.configs.topic_values(topic)
+        seg, roll_ms = values["segment.bytes"], (values["segment.ms"], values["segment.jitter.ms"])
         # __consumer_offsets (and __transaction_state) partitions get their directory at their
         # first write or read: a new server does not create (and fsync) 50 empty partitions
         # before it listens, nor the first transactional client 50 more
         make = self.logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC) else self.logs.create
         for p in range(topic.partitions):
-            make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id)
+            make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id, roll_ms=roll_ms)
             plog = self.logs.existing(topic.name, p)
-            if plog is not None:
-                plog.segment_bytes = seg  # a log opened at start-up took the broker default
+            if plog is not None:  # a log opened at start-up took the broker defaults
+                plog.segment_bytes = seg
+                plog.segment_ms, plog.segment_jitter_ms = roll_ms
 
     def admit(self, conn: KafkaConnection) -> str | None:
         """Count a new connection, or say why it is refused (max.connections,
