@@ -452,6 +452,21 @@ def java_member(bootstrap: str, topic: str, group: str, *, instance_id: str | No
                        str(session_timeout_ms), name], name, deadline=deadline)
 
 
+def java4_member(bootstrap: str, topic: str, group: str, *, instance_id: str | None = None, name: str = "java4",
+                 assignor: str | None = None, deadline: float = MEMBER_DEADLINE) -> Background:
+    """tests/compat/java4/ConsumerProtocolMember.java: a Java kafka-clients 4.x consumer with
+    group.protocol=consumer (KIP-848) until told to close; a topic starting with ^ is a regex
+    subscription (SubscriptionPattern); `assignor`: group.remote.assignor."""
+    compile_java4()
+    if shutil.which("java") is None:
+        raise ClientError(f"java not found; {INSTALL_HINT}")
+    return Background(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m",
+                       "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                       "-Dorg.slf4j.simpleLogger.logFile=System.err", "-cp", java4_classpath(),
+                       "ConsumerProtocolMember", bootstrap, topic, group, instance_id or "", name, assignor or ""],
+                      name, deadline=deadline)
+
+
 def balanced(members: Sequence[Background], partitions: int) -> list[set[int]] | None:
     """Every member's current assignment if they are disjoint, cover range(partitions) and none is
     empty (when there are enough partitions to go round); None otherwise."""
