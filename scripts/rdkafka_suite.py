@@ -40,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rdkafka_results as res  # noqa: E402
+import rdkafka_security as sec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRDKAFKA = "2.14.2"
@@ -67,6 +68,11 @@ SERVER_SETTINGS = {
     "delete.topic.enable": "true",
     "group.initial.rebalance.delay.ms": "3000",
     "log.retention.bytes": "1000000000",
+    # trivup's broker template: an authorizer (StandardAuthorizer in KRaft mode, AclAuthorizer
+    # with ZooKeeper) that lets everyone do what no ACL mentions, and admin as super user.
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:admin",
+    "allow.everyone.if.no.acl.found": "true",
 }
 SCENARIO_SETTINGS = {"noautocreate": {"auto.create.topics.enable": "false"}}
 KAFKA_VERSION = "3.9.0"        # TEST_KAFKA_VERSION: what the tests gate their features on
@@ -102,11 +108,15 @@ def answers(port: int, timeout: float = 10.0) -> bool:
 
 
 class Server:
-    """One kcoord process for one scenario; replaced by a fresh one (fresh data directory) when
-    it stops answering."""
+    """One kcoord process for one scenario, with trivup's listeners (PLAINTEXT, SASL_PLAINTEXT,
+    and SSL and SASL_SSL given a PKI); replaced by a fresh one (fresh data directory) when it
+    stops answering."""
 
-    def __init__(self, scenario: str, workdir: Path, extra: dict[str, str] | None = None):
+    def __init__(self, scenario: str, workdir: Path, extra: dict[str, str] | None = None,
+                 pki: sec.Pki | None = None):
         self.extra = extra or {}
+        self.pki = pki
+        self.ports: dict[str, int] = {}
         self.scenario = scenario
         self.workdir = workdir
         self.generation = 0
@@ -115,18 +125,17 @@ class Server:
         self.port = 0
         self.lock = threading.Lock()
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
     def start(self) -> None:
         self.generation += 1
-        self.port = free_port()
+        protocols = sec.PROTOCOLS if self.pki is not None else sec.PROTOCOLS[:2]
+        self.ports = {p: free_port() for p in protocols}
+        self.port = self.ports["PLAINTEXT"]
         data = self.workdir / f"{self.scenario}-{self.generation}"
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir(parents=True)
-        settings = {**SERVER_SETTINGS, **SCENARIO_SETTINGS.get(self.scenario, {}), **self.extra,
-                    "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": str(data / "data")}
+        listeners = ",".join(f"{p}://127.0.0.1:{port}" for p, port in self.ports.items())
+        settings = {**SERVER_SETTINGS, **sec.server_settings(self.pki), **SCENARIO_SETTINGS.get(self.scenario, {}),
+                    **self.extra, "listeners": listeners, "log.dirs": str(data / "data")}
         args = [sys.executable, "-m", "server", "serve"]
         for k, v in settings.items():
             args += ["--override", f"{k}={v}"]
@@ -152,8 +161,9 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
 
-    def ensure(self) -> str:
-        """The bootstrap address of a server that answers (started or replaced as needed)."""
+    def ensure(self) -> dict[str, str]:
+        """The addresses (security.protocol -> host:port) of a server that answers (started or
+        replaced as needed)."""
         with self.lock:
             if self.proc is None:
                 self.start()
@@ -165,7 +175,7 @@ class Server:
                     self.proc.kill()
                     self.proc.wait()
                 self.start()
-            return self.bootstrap
+            return {p: f"127.0.0.1:{port}" for p, port in self.ports.items()}
 
 
 # ---- the suite ----
@@ -177,6 +187,7 @@ class Unit:
     scenario: str
     tests: list[res.SuiteTest]
     time_limit: int = TIME_LIMIT
+    security: str = "PLAINTEXT"     # the client's security.protocol (suite.toml's [security])
 
     @property
     def key(self) -> str:
@@ -250,13 +261,18 @@ def kafka_home(out: Path) -> Path:
 def run_unit(unit: Unit, server: Server, attempt: int, env_base: dict, logs: Path) -> dict[str, res.Outcome]:
     if STOPPING.is_set():
         return {t.name: res.Outcome() for t in unit.tests}
-    bootstrap = server.ensure()
+    addresses = server.ensure()
+    bootstrap = addresses[unit.security]
     work = logs / f"{unit.key}.{attempt}"
     work.mkdir(parents=True, exist_ok=True)
     conf = work / "test.conf"
-    conf.write_text(f"bootstrap.servers={bootstrap}\nbroker.address.family=v4\ntest.timeout.multiplier=2\n")
-    env = {**env_base, "TESTS": unit.id, "TEST_SCENARIO": unit.scenario, "RDKAFKA_TEST_CONF": str(conf),
-           "BROKERS": bootstrap, "BROKER_ADDRESS_1": bootstrap, "TEST_REPORT": str(work / "report.json")}
+    # As trivup's LibrdkafkaTestApp writes it: BROKERS names the cluster's PLAINTEXT listeners,
+    # BROKER_ADDRESS_<n> and bootstrap.servers those of the client's security.protocol.
+    lines, sec_env = sec.client(unit.security, server.pki)
+    conf.write_text("\n".join([f"bootstrap.servers={bootstrap}", "broker.address.family=v4",
+                               "test.timeout.multiplier=2", *lines]) + "\n")
+    env = {**env_base, **sec_env, "TESTS": unit.id, "TEST_SCENARIO": unit.scenario, "RDKAFKA_TEST_CONF": str(conf),
+           "BROKERS": addresses["PLAINTEXT"], "BROKER_ADDRESS_1": bootstrap, "TEST_REPORT": str(work / "report.json")}
     log = work / "test-runner.log"
     t0 = time.monotonic()
     with open(log, "wb") as f:
@@ -315,17 +331,22 @@ def run(args: argparse.Namespace) -> int:
     units = select(tests, excluded, only, group_tests)
     for u in units:
         u.time_limit = int(conf.get("time_limit", {}).get(u.id, TIME_LIMIT))
+        u.security = conf.get("security", {}).get(u.id, "PLAINTEXT")
     out = OUT / args.group_protocol
     shutil.rmtree(out, ignore_errors=True)
     logs = out / "logs"
     logs.mkdir(parents=True)
+    pki = sec.make_pki(out / "pki") if shutil.which("openssl") else None
+    if pki is None and any(u.security.endswith("SSL") for u in units):
+        print("no openssl on PATH: the SSL and SASL_SSL listeners are not served", file=sys.stderr)
+        return 2
     home = kafka_home(out)
     env_base = {k: v for k, v in os.environ.items() if k not in ("CI", "TESTS", "SUBTESTS", "TESTS_SKIP")}
     env_base.update({"LD_LIBRARY_PATH": f"{BUILD / 'src'}:{BUILD / 'src-cpp'}", "TEST_KAFKA_VERSION": KAFKA_VERSION,
                      "KAFKA_PATH": str(home), "TEST_CONSUMER_GROUP_PROTOCOL": args.group_protocol,
                      "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"})
     extra = {"kcoord.virtual.brokers": str(args.virtual_brokers)} if args.virtual_brokers > 1 else {}
-    servers = {s: Server(s, out / "servers", extra) for s in sorted({u.scenario for u in units})}
+    servers = {s: Server(s, out / "servers", extra, pki) for s in sorted({u.scenario for u in units})}
     attempts: dict[str, list[res.Outcome]] = {}
     lock = threading.Lock()
     t_start = time.monotonic()
@@ -374,7 +395,7 @@ def run(args: argparse.Namespace) -> int:
             tries = attempts.get(t.name, [res.Outcome()])
             result = res.row_result(tries)
             last_bad = next((o for o in reversed(tries) if o.state != "passed"), tries[-1])
-            d = diagnoses.get(t.name, {}) if result not in ("passed",) else {}
+            d = diagnosis(diagnoses, t.name, args.group_protocol) if result not in ("passed",) else {}
             rows.append(res.Row(id=t.id, name=t.name, scenario=u.scenario, result=result,
                                 seconds=tries[-1].seconds if result != "flaky" else tries[-1].seconds,
                                 attempts=[o.state for o in tries],
@@ -396,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
     for r in rows:
         if not r.passing:
             print(f"  {r.name}: {r.result}: {r.reason or 'NOT DIAGNOSED'} [{r.failure}]")
-    stale = [r.name for r in rows if r.passing and r.name in diagnoses]
+    stale = [r.name for r in rows if r.passing and diagnosis(diagnoses, r.name, args.group_protocol)]
     if stale:
         print(f"diagnosed as failing in suite.toml but passing now: {', '.join(stale)}")
 
@@ -426,6 +447,13 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
+def diagnosis(diagnoses: dict, name: str, protocol: str) -> dict:
+    """A test's diagnosis in suite.toml, if it applies to this group protocol (an entry with
+    group_protocol = "consumer" is about the KIP-848 run only)."""
+    d = diagnoses.get(name, {})
+    return d if d.get("group_protocol", protocol) == protocol else {}
+
+
 def load_committed(protocol: str) -> dict[str, dict]:
     path = COMMITTED[protocol]
     if not path.exists():
@@ -439,8 +467,8 @@ def readme_section(protocol: str) -> str:
     # Reasons are re-read from suite.toml so a diagnosis can be written after the run.
     diagnoses = load_suite_toml().get("diagnosis", {})
     for r in rows:
-        if not r.passing and r.name in diagnoses:
-            d = diagnoses[r.name]
+        d = diagnosis(diagnoses, r.name, protocol)
+        if not r.passing and d:
             r.reason, r.owner, r.kafka_differs = d.get("reason", ""), d.get("owner", ""), d.get("kafka_differs", "")
     return res.render_markdown(data["meta"], rows, data["excluded"])
 
@@ -493,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="consumer: TEST_CONSUMER_GROUP_PROTOCOL=consumer (KIP-848), the group tests only")
     r.add_argument("--virtual-brokers", type=int, default=1,
                    help="kcoord.virtual.brokers: one kcoord answering as N brokers (librdkafka's clusters have 3)")
+    r.add_argument("--build", type=Path, help="a librdkafka tree whose tests/test-runner to run instead of "
+                   "the cached build (a scratch copy with one test patched, to check a diagnosis)")
     r.add_argument("--check", action="store_true", help="exit 1 on a regression against the committed table")
     r.add_argument("--update", action="store_true", help="write the committed table and the README section")
     sub.add_parser("list")
@@ -500,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     rd.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     if args.cmd == "run":
+        if args.build:
+            global BUILD
+            BUILD = args.build.resolve()
         # A SIGTERM (CI's time limit, a killed make) still stops the servers and runners it started.
         signal.signal(signal.SIGTERM, _terminate)
         return run(args)

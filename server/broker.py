@@ -1,9 +1,9 @@
 """The broker's state shared by every handler: config, cluster identity, topics, logs and
 the group coordinator. Owns start-up (recovery, loading) and orderly shutdown.
 
-The data plane, the group coordinator (with its runtime), the transaction coordinator and the
-dynamic configs are built at their first use (Broker.__getattr__, _PARTS), not at start-up,
-unless the log directory holds state for them to load: a new server listens and answers its
+The data plane, the group coordinator (with its runtime) and the transaction coordinator are
+built at their first use (Broker.__getattr__, _PARTS), not at start-up, unless the log
+directory holds state for them to load: a new server listens and answers its
 first requests without importing any of them (tests/unit/test_startup.py lists what it
 imports)."""
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from server.clock import SystemClock
 from server.config import Config
+from server.config_layers import BrokerConfigs
 from server.metrics import Metrics
 from server.security.state import SecurityState
 from server.topic_deletion import TopicDeleter
-from server.topics import DYNAMIC_FILE, OFFSETS_TOPIC, TXN_TOPIC, Topic, TopicRegistry, load_or_create_meta
+from server.topics import OFFSETS_TOPIC, TXN_TOPIC, Topic, TopicRegistry, load_or_create_meta
 from storage.log_manager import LogManager
 
 if TYPE_CHECKING:
-    from server.config_layers import BrokerConfigs
     from server.connection import KafkaConnection
     from server.coordinator_runtime import CoordinatorRuntime
     from server.data_plane import DataPlane
@@ -52,8 +52,8 @@ class Broker:
         self._per_ip: dict[str, int] = {}
         self.clock = SystemClock()
         self.logs: LogManager | None = None
+        self.configs: BrokerConfigs  # dynamic broker configs, topic values (open_state)
         # built at their first use (_PARTS), or by open_state when there is state to load
-        self.configs: BrokerConfigs  # dynamic broker configs, topic values
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime
         self.data_plane: DataPlane
@@ -72,8 +72,8 @@ class Broker:
         return self.__dict__[name]
 
     def built(self, name: str) -> Any:
-        """The part (configs, data_plane, coordinator, runtime, txn) if it was built, else
-        None; builds nothing."""
+        """The part (data_plane, coordinator, runtime, txn) if it was built, else None;
+        builds nothing."""
         return self.__dict__.get(name)
 
     async def start(self) -> None:
@@ -86,15 +86,17 @@ class Broker:
                  len(self.topics.topics), self.log_dir)
 
     def open_state(self) -> None:
-        """Topics and their logs, from what the log directory holds (at start-up; and after a
-        reset emptied it, server/control/reset.py). The other parts are built anew at their
-        first use, or now when the directory holds state of theirs to load."""
+        """Topics, their logs and the dynamic configs, from what the log directory holds (at
+        start-up; and after a reset emptied it, server/control/reset.py). The other parts are
+        built anew at their first use, or now when the directory holds state of theirs to load."""
         for name in _PARTS:
             self.__dict__.pop(name, None)
         self._loading = None  # until start_background: a part built before starts nothing
         self.topics = TopicRegistry(self.log_dir)
         self.deleter = TopicDeleter(self)
         self.topics.load()
+        self.configs = BrokerConfigs(self.config, self.log_dir)  # every log's segment settings need it
+        self.configs.load()
         if self.topics.get(OFFSETS_TOPIC) is None:
             self.create_topic(
                 OFFSETS_TOPIC,
@@ -106,22 +108,18 @@ class Broker:
                 },
                 internal=True,
             )
-        if self.configs_stored():
-            _build_configs(self)  # the stored dynamic configs apply from the start
         self.deleter.recover_files()  # before the logs open: a deletion's renames a crash cut short
         cfg = self.config
         self.logs = LogManager(
             str(self.log_dir),
             segment_bytes=cfg["log.segment.bytes"],
             offsets_segment_bytes=cfg["offsets.topic.segment.bytes"],
+            clock_ms=self.clock.now_ms,
         )
         for topic in self.topics.topics.values():
             self._create_logs(topic)
         if self.coordinator_state_stored():
             _build_txn(self)  # with the data plane and the group coordinator it needs
-
-    def configs_stored(self) -> bool:
-        return (self.log_dir / DYNAMIC_FILE).exists()
 
     def coordinator_state_stored(self) -> bool:
         """Whether a coordinator has records to load: a __consumer_offsets partition that has a
@@ -193,17 +191,18 @@ class Broker:
 
     def _create_logs(self, topic: Topic) -> None:
         assert self.logs is not None
-        own = topic.configs.get("segment.bytes")  # the topic's own value wins (checked when it was set)
-        seg = int(own) if own is not None else self.configs.topic_values(topic)["segment.bytes"]
+        values = self.configs.topic_values(topic)
+        seg, roll_ms = values["segment.bytes"], (values["segment.ms"], values["segment.jitter.ms"])
         # __consumer_offsets (and __transaction_state) partitions get their directory at their
         # first write or read: a new server does not create (and fsync) 50 empty partitions
         # before it listens, nor the first transactional client 50 more
         make = self.logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC) else self.logs.create
         for p in range(topic.partitions):
-            make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id)
+            make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id, roll_ms=roll_ms)
             plog = self.logs.existing(topic.name, p)
-            if plog is not None:
-                plog.segment_bytes = seg  # a log opened at start-up took the broker default
+            if plog is not None:  # a log opened at start-up took the broker defaults
+                plog.segment_bytes = seg
+                plog.segment_ms, plog.segment_jitter_ms = roll_ms
 
     def admit(self, conn: KafkaConnection) -> str | None:
         """Count a new connection, or say why it is refused (max.connections,
@@ -344,13 +343,6 @@ async def _nothing() -> None:
 # it builds with it)
 
 
-def _build_configs(b: Broker) -> None:
-    from server.config_layers import BrokerConfigs
-
-    b.configs = BrokerConfigs(b.config, b.log_dir)
-    b.configs.load()
-
-
 def _build_data_plane(b: Broker) -> None:
     from server.data_plane import DataPlane
 
@@ -402,7 +394,6 @@ def _start_txn(b: Broker) -> None:
 
 
 _PARTS: dict[str, Callable[[Broker], None]] = {
-    "configs": _build_configs,
     "data_plane": _build_data_plane,
     "coordinator": _build_coordinator,
     "runtime": _build_coordinator,

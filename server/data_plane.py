@@ -99,16 +99,19 @@ def timestamp_bounds(broker: Broker, topic: Topic) -> tuple[int, int]:
 
 def apply_topic_configs(broker: Broker, topic: Topic) -> None:
     """A topic's effective configs changed: what the open logs hold takes the new values
-    (segment.bytes applies to the next roll); the rest is read per request."""
+    (segment.bytes, segment.ms and segment.jitter.ms apply from the next append); the rest is
+    read per request."""
     if broker.logs is None:
         return
-    size = segment_bytes(broker, topic)
+    values = topic_values(broker, topic)
+    size, roll_ms = values["segment.bytes"], (values["segment.ms"], values["segment.jitter.ms"])
     for p in range(topic.partitions):
         plog = broker.logs.existing(topic.name, p)
         if plog is not None:
             plog.segment_bytes = size
+            plog.segment_ms, plog.segment_jitter_ms = roll_ms
         elif topic.name == OFFSETS_TOPIC:  # declared, created at first use: with the new size
-            broker.logs.declare(topic.name, p, segment_bytes=size, topic_id=topic.topic_id)
+            broker.logs.declare(topic.name, p, segment_bytes=size, topic_id=topic.topic_id, roll_ms=roll_ms)
 
 
 def leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 DEFAULT_SEGMENT_BYTES = 1073741824  # segment.bytes
+DEFAULT_SEGMENT_MS = 604800000  # segment.ms (log.roll.hours = 168)
 OFFSETS_SEGMENT_BYTES = 104857600  # offsets.topic.segment.bytes
 
 

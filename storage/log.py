@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from aiokafka.record.default_records import DefaultRecordBatch
 
@@ -25,7 +26,7 @@ from storage.batch import (
     set_log_append_time,
     split_batches,
 )
-from storage.files import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES
+from storage.files import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_MS, OFFSETS_SEGMENT_BYTES
 from storage.log_dir_failure import LogDirFailureChannel
 from storage.segment import INDEX_INTERVAL_BYTES, MAX_RELATIVE_OFFSET, LogSegment, scan_batches
 from storage.swap import complete_swap, pending_swaps, remove_cleaned, remove_swaps_below, segment_bases
@@ -79,13 +80,19 @@ class PartitionLog:
 
     def __init__(self, path: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  index_interval_bytes: int = INDEX_INTERVAL_BYTES,
-                 failures: LogDirFailureChannel | None = None) -> None:
+                 failures: LogDirFailureChannel | None = None,
+                 clock_ms: Callable[[], int] | None = None) -> None:
         self.path = path
         # The log directory's failure channel (storage/log_dir_failure.py): an I/O error while
         # appending or syncing takes the directory offline. None: errors are only raised.
         self.failures = failures
         self.log_dir = os.path.dirname(os.path.abspath(path))
         self.segment_bytes = segment_bytes
+        # segment.ms / segment.jitter.ms: the active segment rolls at the first append whose
+        # records lie segment.ms (less the segment's jitter) after its first batch.
+        self.segment_ms = DEFAULT_SEGMENT_MS
+        self.segment_jitter_ms = 0
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.index_interval_bytes = index_interval_bytes
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -181,7 +188,8 @@ class PartitionLog:
 
     def _new_segment(self, base: int) -> LogSegment:
         self._dir_dirty = True
-        return LogSegment(self.path, base, index_interval_bytes=self.index_interval_bytes, create=True)
+        return LogSegment(self.path, base, index_interval_bytes=self.index_interval_bytes, create=True,
+                          created_ms=self.clock_ms())
 
     # ------------------------------------------------------------------ offsets
 
@@ -207,13 +215,23 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ appending
 
-    def _maybe_roll(self, nbytes: int, last_offset: int) -> LogSegment:
+    def _maybe_roll(self, nbytes: int, last_offset: int, max_timestamp: int) -> LogSegment:
+        """The segment to append to: a new one when the active one would pass segment.bytes or
+        its relative offsets, or when these records come segment.ms after its first batch
+        (Kafka's LogSegment.shouldRoll)."""
         seg = self.segments[-1]
         if seg.size > 0 and (seg.size + nbytes > self.segment_bytes
-                             or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET):
+                             or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
+                             or self._reached_roll_ms(seg, max_timestamp)):
             self.roll()
             seg = self.segments[-1]
         return seg
+
+    def _reached_roll_ms(self, seg: LogSegment, max_timestamp: int) -> bool:
+        jitter = 0
+        if self.segment_jitter_ms > 0:  # Kafka's LogConfig.randomSegmentJitter
+            jitter = seg.roll_jitter_seed % min(self.segment_jitter_ms, self.segment_ms)
+        return seg.time_waited_for_roll(self.clock_ms(), max_timestamp) > self.segment_ms - jitter
 
     def roll(self) -> LogSegment:
         """Start a new active segment at log_end_offset (no-op if the active one is empty)."""
@@ -251,7 +269,7 @@ class PartitionLog:
             next_offset += h.last_offset_delta + 1
         self._check_online()
         try:
-            seg = self._maybe_roll(len(data), next_offset - 1)
+            seg = self._maybe_roll(len(data), next_offset - 1, max((h.max_timestamp for h in headers), default=-1))
             seg.append(data, headers)
         except OSError as e:
             raise self._io_failed("appending records to", e) from e
@@ -268,7 +286,7 @@ class PartitionLog:
         data = build_batch([(k, v, timestamp_ms) for k, v in records], first, leader_epoch)
         headers = split_batches(data)
         try:
-            seg = self._maybe_roll(len(data), first + len(records) - 1)
+            seg = self._maybe_roll(len(data), first + len(records) - 1, timestamp_ms)
             seg.append(data, headers)
         except OSError as e:
             raise self._io_failed("appending records to", e) from e

@@ -13,7 +13,7 @@ import errno
 import logging
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from storage.files import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES
@@ -48,23 +48,27 @@ class LogManager:
     """Every PartitionLog in `log_dir`, keyed by (topic, partition)."""
 
     def __init__(self, log_dir: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 offsets_segment_bytes: int = OFFSETS_SEGMENT_BYTES) -> None:
+                 offsets_segment_bytes: int = OFFSETS_SEGMENT_BYTES,
+                 clock_ms: Callable[[], int] | None = None) -> None:
         self.log_dir = log_dir
+        self.clock_ms = clock_ms  # the logs' clock for segment.ms (None: the wall clock)
         # An I/O error in any partition takes the directory offline (storage/log_dir_failure.py).
         self.failures = LogDirFailureChannel([os.path.abspath(log_dir)])
         self.segment_bytes = segment_bytes
         self.offsets_segment_bytes = offsets_segment_bytes
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
-        # (topic, partition) -> (segment bytes, topic id): partitions without a directory yet
-        self._declared: dict[tuple[str, int], tuple[int | None, uuid.UUID | None]] = {}
+        # (topic, partition) -> (segment bytes, topic id, (segment.ms, segment.jitter.ms)):
+        # partitions without a directory yet
+        self._declared: dict[tuple[str, int], tuple[int | None, uuid.UUID | None, tuple[int, int] | None]] = {}
         os.makedirs(log_dir, exist_ok=True)
         for name in sorted(os.listdir(log_dir)):
             tp = parse_partition_dir(name)
             path = os.path.join(log_dir, name)
             if tp is None or not os.path.isdir(path):
                 continue
-            self.logs[tp] = _partition_log(path, segment_bytes=self._segment_bytes(tp[0]), failures=self.failures)
+            self.logs[tp] = _partition_log(path, segment_bytes=self._segment_bytes(tp[0]), failures=self.failures,
+                                           clock_ms=clock_ms)
             try:
                 tid = read_partition_metadata(path)
             except ValueError as e:
@@ -124,14 +128,15 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def declare(self, topic: str, partition: int, segment_bytes: int | None = None,
-                topic_id: uuid.UUID | None = None) -> None:
+                topic_id: uuid.UUID | None = None, roll_ms: tuple[int, int] | None = None) -> None:
         """A partition whose directory is created by the first get() (see create())."""
         if (topic, partition) not in self.logs:
-            self._declared[(topic, partition)] = (segment_bytes, topic_id)
+            self._declared[(topic, partition)] = (segment_bytes, topic_id, roll_ms)
 
     def create(self, topic: str, partition: int, segment_bytes: int | None = None,
-               topic_id: uuid.UUID | None = None) -> PartitionLog:
-        """The log of topic-partition, created (with partition.metadata) if missing."""
+               topic_id: uuid.UUID | None = None, roll_ms: tuple[int, int] | None = None) -> PartitionLog:
+        """The log of topic-partition, created (with partition.metadata) if missing; roll_ms is
+        (segment.ms, segment.jitter.ms)."""
         log = self.logs.get((topic, partition))
         if log is not None:
             return log
@@ -139,7 +144,10 @@ class LogManager:
         root = os.path.abspath(self.log_dir)
         self.failures.check(root)
         try:
-            log = _partition_log(path, segment_bytes=segment_bytes or self._segment_bytes(topic), failures=self.failures)
+            log = _partition_log(path, segment_bytes=segment_bytes or self._segment_bytes(topic), failures=self.failures,
+                                 clock_ms=self.clock_ms)
+            if roll_ms is not None:
+                log.segment_ms, log.segment_jitter_ms = roll_ms
             if topic_id is not None:
                 write_partition_metadata(path, topic_id)
         except OSError as e:

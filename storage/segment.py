@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import struct
+import time
 import zlib
 from array import array
 from bisect import bisect_right
@@ -110,9 +112,15 @@ class LogSegment:
     """A segment's three files and its in-memory offset and time indexes."""
 
     def __init__(self, dir_path: str, base_offset: int, *,
-                 index_interval_bytes: int = INDEX_INTERVAL_BYTES, create: bool = False) -> None:
+                 index_interval_bytes: int = INDEX_INTERVAL_BYTES, create: bool = False,
+                 created_ms: int | None = None) -> None:
         self.dir_path = dir_path
         self.base_offset = base_offset
+        # segment.ms: when this segment object was made (Kafka's `created`, the roll clock of a
+        # segment whose first batch has no timestamp) and its share of segment.jitter.ms
+        # (Kafka draws a random jitter per segment; the seed keeps it fixed for the segment).
+        self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
+        self.roll_jitter_seed = random.getrandbits(31)
         stem = os.path.join(dir_path, segment_name(base_offset))
         self.log_path = stem + ".log"
         self.index_path = stem + ".index"
@@ -176,6 +184,9 @@ class LogSegment:
         self.has_transactions = False  # a transactional batch: loading must look for markers
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
+        # Kafka's rollingBasedTimestamp: the largest timestamp of the first append to the empty
+        # segment, or of its first batch when it was read from disk. None: empty.
+        self.rolling_timestamp: int | None = None
         self._idx_off = array("q")
         self._idx_pos = array("q")
         self._ti_ts = array("q")
@@ -185,6 +196,8 @@ class LogSegment:
     def _track_batch(self, h: BatchHeader, pos: int) -> tuple[bytes, bytes]:
         """Account for a batch at file position `pos`; returns index/timeindex bytes to add."""
         self.next_offset = h.base_offset + h.last_offset_delta + 1
+        if self.rolling_timestamp is None:
+            self.rolling_timestamp = h.max_timestamp
         if h.attributes & ATTR_TRANSACTIONAL:
             self.has_transactions = True
         if h.max_timestamp > self.max_timestamp:
@@ -252,6 +265,8 @@ class LogSegment:
     def append(self, buf: bytes | bytearray, headers: list[BatchHeader]) -> None:
         """Write whole batches (already offset-assigned; header positions relative to buf)."""
         start = self.size
+        if start == 0 and headers:
+            self.rolling_timestamp = max(h.max_timestamp for h in headers)
         _write_all(self.fd, buf, start)
         self.size = start + len(buf)
         idx_parts, tidx_parts = [], []
@@ -265,6 +280,15 @@ class LogSegment:
             os.write(self._index_fd, b"".join(idx_parts))
         if tidx_parts:
             os.write(self._timeindex_fd, b"".join(tidx_parts))
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka's LogSegment.timeWaitedForRoll: how far the records being appended lie after
+        the segment's first batch (by their timestamps), or, when that batch has none, how long
+        ago the segment was made."""
+        ts = -1 if self.rolling_timestamp is None else self.rolling_timestamp
+        if ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created_ms
 
     def seal(self) -> None:
         """The segment stops being active: record its final max timestamp, as Kafka does at roll."""

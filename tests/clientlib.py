@@ -452,6 +452,21 @@ def java_member(bootstrap: str, topic: str, group: str, *, instance_id: str | No
                        str(session_timeout_ms), name], name, deadline=deadline)
 
 
+def java4_member(bootstrap: str, topic: str, group: str, *, instance_id: str | None = None, name: str = "java4",
+                 assignor: str | None = None, deadline: float = MEMBER_DEADLINE) -> Background:
+    """tests/compat/java4/ConsumerProtocolMember.java: a Java kafka-clients 4.x consumer with
+    group.protocol=consumer (KIP-848) until told to close; a topic starting with ^ is a regex
+    subscription (SubscriptionPattern); `assignor`: group.remote.assignor."""
+    compile_java4()
+    if shutil.which("java") is None:
+        raise ClientError(f"java not found; {INSTALL_HINT}")
+    return Background(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m",
+                       "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                       "-Dorg.slf4j.simpleLogger.logFile=System.err", "-cp", java4_classpath(),
+                       "ConsumerProtocolMember", bootstrap, topic, group, instance_id or "", name, assignor or ""],
+                      name, deadline=deadline)
+
+
 def balanced(members: Sequence[Background], partitions: int) -> list[set[int]] | None:
     """Every member's current assignment if they are disjoint, cover range(partitions) and none is
     empty (when there are enough partitions to go round); None otherwise."""
@@ -553,9 +568,13 @@ def _member_confluent(cfg: dict[str, Any], stop: threading.Event) -> None:
                 del pending[p]
         _emit("committed", offsets={str(p): o for p, o in offsets.items()})
 
+    # the consumer protocol and the cooperative assignor hand partitions out incrementally
+    incremental = cfg.get("group_protocol") == "consumer" or "cooperative" in str(
+        conf.get("partition.assignment.strategy", ""))
+
     def on_assign(c: Consumer, parts: list) -> None:
         _emit("assigned", partitions=sorted(tp.partition for tp in parts), generation=generation(c),
-              topics=sorted({tp.topic for tp in parts}), incremental=cfg.get("group_protocol") == "consumer")
+              topics=sorted({tp.topic for tp in parts}), incremental=incremental)
 
     def on_revoke(c: Consumer, parts: list) -> None:
         commit(c, {tp.partition for tp in parts})
@@ -635,7 +654,17 @@ def _member_kafka_python(cfg: dict[str, Any], stop: threading.Event) -> None:
     c.subscribe([topic], listener=Listener())
     while not stop.is_set():
         batch = []
-        for tp, msgs in c.poll(200, max_records=500).items():
+        try:
+            fetched = c.poll(200, max_records=500)
+        except KafkaError as e:
+            # kafka-python lets a retriable error (the server restarting) out of poll(): an
+            # application retries it
+            if not e.retriable:
+                raise
+            _emit("retry", error=repr(e))
+            time.sleep(0.2)
+            continue
+        for tp, msgs in fetched.items():
             for m in msgs:
                 batch.append([tp.partition, m.offset, _key(m.key)])
                 pending[tp.partition] = m.offset + 1

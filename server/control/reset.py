@@ -38,7 +38,7 @@ def reset_broker(broker: Broker) -> dict[str, int]:
     requests, so no request sees half of it."""
     started = time.perf_counter()
     # the parts a new server builds at their first use may not exist (server/broker.py)
-    coordinator, runtime, txn, configs = (broker.built(p) for p in ("coordinator", "runtime", "txn", "configs"))
+    coordinator, runtime, txn = (broker.built(p) for p in ("coordinator", "runtime", "txn"))
     dropped = {"topics": sum(1 for t in broker.topics.topics.values() if not t.internal),
                "groups": sum(1 for g in coordinator.groups() if not g.is_dead()) if coordinator is not None else 0,
                "connections": len(broker.connections)}
@@ -51,9 +51,8 @@ def reset_broker(broker: Broker) -> dict[str, int]:
     # every timer of the old state (sessions, joins, long polls, commit timeouts) becomes a no-op
     broker.clock.close()
     broker.clock = SystemClock()
-    if configs is not None:
-        for name in set(configs.cluster) | set(configs.node):
-            broker.config.apply(name, None)  # dynamic broker configs (AlterConfigs) go with the state
+    for name in set(broker.configs.cluster) | set(broker.configs.node):
+        broker.config.apply(name, None)  # dynamic broker configs (AlterConfigs) go with the state
     # the transaction coordinator's marker writes and periodic tasks stop before they can
     # touch the new state; the rest of its stop (waiting for its writes) runs on its own
     if txn is not None:

@@ -8,8 +8,11 @@ GroupMetadataManager does it under group.consumer.migration.policy:
 - downgrade: when the last consumer-protocol member leaves (or is fenced, or is replaced by a
   static member joining with the classic protocol) and every other member speaks the classic
   protocol, the group becomes a classic group again, generation = the group epoch, each
-  member's assignment its target assignment, and a rebalance starts (convertToClassicGroup /
-  ClassicGroup.fromConsumerGroup).
+  member's assignment what it may still hold, and a rebalance starts (convertToClassicGroup /
+  ClassicGroup.fromConsumerGroup). Kafka writes each member's target assignment there; kcoord
+  writes its assigned partitions and those it has not yet revoked, so that a member that never
+  revoked (silent, or slow) is not counted as owning less than it holds if the group is upgraded
+  again before the rebalance ends: another member would be handed its partitions.
 
 A conversion is one set of records in the same write as the request that caused it: the
 tombstones of the old group's records, then the new group's records. They are applied as they
@@ -228,8 +231,8 @@ class GroupMigration:
     def downgrade(self, group: ConsumerGroup, leaving_member_id: str | None, records: list[CoordinatorRecord],
                   undo: list[CoordinatorRecord], rebalance: bool = True) -> ClassicGroup:
         """The consumer group's tombstones and the classic group's record, applied: every
-        member but `leaving_member_id`, generation = the group epoch, each member's target
-        assignment as its classic assignment; then, when the last consumer-protocol member
+        member but `leaving_member_id`, generation = the group epoch, each member's assigned and
+        not yet revoked partitions as its classic assignment (disjoint across members); then, when the last consumer-protocol member
         left (`rebalance`), a rebalance of the classic group. (A static member that replaced
         the last consumer-protocol one is already in the group, with its target assignment.)
         Raises MigrationError (nothing applied) when no protocol is common to the members."""
@@ -248,7 +251,7 @@ class GroupMigration:
             assignments = {}
             for mid, m in classic.members.items():
                 version = read_version(m.metadata(classic.protocol_name))
-                assignments[mid] = encode_assignment(self.topic_names(group.target_assignment.get(mid, {})), version)
+                assignments[mid] = encode_assignment(self.topic_names(held(group, mid)), version)
         except (ValueError, ConsumerProtocolError) as e:
             raise MigrationError(str(e)) from None
         log.info("[GroupId %s] Converting the consumer group (epoch %d) to a classic group with %d members.",
@@ -261,3 +264,17 @@ class GroupMigration:
         if rebalance:
             self.classic.prepare_rebalance(converted, f"Downgrade group {gid} from consumer to classic.")
         return converted
+
+
+def held(group: ConsumerGroup, member_id: str) -> Assignment:
+    """What a member may still hold: its assigned partitions and those pending revocation (the
+    coordinator never assigns a partition while another member has yet to revoke it, so these
+    sets are disjoint across the members)."""
+    m = group.members.get(member_id)
+    if m is None:
+        return group.target_assignment.get(member_id, {})
+    out: dict = {t: set(ps) for t, ps in m.assigned.items()}
+    for t, ps in m.pending_revocation.items():
+        out.setdefault(t, set()).update(ps)
+    return {t: frozenset(ps) for t, ps in out.items() if ps}
+

@@ -2,7 +2,9 @@
 leader. Topics requested by name that do not exist are auto-created when both
 auto.create.topics.enable and the request allow it (answered LEADER_NOT_AVAILABLE the first
 time, as Kafka does while the new topic's leaders are being elected); not while a deletion of
-that name is being finished (UNKNOWN_TOPIC_OR_PARTITION: the client asks again)."""
+that name is being finished (UNKNOWN_TOPIC_OR_PARTITION: the client asks again). From v12
+topics can be asked for by id instead (unknown ids: UNKNOWN_TOPIC_ID; INVALID_REQUEST before
+v12, as Kafka)."""
 from __future__ import annotations
 
 import uuid
@@ -49,6 +51,10 @@ def _error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_U
     return TopicOut(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
+def _named_id(wanted: Any) -> bool:
+    return wanted.topic_id is not None and wanted.topic_id != ZERO_UUID
+
+
 def handle_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     node = broker.config.node_id
@@ -62,18 +68,23 @@ def handle_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
         version < 4 or req.allow_auto_topic_creation
     )
     entries = []
-    if all_topics:
+    # (the codec decodes the zero uuid, "no id", as None)
+    by_id = not all_topics and version >= 10 and any(t.name is None or _named_id(t) for t in req.topics)
+    if by_id and version < 12:
+        # Kafka: topic ids (or null names) only from v12 on; the request fails as a whole
+        entries = [_error_entry(t.name or "", ErrorCode.INVALID_REQUEST, t.topic_id) for t in req.topics]
+    elif by_id:
+        # by topic id (Java 4.x's consumer with a SubscriptionPattern): as Kafka, once one
+        # entry names an id, the names are ignored (Java sends "", the field's default)
+        for topic_id in dict.fromkeys(t.topic_id for t in req.topics if _named_id(t)):
+            topic = broker.topics.by_id.get(topic_id)
+            entries.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id) if topic is None
+                           else _topic_entry(topic, node, listener_error))
+    elif all_topics:
         entries = [_topic_entry(t, node, listener_error) for t in broker.topics.topics.values()]
     else:
         for wanted in req.topics:
             name = wanted.name
-            if name is None and version >= 10:
-                topic = broker.topics.by_id.get(wanted.topic_id)
-                if topic is None:
-                    entries.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id))
-                else:
-                    entries.append(_topic_entry(topic, node, listener_error))
-                continue
             topic = broker.topics.get(name)
             if topic is not None:
                 entries.append(_topic_entry(topic, node, listener_error))

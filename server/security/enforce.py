@@ -577,7 +577,7 @@ def _fetch(a: Access, req: Any, version: int) -> Guarded:
     def topic_out(t: Any) -> Any:
         parts = [P(partition_index=p.partition, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, high_watermark=-1,
                    last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
-                   records=None) for p in t.partitions]
+                   records=b"") for p in t.partitions]  # empty, not null: Kafka's records (librdkafka refuses null)
         if version >= 13:
             return TopicOut(topic_id=t.topic_id, partitions=parts)
         return TopicOut(topic=t.topic, partitions=parts)

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 import uuid
+from typing import Any
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -204,6 +205,9 @@ class Calls:
         return r.topics[0].topic_id
 
     def fetch16(self, topic_id: uuid.UUID) -> int:
+        return self.fetch16_partition(topic_id).error_code
+
+    def fetch16_partition(self, topic_id: uuid.UUID) -> Any:
         """Fetch v16 by topic id, without the (tagged) replica state, as consumers send it."""
         T = FetchRequest.FetchTopic
         r = self.c.call(FetchRequest(version=16, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
@@ -212,7 +216,7 @@ class Calls:
                                                           last_fetched_epoch=-1, log_start_offset=-1,
                                                           partition_max_bytes=1 << 20)])],
                                      forgotten_topics_data=[], rack_id=""), 16)
-        return r.responses[0].partitions[0].error_code
+        return r.responses[0].partitions[0]
 
     def list_offsets(self, topic: str) -> tuple[int, int]:
         T = ListOffsetsRequest.ListOffsetsTopic
@@ -410,6 +414,8 @@ def _checks(bootstrap: str) -> dict:
     ids = {t: admin.topic_id(t) for t in ("t-alice", "t-other")}
     out["fetch16"] = {(u, t): conns[u].fetch16(ids[t]) for u, t in [
         ("alice", "t-alice"), ("alice", "t-other"), ("carol", "t-other")]}
+    denied = conns["alice"].fetch16_partition(ids["t-other"])
+    out["fetch16_denied"] = (denied.error_code, denied.high_watermark, denied.records)
     out["list_offsets"] = {(u, t): conns[u].list_offsets(t)[0] for u, t in [
         ("alice", "t-alice"), ("mallory", "t-public"), ("mallory", "t-alice"), ("carol", "t-secret-1")]}
     out["create_topic"] = {(u, t): conns[u].create_topic(t) for u, t in [
@@ -587,6 +593,9 @@ def test_data_apis(matrix):
                                ("mallory", "t-public"): E.TOPIC_AUTHORIZATION_FAILED}  # DESCRIBE is not READ
     assert matrix["fetch16"] == {("alice", "t-alice"): 0, ("alice", "t-other"): E.TOPIC_AUTHORIZATION_FAILED,
                                  ("carol", "t-other"): 0}
+    # A refused partition carries empty records, not null (Kafka's FetchResponse.partitionResponse
+    # goes out as MemoryRecords.EMPTY; librdkafka fails the whole response on a null record set).
+    assert matrix["fetch16_denied"] == (E.TOPIC_AUTHORIZATION_FAILED, -1, b"")
     assert matrix["list_offsets"] == {("alice", "t-alice"): 0, ("mallory", "t-public"): 0,
                                       ("mallory", "t-alice"): E.TOPIC_AUTHORIZATION_FAILED,
                                       ("carol", "t-secret-1"): 0}  # DESCRIBE survives a DENY READ

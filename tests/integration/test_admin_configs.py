@@ -369,6 +369,38 @@ def test_topic_configs_take_effect_at_once(kcoord_factory):
     assert admin.describe_configs([res])[res].result(30)["retention.ms"].value == "1"
 
 
+def test_segment_ms_rolls_the_active_segment_as_kafka_does(kcoord_factory):
+    """segment.ms rolls at the first append whose records lie segment.ms after the segment's
+    first batch (Kafka's LogSegment.shouldRoll, by record timestamps); set at creation or later."""
+    srv = kcoord_factory()
+    b = srv.bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    topic = unique("segms")
+    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.ms": "60000"})])[topic].result(30)
+    part = Path(srv.log_dir, f"{topic}-0")
+    t0 = int(time.time() * 1000) - 600_000
+    p = Producer({"bootstrap.servers": b, "linger.ms": 0, "enable.idempotence": False})
+
+    def produce_at(ts: int) -> None:
+        errs: list = []
+        p.produce(topic, key=b"k", value=b"v", timestamp=ts, on_delivery=lambda err, _: errs.append(err))
+        assert p.flush(30) == 0 and errs == [None]
+
+    def segments() -> list[str]:
+        return sorted(f.name for f in part.glob("*.log"))
+
+    produce_at(t0)
+    produce_at(t0 + 60_000)                            # exactly segment.ms after the first: no roll
+    assert segments() == ["00000000000000000000.log"]
+    produce_at(t0 + 60_001)
+    assert segments() == ["00000000000000000000.log", "00000000000000000002.log"]
+    r = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("segment.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([r])[r].result(30)
+    produce_at(t0 + 61_002)                            # the new value applies to the open log
+    assert segments()[-1] == "00000000000000000003.log"
+
+
 def test_dynamic_broker_defaults_take_effect_at_once(kcoord_factory):
     srv = kcoord_factory()
     b = srv.bootstrap

@@ -82,6 +82,7 @@ def describe(bootstrap: str, tid: str):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.compat("java4", "transactions")
 @pytest.mark.parametrize("tv", [2, 1], ids=["transaction.version=2", "transaction.version=1"])
 def test_java4_uses_transactions_v2_commit_abort_and_fencing(kcoord_factory, tv):
     """With transaction.version 1 finalized the same client stays on transactions v1."""

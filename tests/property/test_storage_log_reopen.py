@@ -71,6 +71,7 @@ def test_any_torn_tail_recovers_to_a_prefix(batches, cut, garbage):
     with tempfile.TemporaryDirectory() as d:
         path = d + "/t-0"
         log = PartitionLog(path)
+        log.segment_ms = 2**63 - 1  # one segment however far apart the timestamps: its tail is torn
         ends = []
         for b in batches:
             log.append_records([(k, v) for k, v, _ in b], b[0][2])

@@ -1,5 +1,7 @@
-"""Property: whatever InitProducerId / AddPartitionsToTxn / EndTxn calls, markers completing
-or not, timeouts, expirations and failed appends happen, loading the __transaction_state
+"""Property: whatever InitProducerId / AddPartitionsToTxn / EndTxn calls (transactions v1 and
+v2, the server at transaction.version 1 or 2, epochs run up to exhaustion and producer ids
+rotating), markers completing or not, timeouts, expirations and failed appends happen, loading
+the __transaction_state
 records that were written (their bytes, latest per key) into a fresh coordinator yields the
 same transactional ids with the same persisted state as the live coordinator; and a prepared
 transaction is completed after that restart the way it was decided."""
@@ -16,6 +18,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit"))
 from txn_helpers import TxnHarness  # noqa: E402
 
 from protocol.errors import ErrorCode as E  # noqa: E402
+from protocol.txn_log import TxnKey, TxnRecord, TxnValue, encode_txn_key, encode_txn_value  # noqa: E402
+from server.txn.metadata import INT16_MAX  # noqa: E402
 from server.txn.state import TxnState  # noqa: E402
 
 IDS = ["a", "b", "c"]
@@ -24,8 +28,10 @@ PARTS = [("t0", 0), ("t0", 1), ("t1", 0), ("__consumer_offsets", 2)]
 ops = st.lists(st.one_of(
     st.tuples(st.just("init"), st.sampled_from(IDS), st.booleans(), st.integers(-1, 2)),
     st.tuples(st.just("add"), st.sampled_from(IDS), st.lists(st.sampled_from(PARTS), min_size=1, max_size=3),
-              st.integers(-1, 1)),
-    st.tuples(st.just("end"), st.sampled_from(IDS), st.booleans(), st.integers(-1, 0)),
+              st.integers(-1, 1), st.sampled_from([0, 2])),
+    st.tuples(st.just("end"), st.sampled_from(IDS), st.booleans(), st.integers(-1, 0), st.sampled_from([0, 2])),
+    st.tuples(st.just("exhaust"), st.sampled_from(IDS), st.booleans()),
+    st.tuples(st.just("v2 transaction"), st.sampled_from(IDS), st.booleans()),
     st.tuples(st.just("markers")),
     st.tuples(st.just("time"), st.integers(1, 120_000)),
     st.tuples(st.just("timeouts")),
@@ -38,10 +44,33 @@ def persisted(h: TxnHarness) -> dict:
     return {m.transactional_id: m.snapshot() for m in h.coord.transactions()}
 
 
+def exhaust(h: TxnHarness, tid: str) -> None:
+    """Write (and replay) a record taking a finished id's epoch to the last one a producer
+    may hold, as if it had run 32,766 transactions."""
+    meta = h.coord.get(tid)
+    if meta is None or meta.pending is not None or meta.state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                                                       TxnState.COMPLETE_ABORT):
+        return
+    value = TxnValue(producer_id=meta.producer_id, producer_epoch=INT16_MAX - 1, timeout_ms=meta.timeout_ms,
+                     state=meta.state.id, partitions={}, last_update_ms=h.clock.now_ms(), start_ms=meta.start_ms,
+                     client_transaction_version=meta.client_transaction_version)
+    record = TxnRecord(TxnKey(tid), value)
+    h.log.append((encode_txn_key(record.key), encode_txn_value(value)))
+    h.coord.replay(record)
+
+
+def v2_transaction(h: TxnHarness, tid: str, commit: bool) -> None:
+    """A producer's whole transaction in v2: Produce v12's implicit add, then EndTxn v5."""
+    meta = h.coord.get(tid)
+    if meta is not None:
+        h.run(h.coord.add_partitions(tid, meta.producer_id, meta.producer_epoch, [PARTS[0]], client_version=2))
+        h.run(h.coord.end_txn(tid, meta.producer_id, meta.producer_epoch, commit, client_version=2))
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops)
-def test_replay_equals_live(steps) -> None:
-    h = TxnHarness(transactional_id_expiration_ms=200_000)
+@given(st.sampled_from([1, 2]), ops)
+def test_replay_equals_live(server_version, steps) -> None:
+    h = TxnHarness(transactional_id_expiration_ms=200_000, transaction_version=server_version)
     for step in steps:
         kind = step[0]
         if kind == "init":
@@ -54,11 +83,20 @@ def test_replay_equals_live(steps) -> None:
             meta = h.coord.get(tid)
             if meta is None:
                 continue
-            delta = step[3]
+            delta, version = step[3], step[4]
             if kind == "add":
-                h.add(tid, meta.producer_id, meta.producer_epoch + delta, step[2])
+                h.run(h.coord.add_partitions(tid, meta.producer_id, meta.producer_epoch + delta, step[2],
+                                             client_version=version))
             else:
-                h.end(tid, meta.producer_id, meta.producer_epoch + delta, step[2], finish=False)
+                h.run(h.coord.end_txn(tid, meta.producer_id, meta.producer_epoch + delta, step[2],
+                                      client_version=version))
+        elif kind == "exhaust":
+            exhaust(h, step[1])
+            if step[2]:
+                v2_transaction(h, step[1], True)
+        elif kind == "v2 transaction":
+            v2_transaction(h, step[1], step[2])
+
         elif kind == "markers":
             h.finish_markers()
         elif kind == "time":

@@ -157,12 +157,37 @@ def test_subscription_change_bumps_the_epoch_and_reassigns() -> None:
 
 
 def test_new_partitions_bump_the_group_epoch() -> None:
+    """As Kafka's metadata image update: the next heartbeat sees the new partition count, bumps
+    the group epoch and hands the new partitions out; nothing is revoked (the member keeps what
+    it had, so an incremental client sees only the additions)."""
     h = ConsumerHarness()
     c = Client(h, "m")
     c.join()
     h.topics.create("t", 8)
     r = c.beat()
     assert r.member_epoch == 2 and c.owned == {"t": set(range(8))}
+    assert group(h).members["m"].state is MemberState.STABLE and group(h).group_epoch == 2
+
+
+def test_a_deleted_topic_bumps_the_group_epoch_and_only_its_partitions_are_revoked() -> None:
+    """A subscribed topic deleted: the next heartbeat bumps the group epoch; the member keeps
+    its epoch while it gives up the deleted topic's partitions (the answer holds what it keeps),
+    and gets the new epoch once its heartbeat no longer lists them (Kafka's reconciliation)."""
+    h = ConsumerHarness(FakeTopics(t=2, u=3))
+    c = Client(h, "m", ["t", "u"])
+    c.join()
+    assert c.owned == {"t": {0, 1}, "u": {0, 1, 2}}
+    u_id = h.topics.id("u")
+    h.topics.delete("u")
+    r = done(h.cg_heartbeat(G, "m", c.epoch, owned=None))
+    g = group(h)
+    assert g.group_epoch == 2 and g.target_assignment["m"] == {h.topics.id("t"): frozenset({0, 1})}
+    assert r.member_epoch == 1 and h.owned(r) == {"t": {0, 1}}
+    m = g.members["m"]
+    assert m.state is MemberState.UNREVOKED_PARTITIONS and m.pending_revocation == {u_id: frozenset({0, 1, 2})}
+    c.owned = {"t": {0, 1}}  # the client revoked what the answer left out
+    r = c.beat()
+    assert r.member_epoch == 2 and g.members["m"].state is MemberState.STABLE and not g.partition_epochs.get(u_id)
 
 
 # ---------------------------------------------------------------- errors

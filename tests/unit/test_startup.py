@@ -66,7 +66,7 @@ from server.config import Config
 from server.dispatch import Dispatcher
 
 LAZY = ("server.handlers.groups", "server.handlers.metadata", "server.group.coordinator", "server.data_plane",
-        "server.txn.service", "server.config_layers", "storage.log", "kafka.protocol.consumer.group",
+        "server.txn.service", "storage.log", "kafka.protocol.consumer.group",
         "kafka.protocol.metadata.metadata", "server.security.sasl", "server.security.authorizer")
 
 def frame(key, version, body):

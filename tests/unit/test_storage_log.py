@@ -420,3 +420,76 @@ def test_flush_tracks_durable_offset(path):
     log.flush()
     assert log.durable_offset == log.log_end_offset == 60
     log.close()
+
+
+# ---- segment.ms: Kafka's time-based roll (LogSegment.shouldRoll / timeWaitedForRoll)
+
+def bases_of(log: PartitionLog) -> list[int]:
+    return [s.base_offset for s in log.segments]
+
+
+def test_segment_ms_rolls_at_the_first_append_after_it_by_record_timestamps(path):
+    log = PartitionLog(path, clock_ms=lambda: 0)  # the wall clock plays no part while records carry timestamps
+    log.segment_ms = 10_000
+    log.append_records(records(2), 1_000_000)
+    log.append_records(records(2, 2), 1_010_000)        # exactly segment.ms later: not past it
+    assert bases_of(log) == [0]
+    log.append_batches(bytes(build_batch([(b"k", b"v", 1_010_001)])))  # past it: this append rolls
+    assert bases_of(log) == [0, 4]
+    assert log.segments[0].sealed and not log.segments[1].sealed
+    log.append_records(records(1, 5), 1_015_000)        # measured from the new segment's first batch
+    assert bases_of(log) == [0, 4]
+    log.append_records(records(1, 6), 1_020_002)
+    assert bases_of(log) == [0, 4, 6]
+    # a late record (older timestamp) never rolls
+    log.append_records(records(1, 7), 900_000)
+    assert bases_of(log) == [0, 4, 6]
+    log.close()
+
+
+def test_segment_ms_after_a_restart_counts_from_the_first_batch_on_disk(path):
+    log = PartitionLog(path)
+    log.append_records(records(1), 5_000)
+    log.append_records(records(1, 1), 9_000)            # the segment's first batch stays at 5,000
+    log.close()
+    log = PartitionLog(path)
+    log.segment_ms = 10_000
+    log.append_records(records(1, 2), 15_000)
+    assert bases_of(log) == [0]
+    log.append_records(records(1, 3), 15_001)
+    assert bases_of(log) == [0, 3]
+    log.close()
+
+
+def test_segment_ms_uses_the_wall_clock_when_the_first_batch_has_no_timestamp(path):
+    now = [50_000]
+    log = PartitionLog(path, clock_ms=lambda: now[0])  # its first segment is made at 50,000
+    log.segment_ms = 1_000
+    log.append_records(records(1), -1)
+    now[0] = 51_000
+    log.append_records(records(1, 1), -1)
+    assert bases_of(log) == [0]
+    now[0] = 51_001
+    log.append_records(records(1, 2), -1)
+    assert bases_of(log) == [0, 2]
+    log.close()
+
+
+def test_segment_jitter_ms_rolls_earlier_by_the_segments_own_share(path):
+    log = PartitionLog(path, clock_ms=lambda: 0)
+    log.segment_ms, log.segment_jitter_ms = 10_000, 4_000
+    log.append_records(records(1), 0)
+    jitter = log.active.roll_jitter_seed % 4_000
+    log.append_records(records(1, 1), 10_000 - jitter)
+    assert bases_of(log) == [0]
+    log.append_records(records(1, 2), 10_001 - jitter)
+    assert bases_of(log) == [0, 2]
+    log.close()
+
+
+def test_segment_ms_never_rolls_an_empty_segment(path):
+    log = PartitionLog(path, clock_ms=lambda: 10**12)
+    log.segment_ms = 1
+    log.append_records(records(1), 0)                  # the empty first segment takes it
+    assert bases_of(log) == [0]
+    log.close()
