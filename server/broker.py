@@ -133,6 +133,8 @@ class Broker:
         COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention tasks; a part built
         later starts its own when it is built."""
         runtime = self.built("runtime")
+        if runtime is None:  # nothing stored: every partition is loaded as it is, empty
+            self.metrics.partition_load_seconds.update(dict.fromkeys(range(self.offsets_partitions), 0.0))
         loading = asyncio.ensure_future(runtime.load_all() if runtime is not None else _nothing())
         if freeze:
             # What start-up and loading built lives as long as the server: keep it out of every
@@ -370,7 +372,6 @@ def _build_coordinator(b: Broker) -> None:
         metrics=b.metrics,
     )
     if b._loading is not None:  # built after start-up: nothing was on disk to load
-        b.metrics.partition_load_seconds.update(dict.fromkeys(range(b.offsets_partitions), 0.0))
         _start_runtime(b)
 
 
