@@ -113,8 +113,8 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # --feature transaction.version=N` sets on a Kafka 4 cluster (2, its default: transactions v2)
     "kcoord.transaction.version": (_transaction_version, 2),
     # kcoord's own: answer EndTxn once PrepareCommit/PrepareAbort is durable (true, as Kafka
-    # does: markers are written afterwards) or once the transaction is complete (false)
-    "kcoord.transaction.end.answer.on.prepare": (_bool, False),
+    # does, the default: markers are written afterwards) or once the transaction is complete (false)
+    "kcoord.transaction.end.answer.on.prepare": (_bool, True),
     "request.timeout.ms": (int, 30000),
     # consumer groups (KIP-848), Kafka 4.x's names and defaults
     "group.consumer.session.timeout.ms": (int, 45000),

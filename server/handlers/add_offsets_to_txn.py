@@ -12,17 +12,22 @@ from kafka.protocol.producer.transaction import AddOffsetsToTxnResponse
 from protocol.errors import ErrorCode, fenced_for_version
 from server.context import RequestContext
 from server.deferred import then
+from server.txn.settling import after_completion
 from storage.log_manager import OFFSETS_TOPIC
 
 
 def handle_add_offsets_to_txn(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     partition = broker.coordinator.partition_of(req.group_id)
-    result = broker.txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                   [(OFFSETS_TOPIC, partition)])
+    txn = broker.txn
 
     def respond(code: ErrorCode) -> Any:
         return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0,
                                        error_code=fenced_for_version(code, version, 2))
 
-    return then(broker.txn.runtime.submit(result), respond)
+    def serve() -> Any:
+        result = txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                [(OFFSETS_TOPIC, partition)])
+        return then(txn.runtime.submit(result), respond)
+
+    return after_completion(txn.coordinator, req.transactional_id, serve)

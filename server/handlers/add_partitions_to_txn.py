@@ -21,6 +21,7 @@ from protocol.errors import ErrorCode, fenced_for_version
 from server.context import RequestContext
 from server.data_plane import partition_log
 from server.deferred import gather, then
+from server.txn.settling import after_completion
 
 _Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 _TopicResult = _Result.AddPartitionsToTxnTopicResult
@@ -65,13 +66,16 @@ def _one(ctx: RequestContext, version: int, transactional_id: str, producer_id: 
     coordinator = ctx.broker.txn.coordinator
     if verify_only:
         return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
-    result = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
-                                        client_version=2 if version >= 4 else 0)
 
     def per_partition(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
         return dict.fromkeys(partitions, fenced_for_version(code, version, 2))
 
-    return then(ctx.broker.txn.runtime.submit(result), per_partition)
+    def serve() -> Any:
+        result = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                            client_version=2 if version >= 4 else 0)
+        return then(ctx.broker.txn.runtime.submit(result), per_partition)
+
+    return after_completion(coordinator, transactional_id, serve)
 
 
 def handle_add_partitions_to_txn(ctx: RequestContext, req: Any, version: int) -> Any:

@@ -1,7 +1,8 @@
 """EndTxn v0-v5 (Kafka's KafkaApis.handleEndTxnRequest): commit or abort the producer's ongoing
 transaction. The coordinator writes PrepareCommit / PrepareAbort, the markers and
-CompleteCommit / CompleteAbort (server/txn/); the answer is given once the transaction is
-complete, so a client's next transaction never meets the previous one still completing.
+CompleteCommit / CompleteAbort (server/txn/); the answer is given once PrepareCommit /
+PrepareAbort is durable, as Kafka gives it (kcoord.transaction.end.answer.on.prepare), and a
+request meeting the markers still being written waits for them (server/txn/settling.py).
 v5 is transactions v2 (KIP-890 part 2): the epoch is bumped by every EndTxn and the answer
 carries the producer id and epoch the producer continues with (a new id once the epoch is
 exhausted); a retry of an EndTxn that succeeded is recognised by its epoch. PRODUCER_FENCED is
@@ -16,17 +17,21 @@ from kafka.protocol.producer.transaction import EndTxnResponse
 from protocol.errors import ErrorCode, fenced_for_version
 from server.context import RequestContext
 from server.deferred import then
+from server.txn.settling import after_completion
 
 
 def handle_end_txn(ctx: RequestContext, req: Any, version: int) -> Any:
     txn = ctx.broker.txn
-    # a v5 request is from a client of transactions v2, as Kafka decides (the request's version)
-    result = txn.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed),
-                                     client_version=2 if version >= 5 else 0)
 
     def respond(answer: tuple[ErrorCode, int, int]) -> Any:
         code, pid, epoch = answer
         return EndTxnResponse(version=version, throttle_time_ms=0, error_code=fenced_for_version(code, version, 2),
                               producer_id=pid, producer_epoch=epoch)
 
-    return then(txn.runtime.submit(result), respond)
+    def serve() -> Any:
+        # a v5 request is from a client of transactions v2, as Kafka decides (the request's version)
+        result = txn.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                         bool(req.committed), client_version=2 if version >= 5 else 0)
+        return then(txn.runtime.submit(result), respond)
+
+    return after_completion(txn.coordinator, req.transactional_id, serve)

@@ -21,6 +21,7 @@ from protocol.errors import ErrorCode, fenced_for_version
 from server.context import RequestContext
 from server.data_plane import data_plane
 from server.deferred import then
+from server.txn.settling import after_completion
 
 log = logging.getLogger("kcoord.producers")
 
@@ -56,7 +57,6 @@ def _transactional(ctx: RequestContext, req: Any, version: int, pid: int, epoch:
         log.error("Creating __transaction_state failed: %r", e)
         return _error(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     expected = None if pid == -1 else (pid, epoch)
-    result = txn.coordinator.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
 
     def respond(answer: tuple[ErrorCode, int, int]) -> Any:
         code, new_pid, new_epoch = answer
@@ -64,4 +64,8 @@ def _transactional(ctx: RequestContext, req: Any, version: int, pid: int, epoch:
                                       error_code=fenced_for_version(code, version, 4),
                                       producer_id=new_pid, producer_epoch=new_epoch)
 
-    return then(txn.runtime.submit(result), respond)
+    def serve() -> Any:
+        result = txn.coordinator.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
+        return then(txn.runtime.submit(result), respond)
+
+    return after_completion(txn.coordinator, req.transactional_id, serve)

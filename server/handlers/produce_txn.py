@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.errors import ErrorCode
 from server.data_plane import partition_log
 from server.deferred import Deferred
+from server.txn.settling import after_completion
 from storage.batch import BatchHeader
 from storage.log import PartitionLog
 
@@ -138,9 +139,14 @@ def implicit_adds(broker: Broker, req: Any) -> Deferred[dict[TopicPartition, Err
     if not wanted or producer is None:
         return None
     txn = broker.txn
-    result = txn.coordinator.add_partitions(req.transactional_id, producer[0], producer[1], wanted, client_version=2)
+    pid, epoch = producer
+
+    def serve() -> Any:
+        return txn.runtime.submit(txn.coordinator.add_partitions(req.transactional_id, pid, epoch, wanted,
+                                                                 client_version=2))
+
     out: Deferred[dict[TopicPartition, ErrorCode]] = Deferred()
-    answer = txn.runtime.submit(result)
+    answer = after_completion(txn.coordinator, req.transactional_id, serve)
 
     def done(code: ErrorCode) -> None:
         out.complete(dict.fromkeys(wanted, code))

@@ -26,6 +26,7 @@ from server.context import RequestContext
 from server.data_plane import partition_log
 from server.deferred import Deferred, then
 from server.group.txn_offset_commit import Row, txn_offset_records, validate_txn_offset_commit
+from server.txn.settling import after_completion
 from storage.log_manager import OFFSETS_TOPIC
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
@@ -72,8 +73,10 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any
     partition = broker.coordinator.partition_of(req.group_id)
     txn = broker.txn
     if version >= 5:  # transactions v2: the group's offsets partition joins the transaction
-        result = txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                [(OFFSETS_TOPIC, partition)], client_version=2)
+        def add() -> Any:
+            result = txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                    [(OFFSETS_TOPIC, partition)], client_version=2)
+            return txn.runtime.submit(result)
 
         out: Deferred[Any] = Deferred()
 
@@ -85,7 +88,7 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any
             else:
                 out.complete(answer)
 
-        then(txn.runtime.submit(result), added)
+        then(after_completion(txn.coordinator, req.transactional_id, add), added)
         return out
     if broker.config["transaction.partition.verification.enable"]:
         code = txn.coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,

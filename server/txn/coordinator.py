@@ -78,10 +78,14 @@ class TransactionCoordinator:
         self._loading: set[int] = set()
         self.active = False  # __transaction_state exists (Kafka: the coordinator is elected)
         self._marker_writer: MarkerWriter | None = None
-        # When a client's EndTxn is answered: once Prepare* is durable (Kafka's behaviour; the
-        # markers follow, a request meeting them gets CONCURRENT_TRANSACTIONS) or once the
+        # When a client's EndTxn is answered: once Prepare* is durable (Kafka's behaviour and
+        # the server's default; the markers follow, a request meeting them gets
+        # CONCURRENT_TRANSACTIONS, or waits for them: server/txn/settling.py) or once the
         # transaction is complete (markers and Complete* written)
         self.answer_end_when_prepared = False
+        # ids whose markers are being written (Complete* pending): the writer's Deferred
+        self._completing: dict[str, Deferred[None]] = {}
+        self.waiting_requests = 0  # requests waiting for a completion (server/txn/settling.py)
         self.marker_jobs: list[tuple[MarkerJob, Deferred[None]]] = []  # without a writer (tests)
 
     # ================================================================== routing / lookups
@@ -108,6 +112,11 @@ class TransactionCoordinator:
 
     def is_loading(self, partition: int | None = None) -> bool:
         return bool(self._loading) if partition is None else partition in self._loading
+
+    def completing(self, transactional_id: str) -> Deferred[None] | None:
+        """The Deferred of the id's markers while they are being written (completed once its
+        Complete state is written, or at the writer's first failure), else None."""
+        return self._completing.get(transactional_id)
 
     def set_marker_writer(self, writer: MarkerWriter | None) -> None:
         """Who writes the markers of a prepared transaction: a function returning a Deferred
@@ -283,7 +292,8 @@ class TransactionCoordinator:
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                 client_version: int = 0) -> TxnResult:
         """EndTxn from a client: the response is (error, producer id, epoch), given once the
-        transaction is complete (markers written). client_version 2 (EndTxn v5): transactions
+        Prepare state is durable (answer_end_when_prepared) or once the transaction is complete
+        (markers written). client_version 2 (EndTxn v5): transactions
         v2, the epoch is bumped and the answer carries the producer's next id and epoch."""
         if client_version >= TV_2:
             return self._end_v2(transactional_id, producer_id, producer_epoch, commit, from_client=True)
@@ -454,9 +464,18 @@ class TransactionCoordinator:
         job = MarkerJob(meta.transactional_id, meta.producer_id, meta.producer_epoch, commit,
                         frozenset(meta.partitions))
         if self._marker_writer is not None:
-            return self._marker_writer(job)
-        d: Deferred[None] = Deferred()
-        self.marker_jobs.append((job, d))
+            d = self._marker_writer(job)
+        else:
+            d = Deferred()
+            self.marker_jobs.append((job, d))
+        tid = meta.transactional_id
+        self._completing[tid] = d
+
+        def settled(_: None) -> None:
+            if self._completing.get(tid) is d:
+                del self._completing[tid]
+
+        d.add_callback(settled)
         return d
 
     def complete(self, job: MarkerJob) -> TxnResult:
@@ -600,6 +619,7 @@ class TransactionCoordinator:
         self._loading.add(partition)
         for tid in [t for t in self._txns if self.partition_of(t) == partition]:
             del self._txns[tid]
+            self._completing.pop(tid, None)
 
     def end_loading(self, partition: int) -> list[Deferred[None]]:
         """The partition is loaded: its prepared transactions get their markers (again)."""

@@ -234,8 +234,15 @@ def test_confluent_kafka_transactions_need_their_transactional_id(env):
         p.send_offsets_to_transaction([TopicPartition(env.topic, 0, 1)], consumer.consumer_group_metadata(), 30)
         consumer.close()
         p.commit_transaction(30)
-        committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [
-            TopicPartition(env.topic, 0)])])[group].result(30)
+        # EndTxn is answered once PrepareCommit is durable, as Kafka answers it; the offsets
+        # become the group's with the COMMIT marker, written just after
+        deadline = time.monotonic() + 30
+        while True:
+            committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [
+                TopicPartition(env.topic, 0)])])[group].result(30)
+            if [tp.offset for tp in committed.topic_partitions] == [1] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert [tp.offset for tp in committed.topic_partitions] == [1]
 
         refused = Producer({**env.conf("alice"), "transactional.id": unique("tx-bob")})

@@ -174,7 +174,14 @@ def test_transaction_metrics(kcoord_factory):
         p.produce(out, value="x")
         p.flush(10)
         (p.commit_transaction if commit else p.abort_transaction)(30)
-    m = scrape(port)
+    # EndTxn is answered once PrepareAbort is durable, as Kafka answers it; the markers follow
+    deadline = time.monotonic() + 30
+    while True:
+        m = scrape(port)
+        if value(m["kcoord_transactions"], "kcoord_transactions", state="CompleteAbort") == 1 \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert value(m["kcoord_transactions"], "kcoord_transactions", state="CompleteAbort") == 1
     assert value(m["kcoord_transactions"], "kcoord_transactions", state="Ongoing") == 0
     assert value(m["kcoord_transactions_completed"], "kcoord_transactions_completed_total", result="commit") == 1

@@ -240,6 +240,15 @@ def group_offset(bootstrap: str, group: str, topic: str, p: int) -> tuple[int, i
     return part.committed_offset, part.error_code
 
 
+def completed(bootstrap: str, tid: str, state: str) -> None:
+    """Wait for the transaction's Complete state: EndTxn is answered once the Prepare state is
+    durable, as Kafka answers it, and the markers follow."""
+    deadline = time.monotonic() + 30
+    while describe(bootstrap, tid).transaction_state != state:
+        assert time.monotonic() < deadline, f"{tid} never reached {state}"
+        time.sleep(0.02)
+
+
 def test_v2_over_a_socket_and_its_errors(kcoord_factory):
     srv = kcoord_factory({"num.partitions": str(PARTITIONS)})
     b = srv.bootstrap
@@ -255,6 +264,7 @@ def test_v2_over_a_socket_and_its_errors(kcoord_factory):
     assert {(t.topic, p) for t in state.topics for p in t.partitions} >= {("v2t", 0), ("v2t", 1)}
     r = pr.end(commit=True)
     assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 1)
+    completed(b, "sock-tx", "CompleteCommit")
     part, vals = fetch(b, "v2t", 0)
     assert vals == [b"a", b"b"] and part.aborted_transactions in (None, [])
     assert group_offset(b, "g-sock", "v2in", 0) == (7, 0)
@@ -280,6 +290,7 @@ def test_v2_over_a_socket_and_its_errors(kcoord_factory):
     assert pr.produce("no-such-topic", 0, [b"x"]) == E.UNKNOWN_TOPIC_OR_PARTITION
     assert pr.produce("v2t", 1, [b"d"]) == 0
     assert pr.end(commit=False).error_code == 0
+    completed(b, "sock-tx", "CompleteAbort")
     part, vals = fetch(b, "v2t", 1)
     assert vals == [b"c", b"d"] and [a.producer_id for a in part.aborted_transactions] == [pid]
     assert describe(b, "sock-tx").transaction_state == "CompleteAbort"

@@ -4,6 +4,8 @@ bumps the epoch (the next transaction's batches carry it, sequences from 0), and
 advertises the transaction.version feature."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 from test_txn_broker import G, boot, markers, until, values
@@ -11,6 +13,7 @@ from txn_client import TxnClient
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode as E
+from server.txn import settling
 from server.txn.state import TxnState
 from storage.batch import iter_batch_records
 from storage.log_manager import OFFSETS_TOPIC
@@ -93,32 +96,60 @@ async def test_a_v1_client_beside_is_unchanged(broker):
     assert broker.txn.coordinator.get("tx").producer_epoch == epoch
 
 
-async def test_produce_v12_waits_for_the_previous_transactions_markers(broker):
-    """A v2 producer's next batch may reach a partition before the previous transaction's
-    marker: it is not part of that transaction (the coordinator is still completing it)."""
-    c = TxnClient(broker)
-    pid, epoch = await init(c)
-    assert (await c.produce("tx", "t", 0, [b"a"], pid, epoch, version=12)).error_code == 0
+def _gate_markers(broker):
+    """Hold the marker writer until the returned Event is set."""
     real = broker.txn.markers.write_markers
-    gate = __import__("asyncio").Event()
+    gate = asyncio.Event()
 
     async def slow(job):
         await gate.wait()
         await real(job)
 
     broker.txn.markers.write_markers = slow
-    ending = __import__("asyncio").ensure_future(c.end("tx", pid, epoch, commit=True, version=5))
-    await until(lambda: broker.txn.coordinator.get("tx").state is TxnState.PREPARE_COMMIT, "prepared")
+    return gate
+
+
+async def test_produce_v12_waits_for_the_previous_transactions_markers(broker):
+    """A v2 producer's next batch may reach a partition before the previous transaction's
+    marker: it waits for the transaction's completion (server/txn/settling.py), then starts
+    the next transaction in the partition."""
+    c = TxnClient(broker)
+    pid, epoch = await init(c)
+    assert (await c.produce("tx", "t", 0, [b"a"], pid, epoch, version=12)).error_code == 0
+    gate = _gate_markers(broker)
+    r = await c.end("tx", pid, epoch, commit=True, version=5, until_complete=False)
+    assert r.error_code == 0  # answered once PrepareCommit is durable, as Kafka answers
+    assert broker.txn.coordinator.get("tx").state is TxnState.PREPARE_COMMIT
     c.seq.clear()
-    r = await c.produce("tx", "t", 0, [b"next"], pid, epoch + 1, version=12)
-    assert r.error_code == E.NOT_ENOUGH_REPLICAS  # CONCURRENT_TRANSACTIONS, as Produce answers it
+    producing = asyncio.ensure_future(c.produce("tx", "t", 0, [b"next"], pid, epoch + 1, version=12))
+    await until(lambda: broker.txn.coordinator.waiting_requests == 1, "the produce waits")
+    assert not producing.done()
     gate.set()
-    assert (await ending).error_code == 0
-    assert (await c.produce("tx", "t", 0, [b"next"], pid, epoch + 1, version=12)).error_code == 0
+    assert (await producing).error_code == 0
     assert broker.txn.coordinator.get("tx").partitions == {("t", 0)}
     assert (await c.end("tx", pid, epoch + 1, commit=False, version=5)).error_code == 0
     got = await c.fetch("t", 0)
     assert values(got.records) == [b"a", b"next"] and [a.producer_id for a in got.aborted_transactions] == [pid]
+
+
+async def test_produce_v12_meeting_markers_past_the_wait_is_retriable(broker, monkeypatch):
+    """Markers still not written after settling.MAX_WAIT_S: the batch is refused as Kafka
+    refuses it (CONCURRENT_TRANSACTIONS, answered NOT_ENOUGH_REPLICAS), nothing appended."""
+    monkeypatch.setattr(settling, "MAX_WAIT_S", 0.01)
+    c = TxnClient(broker)
+    pid, epoch = await init(c)
+    assert (await c.produce("tx", "t", 0, [b"a"], pid, epoch, version=12)).error_code == 0
+    gate = _gate_markers(broker)
+    assert (await c.end("tx", pid, epoch, commit=True, version=5, until_complete=False)).error_code == 0
+    c.seq.clear()
+    r = await c.produce("tx", "t", 0, [b"next"], pid, epoch + 1, version=12)
+    assert r.error_code == E.NOT_ENOUGH_REPLICAS  # CONCURRENT_TRANSACTIONS, as Produce answers it
+    assert broker.txn.coordinator.waiting_requests == 0
+    gate.set()
+    await until(lambda: broker.txn.coordinator.get("tx").state is TxnState.COMPLETE_COMMIT, "complete")
+    assert (await c.produce("tx", "t", 0, [b"next"], pid, epoch + 1, version=12)).error_code == 0
+    assert (await c.end("tx", pid, epoch + 1, commit=True, version=5)).error_code == 0
+    assert values((await c.fetch("t", 0)).records) == [b"a", b"next"]
 
 
 @pytest.mark.parametrize("version", [3, 4])

@@ -3,6 +3,7 @@ API (requests and responses encoded and decoded at the version given) against a 
 real logs on tmp_path, and waits for a parked answer."""
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kafka.protocol.consumer import OffsetFetchRequest
@@ -75,9 +76,19 @@ class TxnClient:
             topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]), version)
         return {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
 
-    async def end(self, tid: str, pid: int, epoch: int, commit: bool, version: int = 3) -> Any:
-        return await self.ask(ApiKey.END_TXN, EndTxnRequest(
+    async def end(self, tid: str, pid: int, epoch: int, commit: bool, version: int = 3,
+                  until_complete: bool = True) -> Any:
+        """EndTxn; answered once the Prepare state is durable, as Kafka answers it. With
+        until_complete, return once the markers and the Complete state are written too (what
+        the tests below look at; a client sees it with require_stable or read_committed)."""
+        r = await self.ask(ApiKey.END_TXN, EndTxnRequest(
             version=version, transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit), version)
+        completing = self.broker.txn.coordinator.completing(tid)
+        if until_complete and completing is not None and not completing.done:
+            fut = asyncio.get_running_loop().create_future()
+            completing.add_callback(lambda _: fut.done() or fut.set_result(None))
+            await fut
+        return r
 
     async def offsets(self, group: str, parts: dict[str, list[int]], require_stable: bool = True) -> dict:
         T = OffsetFetchRequest.OffsetFetchRequestTopic
