@@ -196,9 +196,10 @@ def test_java_consumers_and_admin(env, tmp_path):
 
 
 def test_confluent_kafka_transactions_need_their_transactional_id(env):
-    """A transactional producer (librdkafka) whose principal may WRITE its transactional id
-    commits a transaction with a consumer group's offsets; one that may not is refused at
-    init_transactions with TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    """A transactional producer (librdkafka) whose principal may not WRITE its transactional id
+    is refused at init_transactions with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; once the ACL is
+    added, a producer with the same transactional id commits a transaction with a consumer
+    group's offsets."""
     from confluent_kafka import (
         Consumer,
         ConsumerGroupTopicPartitions,
@@ -218,13 +219,22 @@ def test_confluent_kafka_transactions_need_their_transactional_id(env):
 
     admin = AdminClient(env.conf("admin"))
     tid = unique("tx-alice")
-    grants = [AclBinding(ResourceType.TRANSACTIONAL_ID, tid, ResourcePatternType.LITERAL, "User:alice", "*",
-                         AclOperation.WRITE, AclPermissionType.ALLOW),
-              AclBinding(ResourceType.TOPIC, env.topic, ResourcePatternType.LITERAL, "User:alice", "*",
-                         AclOperation.WRITE, AclPermissionType.ALLOW)]
-    for f in admin.create_acls(grants).values():
+    topic_grant = AclBinding(ResourceType.TOPIC, env.topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                             AclOperation.WRITE, AclPermissionType.ALLOW)
+    txn_grant = AclBinding(ResourceType.TRANSACTIONAL_ID, tid, ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.WRITE, AclPermissionType.ALLOW)
+    grants = [topic_grant, txn_grant]
+    for f in admin.create_acls([topic_grant]).values():
         assert f.result(30) is None
     try:
+        refused = Producer({**env.conf("alice"), "transactional.id": tid})
+        with pytest.raises(KafkaException) as e:
+            refused.init_transactions(30)
+        assert e.value.args[0].name() == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+        del refused
+
+        for f in admin.create_acls([txn_grant]).values():
+            assert f.result(30) is None
         p = Producer({**env.conf("alice"), "transactional.id": tid})
         p.init_transactions(30)
         p.begin_transaction()
@@ -237,11 +247,6 @@ def test_confluent_kafka_transactions_need_their_transactional_id(env):
         committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [
             TopicPartition(env.topic, 0)])])[group].result(30)
         assert [tp.offset for tp in committed.topic_partitions] == [1]
-
-        refused = Producer({**env.conf("alice"), "transactional.id": unique("tx-bob")})
-        with pytest.raises(KafkaException) as e:
-            refused.init_transactions(30)
-        assert e.value.args[0].name() == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
     finally:
         for grant in grants:
             f = AclBindingFilter(grant.restype, grant.name, grant.resource_pattern_type, grant.principal, "*",
