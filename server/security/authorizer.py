@@ -118,6 +118,9 @@ class Authorizer:
         # resource type -> (LITERAL name -> ACLs, PREFIXED name -> ACLs)
         self._index: dict[ResourceType, tuple[dict[str, list[StandardAcl]], dict[str, list[StandardAcl]]]] = {}
         self._cache: dict[tuple[str, str, AclOperation, ResourceType, str], tuple[bool, str]] = {}
+        # composite decisions of the hot direct routes (server/security/enforce.py ALLOWED_AS_IS,
+        # e.g. a commit's group and topic together), dropped with the cache when the ACLs change
+        self.memo: dict[tuple[str, ...], bool] = {}
 
     # ---- state ----
 
@@ -143,6 +146,7 @@ class Authorizer:
             target.setdefault(acl.resource_name, []).append(acl)
         self._index = index
         self._cache = {}
+        self.memo = {}
 
     # ---- decisions ----
 
@@ -164,6 +168,12 @@ class Authorizer:
                        "for request = %s with resourceRefCount = 1 based on rule %s", principal, op.name, host,
                        _type_name(rtype), name, api or "?", rule)
         return allowed
+
+    def remember(self, key: tuple[str, ...], allowed: bool) -> None:
+        """A composite decision for `memo` (bounded like the decision cache)."""
+        if len(self.memo) >= _CACHE_LIMIT:
+            self.memo = {}
+        self.memo[key] = allowed
 
     def _decide(self, principal: str, host: str, op: AclOperation, rtype: ResourceType, name: str) -> tuple[bool, str]:
         if principal in self.super_users:

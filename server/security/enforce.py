@@ -152,7 +152,7 @@ def guarded_direct(api: ApiKey, direct: Callable[..., Any], client: Callable[[],
             principal, host = "User:ANONYMOUS", c or ""
         else:
             principal, host = c.principal, c.host  # type: ignore[union-attr]
-        if quick is not None and quick(authorizer.authorize, principal, host, req, name):
+        if quick is not None and quick(authorizer, principal, host, req, name):
             return direct(broker, req, version)
         return _apply(policy, name, Access(authorizer, principal, host, name, broker), direct, (broker,), req, version)
 
@@ -1183,15 +1183,25 @@ POLICIES: dict[int, Policy] = {
 }
 
 
-def _heartbeat_allowed(authorize: Callable[..., bool], principal: str, host: str, req: Any, api: str) -> bool:
-    return authorize(principal, host, READ, GROUP, req.group_id, api, False)  # a denial is logged by the policy
+def _heartbeat_allowed(authorizer: Authorizer, principal: str, host: str, req: Any, api: str) -> bool:
+    return authorizer.authorize(principal, host, READ, GROUP, req.group_id, api, False)  # a denial is logged by the policy
 
 
-def _commit_allowed(authorize: Callable[..., bool], principal: str, host: str, req: Any, api: str) -> bool:
-    if not authorize(principal, host, READ, GROUP, req.group_id, api, False):
+def _commit_allowed(authorizer: Authorizer, principal: str, host: str, req: Any, api: str) -> bool:
+    topics = req.topics
+    if len(topics) == 1:  # the usual commit: one remembered decision for the (group, topic) pair
+        key = (principal, host, req.group_id, topics[0].name)
+        memo = authorizer.memo
+        hit = memo.get(key)
+        if hit is None:
+            hit = (authorizer.authorize(principal, host, READ, GROUP, req.group_id, api, False)
+                   and authorizer.authorize(principal, host, READ, TOPIC, topics[0].name, api, False))
+            authorizer.remember(key, hit)
+        return hit
+    if not authorizer.authorize(principal, host, READ, GROUP, req.group_id, api, False):
         return False
-    for t in req.topics:
-        if not authorize(principal, host, READ, TOPIC, t.name, api, False):
+    for t in topics:
+        if not authorizer.authorize(principal, host, READ, TOPIC, t.name, api, False):
             return False
     return True
 

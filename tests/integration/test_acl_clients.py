@@ -4,10 +4,11 @@ into the group and topic their ACLs name and see Kafka's authorization errors (g
 elsewhere. One server: SASL/PLAIN users on one listener, StandardAuthorizer, User:admin super."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
-from clientlib import run_java
+from clientlib import compile_java4, java4_classpath, run, run_java
 from conftest import KcoordProcess, free_port, unique
 
 pytestmark = pytest.mark.integration
@@ -196,9 +197,10 @@ def test_java_consumers_and_admin(env, tmp_path):
 
 
 def test_confluent_kafka_transactions_need_their_transactional_id(env):
-    """A transactional producer (librdkafka) whose principal may WRITE its transactional id
-    commits a transaction with a consumer group's offsets; one that may not is refused at
-    init_transactions with TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    """A transactional producer (librdkafka) whose principal may not WRITE its transactional id
+    is refused at init_transactions with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; once the ACL is
+    added, a producer with the same transactional id commits a transaction with a consumer
+    group's offsets."""
     from confluent_kafka import (
         Consumer,
         ConsumerGroupTopicPartitions,
@@ -218,13 +220,22 @@ def test_confluent_kafka_transactions_need_their_transactional_id(env):
 
     admin = AdminClient(env.conf("admin"))
     tid = unique("tx-alice")
-    grants = [AclBinding(ResourceType.TRANSACTIONAL_ID, tid, ResourcePatternType.LITERAL, "User:alice", "*",
-                         AclOperation.WRITE, AclPermissionType.ALLOW),
-              AclBinding(ResourceType.TOPIC, env.topic, ResourcePatternType.LITERAL, "User:alice", "*",
-                         AclOperation.WRITE, AclPermissionType.ALLOW)]
-    for f in admin.create_acls(grants).values():
+    topic_grant = AclBinding(ResourceType.TOPIC, env.topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                             AclOperation.WRITE, AclPermissionType.ALLOW)
+    txn_grant = AclBinding(ResourceType.TRANSACTIONAL_ID, tid, ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.WRITE, AclPermissionType.ALLOW)
+    grants = [topic_grant, txn_grant]
+    for f in admin.create_acls([topic_grant]).values():
         assert f.result(30) is None
     try:
+        refused = Producer({**env.conf("alice"), "transactional.id": tid})
+        with pytest.raises(KafkaException) as e:
+            refused.init_transactions(30)
+        assert e.value.args[0].name() == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+        del refused
+
+        for f in admin.create_acls([txn_grant]).values():
+            assert f.result(30) is None
         p = Producer({**env.conf("alice"), "transactional.id": tid})
         p.init_transactions(30)
         p.begin_transaction()
@@ -244,13 +255,65 @@ def test_confluent_kafka_transactions_need_their_transactional_id(env):
                 break
             time.sleep(0.05)
         assert [tp.offset for tp in committed.topic_partitions] == [1]
-
-        refused = Producer({**env.conf("alice"), "transactional.id": unique("tx-bob")})
-        with pytest.raises(KafkaException) as e:
-            refused.init_transactions(30)
-        assert e.value.args[0].name() == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
     finally:
         for grant in grants:
+            f = AclBindingFilter(grant.restype, grant.name, grant.resource_pattern_type, grant.principal, "*",
+                                 grant.operation, grant.permission_type)
+            for r in admin.delete_acls([f]).values():
+                r.result(30)
+
+
+@pytest.mark.java
+def test_java4_transactions_v2_need_their_transactional_id(env):
+    """Java kafka-clients 4.3 on transactions v2 (InitProducerId v5, Produce v12, TxnOffsetCommit
+    v5, EndTxn v5): refused at initTransactions without WRITE on its transactional id
+    (TransactionalIdAuthorizationException); with it, the transaction commits, ending with the
+    epoch bump only an EndTxn v5 makes."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+    from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+    from wire import WireClient
+
+    def transaction() -> dict:
+        compile_java4()
+        r = run(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                 "-Dorg.slf4j.simpleLogger.logFile=System.err", "-cp", java4_classpath(), "SecureTxnV2", env.sasl,
+                 "alice", USERS["alice"], env.topic, group, tid], timeout=180)
+        lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        assert len(lines) == 1, (r.stdout, r.stderr[-3000:])
+        return lines[0]
+
+    admin = AdminClient(env.conf("admin"))
+    tid, group = unique("tx-alice-j4"), unique("g-alice-j4")
+    topic_grant = AclBinding(ResourceType.TOPIC, env.topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                             AclOperation.WRITE, AclPermissionType.ALLOW)
+    txn_grant = AclBinding(ResourceType.TRANSACTIONAL_ID, tid, ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.WRITE, AclPermissionType.ALLOW)
+    for f in admin.create_acls([topic_grant]).values():
+        assert f.result(30) is None
+    try:
+        assert transaction() == {"kind": "refused", "at": "init", "error": "TransactionalIdAuthorizationException"}
+        for f in admin.create_acls([txn_grant]).values():
+            assert f.result(30) is None
+        assert transaction() == {"kind": "committed"}
+        committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [
+            TopicPartition(env.topic, 0)])])[group].result(30)
+        assert [tp.offset for tp in committed.topic_partitions] == [1]
+        with WireClient(env.sasl) as c:
+            c.authenticate("PLAIN", "admin", USERS["admin"])
+            state = c.call(DescribeTransactionsRequest(version=0, transactional_ids=[tid]), 0).transaction_states[0]
+        # the first producer id's epoch 0, bumped by the commit's EndTxn v5 (v1 would leave it at 0)
+        assert (state.error_code, state.transaction_state, state.producer_epoch) == (0, "CompleteCommit", 1)
+    finally:
+        for grant in (topic_grant, txn_grant):
             f = AclBindingFilter(grant.restype, grant.name, grant.resource_pattern_type, grant.principal, "*",
                                  grant.operation, grant.permission_type)
             for r in admin.delete_acls([f]).values():

@@ -11,6 +11,7 @@ Principals and their ACLs (created by the super user through CreateAcls):
     User:*   topic t-public DESCRIBE
     alice    transactional id tx-alice WRITE; group g-bob-cg DESCRIBE (but none of its topics)
     bob      PREFIXED: transactional id tx-bob* ALL
+    carol    CLUSTER_ACTION on the cluster (what a broker's AddPartitionsToTxn v4+ needs)
     mallory  none (allow.everyone.if.no.acl.found=false)
     admin    super.users
 """
@@ -92,6 +93,7 @@ ACLS = [  # (principal, resource type, name, pattern, operation, permission)
     ("User:alice", Res.TRANSACTIONAL_ID, "tx-alice", Pat.LITERAL, Op.WRITE, Perm.ALLOW),
     ("User:bob", Res.TRANSACTIONAL_ID, "tx-bob", Pat.PREFIXED, Op.ALL, Perm.ALLOW),
     ("User:alice", Res.GROUP, "g-bob-cg", Pat.LITERAL, Op.DESCRIBE, Perm.ALLOW),
+    ("User:carol", Res.CLUSTER, "kafka-cluster", Pat.LITERAL, Op.CLUSTER_ACTION, Perm.ALLOW),
 ]
 
 
@@ -269,9 +271,9 @@ class Calls:
     def find_txn_coordinator(self, tid: str) -> int:
         return self.c.call(FindCoordinatorRequest(version=3, key=tid, key_type=1), 3).error_code
 
-    def init_txn(self, tid: str) -> tuple[int, int, int]:
-        r = self.c.call(InitProducerIdRequest(version=4, transactional_id=tid, transaction_timeout_ms=60000,
-                                              producer_id=-1, producer_epoch=-1), 4)
+    def init_txn(self, tid: str, version: int = 4) -> tuple[int, int, int]:
+        r = self.c.call(InitProducerIdRequest(version=version, transactional_id=tid, transaction_timeout_ms=60000,
+                                              producer_id=-1, producer_epoch=-1), version)
         return r.error_code, r.producer_id, r.producer_epoch
 
     def add_partitions(self, txn: tuple[str, int, int], topics: list[str], version: int = 3) -> dict:
@@ -303,6 +305,40 @@ class Calls:
             topics=[T(name=t, partitions=[P(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
                                             committed_metadata="")]) for t in topics]), 3)
         return {t.name: t.partitions[0].error_code for t in r.topics}
+
+    # -- transactions v2 (KIP-890 part 2): Produce v12 adds its partitions, no AddPartitionsToTxn
+    # or AddOffsetsToTxn; the brokers' AddPartitionsToTxn v5 verifies
+
+    def produce_v12(self, txn: tuple[str, int, int], topics: list[str]) -> dict[str, int]:
+        T = ProduceRequest.TopicProduceData
+        r = self.c.call(ProduceRequest(version=12, transactional_id=txn[0], acks=-1, timeout_ms=5000, topic_data=[
+            T(name=t, partition_data=[T.PartitionProduceData(index=0, records=batch(txn[1:]))]) for t in topics]), 12)
+        return {t.name: t.partition_responses[0].error_code for t in r.responses}
+
+    def verify_v5(self, txn: tuple[str, int, int], topics: list[str]) -> tuple[int, dict[str, int]]:
+        X = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+        r = self.c.call(AddPartitionsToTxnRequest(version=5, transactions=[X(
+            transactional_id=txn[0], producer_id=txn[1], producer_epoch=txn[2], verify_only=True,
+            topics=[X.AddPartitionsToTxnTopic(name=t, partitions=[0]) for t in topics])]), 5)
+        return r.error_code, {t.name: t.results_by_partition[0].partition_error_code
+                              for x in r.results_by_transaction for t in x.topic_results}
+
+    def txn_commit_v5(self, txn: tuple[str, int, int], group: str, topics: list[str]) -> dict[str, int]:
+        tid, pid, epoch = txn
+        T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+        P = T.TxnOffsetCommitRequestPartition
+        r = self.c.call(TxnOffsetCommitRequest(
+            version=5, transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=[T(name=t, partitions=[P(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                            committed_metadata="")]) for t in topics]), 5)
+        return {t.name: t.partitions[0].error_code for t in r.topics}
+
+    def end_txn_v5(self, txn: tuple[str, int, int], commit: bool) -> tuple[int, int, int]:
+        tid, pid, epoch = txn
+        r = self.c.call(EndTxnRequest(version=5, transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                      committed=commit), 5)
+        return r.error_code, r.producer_id, r.producer_epoch
 
     def end_txn(self, txn: tuple[str, int, int], commit: bool) -> int:
         tid, pid, epoch = txn
@@ -433,6 +469,7 @@ def _checks(bootstrap: str) -> dict:
 
     _txn_checks(conns, out)
     _consumer_protocol_checks(conns, out)
+    _txn_v2_checks(conns, out)
 
     # what the denied requests would have changed, seen by the super user
     out["after"] = {
@@ -488,6 +525,31 @@ def _txn_checks(conns: dict, out: dict) -> None:
     out["txn_end"]["alice"] = _retrying(lambda: alice.end_txn(txn, False))
     out["describe_producers"] = {(u, t): conns[u].describe_producers(t) for u, t in [
         ("alice", "t-alice"), ("alice", "t-other"), ("mallory", "t-alice"), ("admin", "t-other")]}
+
+
+def _txn_v2_checks(conns: dict, out: dict) -> None:
+    """bob's transaction tx-bob-v2 on transactions v2; the others try to use it."""
+    alice, bob, carol, mallory, admin = (conns[u] for u in ("alice", "bob", "carol", "mallory", "admin"))
+    tid = "tx-bob-v2"
+    _retrying(lambda: bob.find_txn_coordinator(tid))
+    code, pid, epoch = _retrying(lambda: bob.init_txn(tid, 5))
+    out["v2_init"] = {"bob": code, "mallory": mallory.init_txn(tid, 5)[0], "alice": alice.init_txn(tid, 5)[0]}
+    txn = (tid, pid, epoch)
+    out["v2_producer"] = (pid, epoch)
+    out["v2_produce"] = {"mallory": mallory.produce_v12(txn, ["t-bob-1"]),
+                         "alice": alice.produce_v12(txn, ["t-alice"]),  # WRITE on the topic, not on the id
+                         "bob": bob.produce_v12(txn, ["t-bob-1", "t-alice"])}  # WRITE on t-bob* only
+    out["v2_partitions"] = admin.describe_txns([tid])[tid]
+    # the brokers' verification: CLUSTER_ACTION (carol, who may not even describe tx-bob-v2), not
+    # WRITE on the transactional id (bob)
+    out["v2_verify"] = {"carol": carol.verify_v5(txn, ["t-bob-1", "t-alice"]), "bob": bob.verify_v5(txn, ["t-bob-1"])}
+    out["v2_offset_commit"] = {"mallory": mallory.txn_commit_v5(txn, "g-bob-v2", ["t-bob-1"]),
+                               "bob-alice's-group": bob.txn_commit_v5(txn, "g-alice", ["t-bob-1"]),
+                               "bob": bob.txn_commit_v5(txn, "g-bob-v2", ["t-bob-1", "t-alice"])}
+    out["v2_end"] = {"mallory": mallory.end_txn_v5(txn, True), "alice": alice.end_txn_v5(txn, True)}
+    out["v2_after_denied_end"] = admin.describe_txns([tid])[tid][1]
+    out["v2_end"]["bob"] = _retrying(lambda: bob.end_txn_v5(txn, True))
+    out["v2_committed"] = admin.fetch_offsets("g-bob-v2", None)
 
 
 def _consumer_protocol_checks(conns: dict, out: dict) -> None:
@@ -648,6 +710,26 @@ def test_transaction_apis(matrix):
     assert matrix["txn_after_denied_end"] == "Ongoing"  # mallory's EndTxn changed nothing
     assert matrix["describe_producers"] == {("alice", "t-alice"): 0, ("alice", "t-other"): E.TOPIC_AUTHORIZATION_FAILED,
                                             ("mallory", "t-alice"): E.TOPIC_AUTHORIZATION_FAILED, ("admin", "t-other"): 0}
+
+
+def test_transactions_v2_apis(matrix):
+    """InitProducerId v5, Produce v12 (its partitions join the transaction), the brokers'
+    AddPartitionsToTxn v5, TxnOffsetCommit v5 and EndTxn v5, as KafkaApis authorizes them."""
+    assert matrix["v2_init"] == {"bob": 0, "mallory": TXN_AUTH, "alice": TXN_AUTH}
+    assert matrix["v2_produce"] == {"mallory": {"t-bob-1": TXN_AUTH}, "alice": {"t-alice": TXN_AUTH},
+                                    "bob": {"t-bob-1": 0, "t-alice": E.TOPIC_AUTHORIZATION_FAILED}}
+    # only the partition bob may write joined the transaction; the refused requests added nothing
+    assert matrix["v2_partitions"] == (0, "Ongoing", {"t-bob-1"})
+    assert matrix["v2_verify"] == {"carol": (0, {"t-bob-1": 0, "t-alice": E.TRANSACTION_ABORTABLE}),
+                                   "bob": (E.CLUSTER_AUTHORIZATION_FAILED, {})}
+    assert matrix["v2_offset_commit"] == {"mallory": {"t-bob-1": TXN_AUTH},
+                                          "bob-alice's-group": {"t-bob-1": E.GROUP_AUTHORIZATION_FAILED},
+                                          "bob": {"t-bob-1": 0, "t-alice": E.TOPIC_AUTHORIZATION_FAILED}}
+    pid, epoch = matrix["v2_producer"]
+    assert matrix["v2_end"] == {"mallory": (TXN_AUTH, -1, -1), "alice": (TXN_AUTH, -1, -1),
+                                "bob": (0, pid, epoch + 1)}  # v2: the epoch bumped with every EndTxn
+    assert matrix["v2_after_denied_end"] == "Ongoing"
+    assert matrix["v2_committed"] == (0, {"t-bob-1": [(0, 1)]})  # not t-alice's refused offset
 
 
 def test_consumer_group_protocol_apis(matrix):

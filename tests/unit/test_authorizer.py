@@ -102,6 +102,38 @@ def test_decisions_follow_acl_changes(tmp_path):
     assert not may(a, "User:alice", Op.READ, Res.GROUP, "g")
 
 
+def test_the_commit_fast_path_follows_acl_changes(tmp_path):
+    """The direct OffsetCommit route's remembered (group, topic) decision is dropped with the
+    authorizer's cache when the ACLs change (a DENY added, an ALLOW deleted)."""
+    from kafka.protocol.consumer import OffsetCommitRequest
+
+    from protocol.api import ApiKey
+    from server.security.enforce import ALLOWED_AS_IS
+
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+
+    def commit(*topics: str) -> OffsetCommitRequest:
+        return OffsetCommitRequest(version=8, group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                                   group_instance_id=None, topics=[T(name=t, partitions=[]) for t in topics])
+
+    allowed = ALLOWED_AS_IS[ApiKey.OFFSET_COMMIT]
+    a = authorizer(tmp_path, acl(Res.GROUP, "g", "User:alice", Op.READ), acl(Res.TOPIC, "t", "User:alice", Op.READ),
+                   acl(Res.TOPIC, "u", "User:alice", Op.READ))
+    assert allowed(a, "User:alice", HOST, commit("t"), "OffsetCommit")
+    assert allowed(a, "User:alice", HOST, commit("t"), "OffsetCommit")  # remembered
+    assert allowed(a, "User:alice", HOST, commit("t", "u"), "OffsetCommit")
+    assert not allowed(a, "User:bob", HOST, commit("t"), "OffsetCommit")
+    assert not allowed(a, "User:alice", HOST, commit("v"), "OffsetCommit")
+    records, _ = a.create([acl(Res.TOPIC, "t", "User:alice", Op.READ, Perm.DENY)])
+    asyncio.run(a.commit(records))
+    assert not allowed(a, "User:alice", HOST, commit("t"), "OffsetCommit")
+    assert not allowed(a, "User:alice", HOST, commit("u", "t"), "OffsetCommit")
+    assert allowed(a, "User:alice", HOST, commit("u"), "OffsetCommit")
+    records, _ = a.delete([AclFilter(Res.GROUP, "g", Pat.LITERAL, None, None, Op.ANY, Perm.ANY)])
+    asyncio.run(a.commit(records))
+    assert not allowed(a, "User:alice", HOST, commit("u"), "OffsetCommit")
+
+
 def test_authorize_by_resource_type(tmp_path):
     """InitProducerId's check: WRITE on some topic, a prefixed deny covering the allow revokes it."""
     a = authorizer(tmp_path,
