@@ -24,10 +24,11 @@ _DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
 _MAX_NAME = 255  # a file name's limit on common file systems
 
 
-def delete_dir_name(topic: str, partition: int) -> str:
+def delete_dir_name(topic: str, partition: int, unique: str | None = None) -> str:
     """Kafka's LocalLog.logDeleteDirName: the topic part is shortened if the name would
-    exceed 255 characters."""
-    suffix = f".{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    exceed 255 characters. `unique` (32 hex digits) stands in for a new random id when many
+    partitions are set aside at once (their names differ by topic and partition already)."""
+    suffix = f".{unique or uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
     keep = min(len(topic), _MAX_NAME - (len(suffix) + 1 + len(str(partition))))
     return f"{topic[:keep]}-{partition}{suffix}"
 

@@ -16,13 +16,14 @@ import gc
 import logging
 import os
 import time
+import uuid
 from typing import TYPE_CHECKING
 
 from server.clock import SystemClock
 from server.metrics import Metrics
 from server.producers import PRODUCER_ID_FILE
 from server.topics import DYNAMIC_FILE, REGISTRY_FILE
-from storage.log_deletion import rename_for_delete
+from storage.log_deletion import delete_dir_name
 from storage.log_manager import parse_partition_dir
 
 if TYPE_CHECKING:
@@ -68,10 +69,13 @@ def reset_broker(broker: Broker) -> dict[str, int]:
     assert broker.logs is not None
     broker.logs.discard()
     log_dir = str(broker.log_dir)
-    for name in os.listdir(log_dir):
-        tp = parse_partition_dir(name)
-        if tp is not None and os.path.isdir(os.path.join(log_dir, name)):
-            rename_for_delete(log_dir, *tp)  # the way DeleteTopics sets a partition aside
+    unique = uuid.uuid4().hex  # one id for all: each name has its own topic and partition
+    with os.scandir(log_dir) as it:
+        entries = list(it)  # before renaming anything in the directory being listed
+    for entry in entries:
+        tp = parse_partition_dir(entry.name)
+        if tp is not None and entry.is_dir():  # set aside the way DeleteTopics does (storage/log_deletion.py)
+            os.rename(entry.path, os.path.join(log_dir, delete_dir_name(*tp, unique)))
     for name in (REGISTRY_FILE, PRODUCER_ID_FILE, DYNAMIC_FILE, _CLEANER_CHECKPOINT):
         try:
             os.unlink(broker.log_dir / name)
