@@ -75,9 +75,14 @@ SERVER_SETTINGS = {
     "allow.everyone.if.no.acl.found": "true",
 }
 SCENARIO_SETTINGS = {"noautocreate": {"auto.create.topics.enable": "false"}}
+# What the log cleaner (`kcoord sidecar`) of a [cleaner] test's server takes from that server's
+# settings besides log.dirs (suite.toml's [cleaner] settings are given to both).
+CLEANER_SETTINGS = ("log.cleaner.backoff.ms", "log.cleaner.min.cleanable.ratio", "log.cleaner.delete.retention.ms",
+                    "offsets.topic.segment.bytes", "log.segment.bytes")
 KAFKA_VERSION = "3.9.0"        # TEST_KAFKA_VERSION: what the tests gate their features on
 TIME_LIMIT = 600               # seconds for one test id in one process (a hang costs this once);
                                # suite.toml's [time_limit] raises it for ids that run longer
+SIDECAR_START_LIMIT = 300      # seconds for a cleaner server's sidecar to be up and warm
 RUNNING: set[subprocess.Popen] = set()   # test-runner processes in flight (killed on SIGTERM)
 STOPPING = threading.Event()              # set on SIGTERM: queued test ids are not started
 
@@ -110,12 +115,19 @@ def answers(port: int, timeout: float = 10.0) -> bool:
 class Server:
     """One kcoord process for one scenario, with trivup's listeners (PLAINTEXT, SASL_PLAINTEXT,
     and SSL and SASL_SSL given a PKI); replaced by a fresh one (fresh data directory) when it
-    stops answering."""
+    stops answering. With `cleaner`, a `kcoord sidecar` runs beside it: Kafka's log cleaner runs
+    inside the broker, kcoord's is the Spark sidecar, so only the test ids that need one
+    (suite.toml's [cleaner]) get such a server, started for them and stopped after them."""
 
     def __init__(self, scenario: str, workdir: Path, extra: dict[str, str] | None = None,
-                 pki: sec.Pki | None = None):
+                 pki: sec.Pki | None = None, cleaner: bool = False):
         self.extra = extra or {}
         self.pki = pki
+        self.cleaner = cleaner
+        self.name = f"{scenario}+cleaner" if cleaner else scenario
+        self.users = 0                  # runner processes using it (a cleaner server stops at 0)
+        self.sidecar: subprocess.Popen | None = None
+        self.sidecar_cpu = self.sidecar_wall = 0.0
         self.ports: dict[str, int] = {}
         self.scenario = scenario
         self.workdir = workdir
@@ -130,7 +142,7 @@ class Server:
         protocols = sec.PROTOCOLS if self.pki is not None else sec.PROTOCOLS[:2]
         self.ports = {p: free_port() for p in protocols}
         self.port = self.ports["PLAINTEXT"]
-        data = self.workdir / f"{self.scenario}-{self.generation}"
+        data = self.workdir / f"{self.name}-{self.generation}"
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir(parents=True)
         listeners = ",".join(f"{p}://127.0.0.1:{port}" for p, port in self.ports.items())
@@ -143,16 +155,58 @@ class Server:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
+        if self.cleaner:
+            self._start_sidecar(data, settings)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kcoord exited with {self.proc.returncode}; see {self.log}")
             if answers(self.port, 2.0):
-                return
+                break
             time.sleep(0.2)
-        raise RuntimeError(f"kcoord did not answer on {self.port} within 60 s; see {self.log}")
+        else:
+            raise RuntimeError(f"kcoord did not answer on {self.port} within 60 s; see {self.log}")
+        if self.cleaner:
+            self._await_sidecar(data / "sidecar.log")
+
+    def _await_sidecar(self, log: Path) -> None:
+        """Until the sidecar says it is cleaning (after its warm-up pass: the JVM and its Python
+        workers started), so the test's wait for compaction does not include Spark's start."""
+        deadline = time.monotonic() + SIDECAR_START_LIMIT
+        while time.monotonic() < deadline:
+            if self.sidecar.poll() is not None:
+                raise RuntimeError(f"kcoord sidecar exited with {self.sidecar.returncode}; see {log}")
+            if b"kcoord sidecar: cleaning" in log.read_bytes():
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"kcoord sidecar not cleaning within {SIDECAR_START_LIMIT} s; see {log}")
+
+    def _start_sidecar(self, data: Path, settings: dict[str, str]) -> None:
+        """The sidecar on the server's log directory with the server's cleaner settings."""
+        self._stop_sidecar()
+        args = [sys.executable, "-m", "server", "sidecar"]
+        for k in ("log.dirs", *CLEANER_SETTINGS):
+            if k in settings:
+                args += ["--override", f"{k}={settings[k]}"]
+        with open(data / "sidecar.log", "ab") as out:
+            self.sidecar = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        self.sidecar_started = time.monotonic()
+
+    def _stop_sidecar(self) -> None:
+        if self.sidecar and self.sidecar.poll() is None:
+            # Its CPU cost (the Python driver and the Spark JVM: every process of its session).
+            self.sidecar_cpu += session_cpu_seconds(self.sidecar.pid)
+            self.sidecar_wall += time.monotonic() - self.sidecar_started
+            self.sidecar.send_signal(signal.SIGTERM)
+            try:
+                self.sidecar.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.sidecar.pid, signal.SIGKILL)
+                self.sidecar.wait()
 
     def stop(self) -> None:
+        self._stop_sidecar()
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -160,6 +214,20 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def acquire(self) -> dict[str, str]:
+        with self.lock:
+            self.users += 1
+        return self.ensure()
+
+    def release(self) -> None:
+        """A cleaner server (and its Spark JVM) stops when no runner process uses it; the next
+        one to need it gets a fresh one."""
+        with self.lock:
+            self.users -= 1
+            if self.cleaner and self.users == 0:
+                self.stop()
+                self.proc = None
 
     def ensure(self) -> dict[str, str]:
         """The addresses (security.protocol -> host:port) of a server that answers (started or
@@ -178,6 +246,20 @@ class Server:
             return {p: f"127.0.0.1:{port}" for p, port in self.ports.items()}
 
 
+def session_cpu_seconds(sid: int) -> float:
+    """User + system CPU seconds of every live process in session `sid` (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:           # field 6 of stat: the session id
+            total += int(fields[11]) + int(fields[12])   # utime, stime
+    return total / tick
+
+
 # ---- the suite ----
 
 @dataclass
@@ -188,6 +270,7 @@ class Unit:
     tests: list[res.SuiteTest]
     time_limit: int = TIME_LIMIT
     security: str = "PLAINTEXT"     # the client's security.protocol (suite.toml's [security])
+    cleaner: bool = False           # its server has a log cleaner beside it (suite.toml's [cleaner])
 
     @property
     def key(self) -> str:
@@ -261,7 +344,15 @@ def kafka_home(out: Path) -> Path:
 def run_unit(unit: Unit, server: Server, attempt: int, env_base: dict, logs: Path) -> dict[str, res.Outcome]:
     if STOPPING.is_set():
         return {t.name: res.Outcome() for t in unit.tests}
-    addresses = server.ensure()
+    addresses = server.acquire()
+    try:
+        return _run_unit(unit, server, addresses, attempt, env_base, logs)
+    finally:
+        server.release()
+
+
+def _run_unit(unit: Unit, server: Server, addresses: dict[str, str], attempt: int, env_base: dict,
+              logs: Path) -> dict[str, res.Outcome]:
     bootstrap = addresses[unit.security]
     work = logs / f"{unit.key}.{attempt}"
     work.mkdir(parents=True, exist_ok=True)
@@ -332,6 +423,7 @@ def run(args: argparse.Namespace) -> int:
     for u in units:
         u.time_limit = int(conf.get("time_limit", {}).get(u.id, TIME_LIMIT))
         u.security = conf.get("security", {}).get(u.id, "PLAINTEXT")
+        u.cleaner = u.id in conf.get("cleaner", {}).get("ids", [])
     out = OUT / args.group_protocol
     shutil.rmtree(out, ignore_errors=True)
     logs = out / "logs"
@@ -346,14 +438,16 @@ def run(args: argparse.Namespace) -> int:
                      "KAFKA_PATH": str(home), "TEST_CONSUMER_GROUP_PROTOCOL": args.group_protocol,
                      "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"})
     extra = {"kcoord.virtual.brokers": str(args.virtual_brokers)} if args.virtual_brokers > 1 else {}
-    servers = {s: Server(s, out / "servers", extra, pki) for s in sorted({u.scenario for u in units})}
+    cleaner_extra = {k: str(v) for k, v in conf.get("cleaner", {}).get("settings", {}).items()}
+    servers = {(s, c): Server(s, out / "servers", {**extra, **(cleaner_extra if c else {})}, pki, cleaner=c)
+               for s, c in sorted({(u.scenario, u.cleaner) for u in units})}
     attempts: dict[str, list[res.Outcome]] = {}
     lock = threading.Lock()
     t_start = time.monotonic()
     n_done = [0]
 
     def one(unit: Unit, attempt: int) -> bool:
-        got = run_unit(unit, servers[unit.scenario], attempt, env_base, logs)
+        got = run_unit(unit, servers[(unit.scenario, unit.cleaner)], attempt, env_base, logs)
         with lock:
             n_done[0] += 1
             for name, o in got.items():
@@ -406,7 +500,9 @@ def run(args: argparse.Namespace) -> int:
     meta = {"librdkafka": LIBRDKAFKA, "date": datetime.now(UTC).strftime("%Y-%m-%d"),
             "group_protocol": args.group_protocol, "jobs": args.jobs, "wall_seconds": round(wall),
             "cores": os.cpu_count(), "kafka_version": KAFKA_VERSION,
-            "server_restarts": {s: v.restarts for s, v in servers.items()},
+            "server_restarts": {v.name: v.restarts for v in servers.values()},
+            "cleaner": {v.name: {"cpu_seconds": round(v.sidecar_cpu), "wall_seconds": round(v.sidecar_wall)}
+                        for v in servers.values() if v.cleaner},
             "selection": "all" if not only else sorted(only)}
     table = {"meta": meta, "excluded": excluded, "tests": [r.to_json() for r in rows]}
     (out / "results.json").write_text(json.dumps(table, indent=1) + "\n")
@@ -414,6 +510,10 @@ def run(args: argparse.Namespace) -> int:
 
     passing = sum(r.passing for r in rows)
     print(f"\nlibrdkafka suite: {passing} of {len(rows)} tests pass ({wall / 60:.1f} min; table: {out}/results.md)")
+    for v in servers.values():
+        if v.cleaner:
+            print(f"log cleaner (kcoord sidecar) beside the {v.name} server: {v.sidecar_cpu:.0f} CPU seconds "
+                  f"in {v.sidecar_wall:.0f} s")
     for r in rows:
         if not r.passing:
             print(f"  {r.name}: {r.result}: {r.reason or 'NOT DIAGNOSED'} [{r.failure}]")

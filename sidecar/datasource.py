@@ -35,7 +35,12 @@ Options (case-insensitive):
   compaction checks them itself and then builds its own map);
 - `failOnCorrupt` (default true): false makes a corrupt or unreadable segment yield no rows
   instead of failing the query (the compaction pipeline re-reads such a segment in its
-  per-partition step, which reports the error for that partition only).
+  per-partition step, which reports the error for that partition only);
+- `packBytes` (default 0: one segment per Spark partition): consecutive segments, in the
+  planned order, share a Spark partition up to this many bytes, each file counted as its size
+  plus 4 MiB (Spark's own file sources pack files so, spark.sql.files.maxPartitionBytes and
+  openCostInBytes): a topic with a small segment.bytes has hundreds of tiny segments, and a
+  task costs far more than reading one of them.
 """
 from __future__ import annotations
 
@@ -62,7 +67,7 @@ from pyspark.sql.types import (
 from sidecar.compaction import ATTR_DELETE_HORIZON, iter_segment_batches
 from storage.batch import CorruptBatchError
 
-__all__ = ["SCHEMA", "CorruptSegmentError", "KafkaSegmentsDataSource", "SegmentPartition", "freeze_worker_heap",
+__all__ = ["SCHEMA", "CorruptSegmentError", "KafkaSegmentsDataSource", "SegmentPack", "SegmentPartition", "freeze_worker_heap",
            "read_segment", "register", "segment_partitions"]
 
 NAME = "kafka_segments"
@@ -108,6 +113,41 @@ class SegmentPartition(InputPartition):
 
     def __repr__(self) -> str:
         return f"SegmentPartition({self.path!r})"
+
+
+class SegmentPack(InputPartition):
+    """Several segment files read one after the other by one Spark task (`packBytes`)."""
+
+    def __init__(self, segments: list[SegmentPartition]) -> None:
+        super().__init__(tuple(s.value for s in segments))
+        self.segments = segments
+
+    def __repr__(self) -> str:
+        return f"SegmentPack({len(self.segments)} segments from {self.segments[0].path!r})"
+
+
+OPEN_COST_BYTES = 4 << 20  # spark.sql.files.openCostInBytes' default
+
+
+def pack_segments(segments: list[SegmentPartition], pack_bytes: int) -> list[SegmentPartition | SegmentPack]:
+    """Consecutive segments packed into tasks of at most `pack_bytes` (a file bigger than that
+    is a task of its own)."""
+    out: list[SegmentPartition | SegmentPack] = []
+    pack: list[SegmentPartition] = []
+    used = 0
+    for seg in segments:
+        try:
+            cost = os.path.getsize(seg.path) + OPEN_COST_BYTES
+        except OSError:
+            cost = OPEN_COST_BYTES  # reading it reports the error
+        if pack and used + cost > pack_bytes:
+            out.append(pack[0] if len(pack) == 1 else SegmentPack(pack))
+            pack, used = [], 0
+        pack.append(seg)
+        used += cost
+    if pack:
+        out.append(pack[0] if len(pack) == 1 else SegmentPack(pack))
+    return out
 
 
 def _options(options) -> dict[str, str]:
@@ -327,11 +367,17 @@ class KafkaSegmentsReader(DataSourceReader):
         self.latest_per_key = _bool(options, "latestPerKey", False)
         self.fail_on_corrupt = _bool(options, "failOnCorrupt", True)
 
-    def partitions(self) -> list[SegmentPartition]:
-        return segment_partitions(self.options)
+    def partitions(self) -> list[SegmentPartition | SegmentPack]:
+        segments = segment_partitions(self.options)
+        pack_bytes = int(self.options.get("packbytes") or 0)
+        return pack_segments(segments, pack_bytes) if pack_bytes > 0 else segments
 
-    def read(self, partition: SegmentPartition):
+    def read(self, partition: SegmentPartition | SegmentPack):
         freeze_worker_heap()
+        for seg in partition.segments if isinstance(partition, SegmentPack) else [partition]:
+            yield from self._read_one(seg)
+
+    def _read_one(self, partition: SegmentPartition):
         it = read_segment(partition.path, partition.partition, partition.base_offset,
                           latest_per_key=self.latest_per_key)
         if self.fail_on_corrupt:

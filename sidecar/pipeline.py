@@ -225,7 +225,8 @@ def _phase2(plans: dict[int, PartitionPlan], options: dict):
 
 def compaction_frame(spark, plans: list[PartitionPlan], options: dict):
     """The pass as one DataFrame of (partition, pickled result): phase 1 reads every cleanable
-    segment with the kafka_segments source (one task per segment, latestPerKey), phase 2 takes
+    segment with the kafka_segments source (one task per segment, small segments packed into
+    tasks of up to PACK_BYTES, latestPerKey), phase 2 takes
     max(offset) per (partition, key), Kafka's offset map, and hands each partition's map to one
     task that compacts and writes it."""
     from pyspark.sql import functions as F
@@ -252,6 +253,7 @@ def compaction_frame(spark, plans: list[PartitionPlan], options: dict):
                   .option("partitionOf", json.dumps([n for _, n in paths]))
                   .option("latestPerKey", "true")
                   .option("failOnCorrupt", "false")  # phase 2 reports it, for its partition only
+                  .option("packBytes", str(PACK_BYTES))
                   .load()
                   .select(slot_of[F.col("partition")].cast("int").alias("slot"), "partition", "key", "offset"))
         frame = latest.unionByName(frame)
@@ -260,6 +262,12 @@ def compaction_frame(spark, plans: list[PartitionPlan], options: dict):
     return (key_map.groupBy("slot", "partition")
             .applyInArrow(_phase2({number[pl.key]: pl for pl in plans}, options),
                           "partition int, result binary"))
+
+
+# Phase 1's task size for small segments (spark.sql.files.maxPartitionBytes' default): a
+# 100 MiB __consumer_offsets segment is a task of its own, while the segments of a topic with
+# segment.bytes=10000 (librdkafka's 0077 test) go some 30 to a task instead of one each.
+PACK_BYTES = 128 << 20
 
 
 # Session settings for the pass (restored afterwards). Adaptive execution would cut the plan

@@ -28,7 +28,7 @@ from sidecar.compaction import (
     read_partition_segments,
     scan_segment,
 )
-from sidecar.datasource import register
+from sidecar.datasource import OPEN_COST_BYTES, register
 from sidecar.handoff import fingerprints
 from sidecar.partition_io import DirectoryOutput, SwapOutput, process_partition
 from sidecar.pipeline import PartitionPlan, _segments_of, get_spark, run_spark, slot_values, spark_hash_int
@@ -219,6 +219,20 @@ def test_options_select_segments(spark, log_dir):
         assert rows == [r for p, b, path in files[2:5] for r in expected_rows(p, b, path)]
     with pytest.raises(Exception, match="path"):
         load(spark).collect()
+
+
+def test_pack_bytes_reads_consecutive_segments_in_one_task(spark, log_dir):
+    """packBytes: small segments share a task, in the planned order, rows unchanged."""
+    files = segment_files(log_dir)
+    biggest = max(os.path.getsize(path) for _p, _b, path in files)
+    assert 3 * biggest < OPEN_COST_BYTES  # so exactly three files fit in a task of this size
+    df = load(spark, path=log_dir, packBytes=str(3 * (OPEN_COST_BYTES + biggest)))
+    assert len(files) > 3 and df.rdd.getNumPartitions() == -(-len(files) // 3)
+    assert as_dicts(df.collect()) == [r for p, b, path in files for r in expected_rows(p, b, path)]
+    packed = load(spark, path=log_dir, latestPerKey="true", packBytes=str(3 * (OPEN_COST_BYTES + biggest)))
+    assert as_dicts(packed.collect()) == as_dicts(load(spark, path=log_dir, latestPerKey="true").collect())
+    # a file bigger than packBytes is a task of its own
+    assert load(spark, path=log_dir, packBytes="1").rdd.getNumPartitions() == len(files)
 
 
 def test_latest_per_key(spark, log_dir):
