@@ -132,11 +132,14 @@ class CompactedPartition:
     groups: list[CleanedGroup]  # the cleaned range, oldest first
     active: Segment | None  # the input's active segment, verbatim
     stats: PartitionStats
+    # Closed segments past the cleanable range (from the one holding the first offset of a
+    # transaction still open), verbatim: they are not swapped.
+    untouched: list[Segment] = field(default_factory=list)
 
     @property
     def segments(self) -> list[Segment]:
         """Every output segment, oldest first, the active one last."""
-        return [g.segment for g in self.groups] + ([self.active] if self.active else [])
+        return [g.segment for g in self.groups] + self.untouched + ([self.active] if self.active else [])
 
 
 def iter_segment_batches(data: bytes | bytearray | memoryview, where: str = "segment"):
@@ -318,21 +321,27 @@ def compact_partition(segments: list[Segment], *, now_ms: int,
     if not segments:
         return CompactedPartition([], None, st)
     active = segments[-1]
-    cleanable = segments[:-1]
     scanned = {seg.base_offset: scan_segment(seg) for seg in segments}
-    # Transactions (Kafka's cleaner): aborted records go, open ones (no marker before the
-    # active segment) stay untouched; neither may supersede anything.
-    aborted, still_open = transaction_outcomes(hb for s in cleanable for hb in scanned[s.base_offset])
-    if key_map is None or aborted or still_open:
-        key_map = build_key_map([scanned[s.base_offset] for s in cleanable], aborted | still_open)
+    # Transactions, as Kafka's cleaner: decided by their markers anywhere in the log, the
+    # active segment included; aborted records go and supersede nothing. The cleanable range
+    # ends before the segment holding the first offset of a transaction still open (Kafka's
+    # first unstable offset): cleaning past it could drop a tombstone that shadows an open
+    # transaction's record, which its later COMMIT would bring back.
+    aborted, still_open = transaction_outcomes(hb for s in segments for hb in scanned[s.base_offset])
+    first_unstable = min(still_open, default=active.base_offset)
+    cleanable = [s for i, s in enumerate(segments[:-1]) if segments[i + 1].base_offset <= first_unstable]
+    untouched = segments[len(cleanable):-1]
+    if key_map is None or aborted or untouched:
+        key_map = build_key_map([scanned[s.base_offset] for s in cleanable], aborted)
 
     groups: list[CleanedGroup] = []
-    for group in group_segments(cleanable, segment_bytes, active.base_offset):
+    upper = untouched[0].base_offset if untouched else active.base_offset
+    for group in group_segments(cleanable, segment_bytes, upper):
         batches = [hb for seg in group for hb in scanned[seg.base_offset]]
         parts: list[bytes | bytearray | memoryview] = []
         for n, (h, body) in enumerate(batches, 1):
             st.batches_in += 1
-            if h.is_control or h.base_offset in still_open:
+            if h.is_control:
                 cleaned = body
                 st.records_in += h.record_count
                 st.records_out += h.record_count
@@ -355,7 +364,15 @@ def compact_partition(segments: list[Segment], *, now_ms: int,
         st.bytes_out += len(data)
         groups.append(CleanedGroup([seg.base_offset for seg in group], Segment(group[0].base_offset, data)))
 
-    # The active segment: untouched, only counted.
+    # The untouched segments and the active one: only counted.
+    for seg in untouched:
+        st.bytes_in += len(seg.data)
+        st.bytes_out += len(seg.data)
+        for h, _body in scanned[seg.base_offset]:
+            st.batches_in += 1
+            st.batches_out += 1
+            st.records_in += h.record_count
+            st.records_out += h.record_count
     st.bytes_in += len(active.data)
     st.bytes_out += len(active.data)
     for h, body in scanned[active.base_offset]:
@@ -372,8 +389,8 @@ def compact_partition(segments: list[Segment], *, now_ms: int,
     if not st.log_end_offset:
         st.log_end_offset = active.base_offset
     st.log_start_offset = segments[0].base_offset
-    st.segments_out = len(groups) + 1
-    return CompactedPartition(groups, Segment(active.base_offset, bytes(active.data)), st)
+    st.segments_out = len(groups) + len(untouched) + 1
+    return CompactedPartition(groups, Segment(active.base_offset, bytes(active.data)), st, list(untouched))
 
 
 def read_partition_segments(path: str) -> list[Segment]:
