@@ -549,6 +549,11 @@ def _txn_v2_checks(conns: dict, out: dict) -> None:
     out["v2_end"] = {"mallory": mallory.end_txn_v5(txn, True), "alice": alice.end_txn_v5(txn, True)}
     out["v2_after_denied_end"] = admin.describe_txns([tid])[tid][1]
     out["v2_end"]["bob"] = _retrying(lambda: bob.end_txn_v5(txn, True))
+    # EndTxn is answered once PrepareCommit is durable (as Kafka); the offsets count once the
+    # transaction completes: wait for that, the commit's markers are written right after.
+    deadline = time.monotonic() + 60
+    while admin.describe_txns([tid])[tid][1] != "CompleteCommit" and time.monotonic() < deadline:
+        time.sleep(0.05)
     out["v2_committed"] = admin.fetch_offsets("g-bob-v2", None)
 
 

@@ -33,10 +33,12 @@ def kcoord(name: str, *args: str, timeout: float = 60) -> subprocess.CompletedPr
                           timeout=timeout, cwd=ROOT)
 
 
-def produce(bootstrap: str, topic: str, n: int, key_prefix: str = "k") -> None:
+def produce(bootstrap: str, topic: str, n: int, key_prefix: str = "k", spread: int = 0) -> None:
+    """n keyed records; with `spread`, record i goes to partition i % spread (not by its key)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(n):
-        p.produce(topic, key=f"{key_prefix}{i}".encode(), value=b"v%d" % i)
+        where = {"partition": i % spread} if spread else {}
+        p.produce(topic, key=f"{key_prefix}{i}".encode(), value=b"v%d" % i, **where)
     assert p.flush(30) == 0
 
 
@@ -223,7 +225,7 @@ def test_consumer_groups_tool(kcoord_factory, members):
     b = srv.bootstrap
     topic, group = unique("cli-cg"), unique("cli-group")
     assert tool("topics", "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "2").returncode == 0
-    produce(b, topic, 20)
+    produce(b, topic, 20, spread=2)  # 10 per partition: the 12 consumed span both
     consume_and_commit(b, topic, group, 12)
     cg = lambda *a: tool("consumer-groups", "--bootstrap-server", b, *a)  # noqa: E731
 
