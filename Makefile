@@ -45,9 +45,9 @@ bytecode: setup
 	@$(BIN)/python -m compileall -q protocol server storage sidecar kcoord_testing
 
 # librdkafka's suite against a kcoord it starts; the table in tests/rdkafka/, README section.
-# RDKAFKA_GROUP_PROTOCOLS="classic consumer" also runs the group tests under KIP-848 (record its
-# table once first: make rdkafka-suite RDKAFKA_GROUP_PROTOCOLS=consumer ARGS=--update).
-RDKAFKA_GROUP_PROTOCOLS ?= classic
+# Both group protocols: every broker test under the classic one, then the consumer-group tests
+# again under KIP-848's (RDKAFKA_GROUP_PROTOCOLS=classic runs the first only).
+RDKAFKA_GROUP_PROTOCOLS ?= classic consumer
 RDKAFKA_JOBS ?= 3
 rdkafka-suite: setup clients rdkafka-setup
 	@rc=0; for p in $(RDKAFKA_GROUP_PROTOCOLS); do \
