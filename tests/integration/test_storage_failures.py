@@ -66,6 +66,11 @@ class LoopDisk:
             f.truncate(64 << 20)
         r = _run("mkfs.ext4", "-q", "-F", str(self.image))
         assert r.returncode == 0, r.stderr
+        # The filler exists from the start, holding a reserve: on a busy run the server's own
+        # writes can use up the backing store first, and then the filler could not be created
+        # (ENOSPC at open) nor repair() free anything.
+        with open(self.filler, "wb") as f:
+            f.write(b"\0" * (2 << 20))
         self.mount()
         return self
 
@@ -94,7 +99,7 @@ class LoopDisk:
 
 
 def fill(path: Path) -> None:
-    with open(path, "wb") as f:
+    with open(path, "ab") as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
