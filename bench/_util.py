@@ -128,6 +128,18 @@ class SyncClient:
         self.sock.close()
 
 
+def take_frames(buf: bytearray) -> int:
+    """Drop every complete size-prefixed frame from the front of `buf`; how many there were."""
+    n = 0
+    while len(buf) >= 4:
+        size = int.from_bytes(buf[:4], "big")
+        if len(buf) < 4 + size:
+            break
+        del buf[: 4 + size]
+        n += 1
+    return n
+
+
 class _LoopConn(asyncio.Protocol):
     def __init__(self, frame: bytes, counter: list[int], stop_at: float) -> None:
         self.frame = frame
@@ -143,13 +155,7 @@ class _LoopConn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        n = 0
-        while len(self.buf) >= 4:
-            size = int.from_bytes(self.buf[:4], "big")
-            if len(self.buf) < 4 + size:
-                break
-            del self.buf[: 4 + size]
-            n += 1
+        n = take_frames(self.buf)
         if n:
             self.counter[0] += n
             if time.monotonic() < self.stop_at:

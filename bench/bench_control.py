@@ -28,7 +28,17 @@ import tempfile
 import time
 from urllib.request import Request, urlopen
 
-from _util import SyncClient, encode_request, free_port, process_cpu_s, start_bare, start_kcoord, stop, table
+from _util import (
+    SyncClient,
+    encode_request,
+    free_port,
+    process_cpu_s,
+    start_bare,
+    start_kcoord,
+    stop,
+    table,
+    take_frames,
+)
 from bench_commit import commit_frame
 from bench_heartbeat import join
 from kafka.protocol.admin import CreateTopicsRequest
@@ -124,13 +134,7 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        n = 0
-        while len(self.buf) >= 4:
-            size = int.from_bytes(self.buf[:4], "big")
-            if len(self.buf) < 4 + size:
-                break
-            del self.buf[: 4 + size]
-            n += 1
+        n = take_frames(self.buf)
         if not n:
             return
         t = self.target

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _util import ROOT, SyncClient, encode_request, stop, table, wait_listening
+from _util import ROOT, SyncClient, encode_request, stop, table, take_frames, wait_listening
 from kafka.protocol.admin import CreateAclsRequest, CreateTopicsRequest
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
@@ -132,13 +132,7 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        n = 0
-        while len(self.buf) >= 4:
-            size = int.from_bytes(self.buf[:4], "big")
-            if len(self.buf) < 4 + size:
-                break
-            del self.buf[:4 + size]
-            n += 1
+        n = take_frames(self.buf)
         if n:
             self._answered(n)
 
