@@ -39,20 +39,9 @@ from server.txn.metadata import (
     epoch_exhausted,
 )
 from server.txn.result import MarkerJob, TxnResult
-from server.txn.state import END_TXN_V2, EXPIRATION_ALLOWED, PREPARED, TxnState
+from server.txn.state import CA, CC, END_TXN_V2, EXPIRATION_ALLOWED, ON, PA, PC, PF, PREPARED, D, E, TxnState
 
 log = logging.getLogger("kcoord.txn")
-
-E, ON, PC, PA, CC, CA, D, PF = (
-    TxnState.EMPTY,
-    TxnState.ONGOING,
-    TxnState.PREPARE_COMMIT,
-    TxnState.PREPARE_ABORT,
-    TxnState.COMPLETE_COMMIT,
-    TxnState.COMPLETE_ABORT,
-    TxnState.DEAD,
-    TxnState.PREPARE_EPOCH_FENCE,
-)
 
 TV_2 = 2  # transaction.version 2: transactions v2 (KIP-890 part 2), the epoch bumped by every EndTxn
 
