@@ -60,6 +60,7 @@ class Broker:
         self.txn: TxnService
         self._background: list[asyncio.Task[None]] = []
         self._loading: asyncio.Future[None] | None = None  # set once the background tasks run
+        self._state_stored = False  # whether open_state found coordinator state to load
         self._lock_fd: int | None = None
         self.deleter = TopicDeleter(self)
 
@@ -118,7 +119,8 @@ class Broker:
         )
         for topic in self.topics.topics.values():
             self._create_logs(topic)
-        if self.coordinator_state_stored():
+        self._state_stored = self.coordinator_state_stored()
+        if self._state_stored:
             _build_txn(self)  # with the data plane and the group coordinator it needs
 
     def coordinator_state_stored(self) -> bool:
@@ -133,9 +135,14 @@ class Broker:
         COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start the retention tasks; a part built
         later starts its own when it is built."""
         runtime = self.built("runtime")
-        if runtime is None:  # nothing stored: every partition is loaded as it is, empty
+        # Only state found on disk is loaded. A runtime built since, at a request's first use
+        # (a group request can arrive on the first listener while the next one starts), had
+        # nothing to load, and loading it now would drop the groups those requests created:
+        # their parked JoinGroups would be answered NOT_COORDINATOR.
+        stored = runtime is not None and self._state_stored
+        if not stored:  # every partition is loaded as it is, empty
             self.metrics.partition_load_seconds.update(dict.fromkeys(range(self.offsets_partitions), 0.0))
-        loading = asyncio.ensure_future(runtime.load_all() if runtime is not None else _nothing())
+        loading = asyncio.ensure_future(runtime.load_all() if stored else _nothing())
         if freeze:
             # What start-up and loading built lives as long as the server: keep it out of every
             # later full garbage collection (they cost ~1.4% of the CPU under commit load).

@@ -3,7 +3,9 @@ __consumer_offsets partitions it declares instead of creating (bench/bench_start
 the time itself)."""
 from __future__ import annotations
 
+import asyncio
 import os
+import struct
 import subprocess
 import sys
 import uuid
@@ -93,3 +95,43 @@ asyncio.run(main())
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "data")], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+async def test_a_group_joined_before_the_background_start_is_not_dropped_by_loading(tmp_path):
+    # With two listeners, a JoinGroup can arrive on the first while the second starts, before
+    # start_background: it builds the coordinator at its first use on an empty directory. The
+    # start-up load must not then drop the group (its parked join answered NOT_COORDINATOR).
+    from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
+
+    from protocol.errors import ErrorCode
+    from server.broker import Broker
+    from server.config import Config
+    from server.dispatch import Dispatcher
+    from server.session import Session
+
+    broker = Broker(Config({"log.dirs": str(tmp_path / "data"), "group.initial.rebalance.delay.ms": 200}))
+    await broker.start()
+    dispatcher, session = Dispatcher(broker), Session(None, "127.0.0.1")
+    proto = [JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]
+
+    def join(member: str) -> object:
+        req = JoinGroupRequest(group_id="early", session_timeout_ms=30000, rebalance_timeout_ms=30000,
+                               member_id=member, group_instance_id=None, protocol_type="consumer",
+                               protocols=proto)
+        header = struct.pack(">hhih", req.API_KEY, 5, 1, 1) + b"t"
+        return dispatcher.handle(header + bytes(req.encode(version=5)), session)
+
+    def decode(out: bytes) -> JoinGroupResponse:
+        return JoinGroupResponse.decode(out[8:], version=5)  # past size and correlation id
+
+    first = decode(join(""))
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    parked = join(first.member_id)  # waits out the initial rebalance delay
+    assert not parked.done
+    broker.start_background()
+    await asyncio.wait_for(broker._background[0], 30)  # noqa: SLF001 - the start-up load
+    answered: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    parked.add_callback(answered.set_result)
+    out = decode(await asyncio.wait_for(answered, 30))
+    assert (out.error_code, out.member_id, out.generation_id) == (0, first.member_id, 1)
+    await broker.stop()
