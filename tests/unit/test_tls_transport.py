@@ -1,0 +1,159 @@
+"""The TLS connection's write path (server/security/tls_transport.py): answers are encrypted when
+written and sent in one batch per listener once the loop iteration ends; nothing is lost or
+reordered by the wait, and a connection closed meanwhile sends its answers before its
+close_notify and nothing after it."""
+from __future__ import annotations
+
+import asyncio
+import ssl
+from pathlib import Path
+
+import pytest
+
+from server.security.tls_transport import TlsProtocol, WriteBatch
+from tests.pki import Pki, make_pki
+
+
+class Raw(asyncio.Transport):
+    """The socket side, in memory: what the TLS protocol sent, one entry per socket write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:  # type: ignore[override]
+        assert not self.closed, "written after close"
+        self.sent.append(bytes(data))
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_write_buffer_size(self) -> int:
+        return 0  # every write is taken at once
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+
+class Echo(asyncio.Protocol):
+    """Answers every chunk with `reply` + the chunk, `times` times."""
+
+    def __init__(self, times: int = 1) -> None:
+        self.times = times
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        for i in range(self.times):
+            self.transport.write(b"reply-%d:" % i + data)  # type: ignore[attr-defined]
+
+
+class Client:
+    """A TLS client on memory BIOs, shaken hands with `server` through its Raw transport."""
+
+    def __init__(self, pki: Pki, server: TlsProtocol, raw: Raw) -> None:
+        self.server, self.raw = server, raw
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+        self.tls = ctx.wrap_bio(self.inc, self.out, server_hostname="127.0.0.1")
+        for _ in range(10):
+            try:
+                self.tls.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            if self.out.pending:
+                server.data_received(self.out.read())
+            self.take()
+            if server.handshaken and self.tls.version() is not None and not self.out.pending:
+                break
+        assert server.handshaken
+
+    def send(self, data: bytes) -> None:
+        self.tls.write(data)
+        self.server.data_received(self.out.read())
+
+    def take(self) -> None:
+        for chunk in self.raw.sent:
+            self.inc.write(chunk)
+        self.raw.sent.clear()
+
+    def read_all(self) -> bytes:
+        """Everything decrypted so far."""
+        self.take()
+        got = b""
+        while True:
+            try:
+                got += self.tls.read(16384)
+            except ssl.SSLWantReadError:
+                return got
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(Path(tmp_path_factory.mktemp("pki")))
+
+
+def server_ctx(pki: Pki) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(pki.server.keystore))
+    return ctx
+
+
+async def connect(pki: Pki, app: asyncio.Protocol, batch: WriteBatch) -> tuple[TlsProtocol, Raw, Client]:
+    tls = TlsProtocol(server_ctx(pki), app, batch=batch)
+    raw = Raw()
+    tls.connection_made(raw)
+    client = Client(pki, tls, raw)
+    await asyncio.sleep(0)  # whatever the handshake left queued
+    client.read_all()
+    return tls, raw, client
+
+
+async def test_answers_of_one_iteration_leave_together_after_it(pki: Pki) -> None:
+    batch = WriteBatch()
+    a = await connect(pki, Echo(), batch)
+    b = await connect(pki, Echo(), batch)
+    a[2].send(b"req-a")
+    b[2].send(b"req-b")
+    assert a[1].sent == [] and b[1].sent == []  # encrypted, not yet on the socket
+    await asyncio.sleep(0)
+    assert len(a[1].sent) == 1 and len(b[1].sent) == 1  # one socket write each
+    assert a[2].read_all() == b"reply-0:req-a"
+    assert b[2].read_all() == b"reply-0:req-b"
+
+
+async def test_several_answers_go_out_in_one_write_in_order(pki: Pki) -> None:
+    tls, raw, client = await connect(pki, Echo(times=3), WriteBatch())
+    client.send(b"x")
+    client.send(b"y")
+    await asyncio.sleep(0)
+    assert len(raw.sent) == 1
+    assert client.read_all() == b"reply-0:xreply-1:xreply-2:xreply-0:yreply-1:yreply-2:y"
+
+
+async def test_a_close_in_the_same_iteration_sends_the_answers_then_close_notify(pki: Pki) -> None:
+    tls, raw, client = await connect(pki, Echo(), WriteBatch())
+    client.send(b"last")
+    tls.close()
+    assert raw.closed
+    await asyncio.sleep(0)  # the batch finds the connection closed: nothing written after close
+    client.take()
+    assert client.tls.read(16384) == b"reply-0:last"
+    assert client.tls.read(16384) == b""  # the close_notify (without it: SSLWantReadError)
+
+
+async def test_the_write_buffer_size_counts_what_waits_for_the_batch(pki: Pki) -> None:
+    tls, raw, client = await connect(pki, Echo(), WriteBatch())
+    app_transport = tls.app.transport  # type: ignore[attr-defined]
+    client.send(b"q")
+    assert app_transport.get_write_buffer_size() > 0
+    await asyncio.sleep(0)
+    assert app_transport.get_write_buffer_size() == 0
