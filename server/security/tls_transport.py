@@ -52,8 +52,13 @@ class WriteBatch:
         waiting, self._waiting = self._waiting, []
         for tls in waiting:
             tls.queued = False
-            if not tls.closed:
+            if tls.closed:
+                continue
+            try:
                 tls.flush()
+            except Exception:  # noqa: BLE001 - one connection's failure must not keep the others' answers
+                log.exception("Sending to /%s failed; closing the connection", tls.peer)
+                tls.abort()
 
 
 class TlsTransport(asyncio.Transport):
@@ -78,7 +83,7 @@ class TlsTransport(asyncio.Transport):
         self._tls.close()
 
     def abort(self) -> None:
-        self._tls.raw.abort()
+        self._tls.abort()
 
     def is_closing(self) -> bool:
         return self._tls.closed
@@ -161,7 +166,7 @@ class TlsProtocol(asyncio.Protocol):
             return
         except ssl.SSLError as e:
             log.info("TLS error on the connection from /%s: %s", self.peer, e.reason or e)
-            self._abort()
+            self.abort()
             return
         chunk = _VIEW[:n].tobytes()
         if self.incoming.pending:  # more than one record arrived at once
@@ -192,7 +197,7 @@ class TlsProtocol(asyncio.Protocol):
             self.flush()  # the alert that says why (unknown CA, certificate required, ...)
             # Kafka's Selector: "Failed authentication with /127.0.0.1 (SSL handshake failed)"
             log.info("Failed authentication with /%s (SSL handshake failed: %s)", self.peer, e.reason or e)
-            self._abort(graceful=True)
+            self.abort(graceful=True)
             return False
         self.handshaken = True
         if self._timer is not None:
@@ -207,7 +212,7 @@ class TlsProtocol(asyncio.Protocol):
         self._timer = None
         if not self.handshaken and not self.closed:
             log.info("TLS handshake with /%s timed out", self.peer)
-            self._abort()
+            self.abort()
 
     def flush(self) -> None:
         """What OpenSSL has written (answers, alerts, handshake flights) onto the socket."""
@@ -251,7 +256,7 @@ class TlsProtocol(asyncio.Protocol):
         self.flush()
         self.raw.close()
 
-    def _abort(self, graceful: bool = False) -> None:
+    def abort(self, graceful: bool = False) -> None:
         self.closed = True
         if graceful:
             self.raw.close()  # what was written (the alert) still goes out

@@ -157,3 +157,25 @@ async def test_the_write_buffer_size_counts_what_waits_for_the_batch(pki: Pki) -
     assert app_transport.get_write_buffer_size() > 0
     await asyncio.sleep(0)
     assert app_transport.get_write_buffer_size() == 0
+
+
+class WriteThenAbort(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(b"never sent")  # type: ignore[attr-defined]
+        self.transport.abort()  # type: ignore[attr-defined]
+
+
+async def test_an_abort_drops_what_waits_and_the_batch_writes_nothing_after_it(
+        pki: Pki, caplog: pytest.LogCaptureFixture) -> None:
+    batch = WriteBatch()
+    tls, raw, client = await connect(pki, WriteThenAbort(), batch)
+    other = await connect(pki, Echo(), batch)
+    client.send(b"q")
+    other[2].send(b"r")
+    await asyncio.sleep(0)
+    assert raw.closed and raw.sent == []
+    assert other[2].read_all() == b"reply-0:r"  # the batch's other connection is served
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
