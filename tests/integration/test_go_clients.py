@@ -1,0 +1,63 @@
+"""A Go client against kcoord: sarama (Debian's golang-github-shopify-sarama-dev, 1.22), built
+from tests/compat/go/sarama. Sarama sends no ApiVersions request; it picks fixed request
+versions from its configured Kafka version (2.1: Produce v3, Fetch v4, Metadata v5, JoinGroup v1,
+OffsetCommit v2, OffsetFetch v1), which kcoord must serve as Kafka does.
+
+A sarama producer writes keyed messages; a sarama consumer group member reads them, marks each
+and commits on close; the offsets it committed are read back through kafka-python's admin
+client, and a second member of the group reads only what was produced after them."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from clientlib import sarama
+from conftest import committed, unique
+from kafka.admin import KafkaAdminClient, NewTopic
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+
+
+@pytest.fixture
+def topic(kcoord) -> Iterator[str]:
+    name = unique("go-sarama")
+    admin = KafkaAdminClient(bootstrap_servers=kcoord.bootstrap, request_timeout_ms=15000)
+    try:
+        admin.create_topics([NewTopic(name, PARTITIONS, 1)])
+    finally:
+        admin.close()
+    yield name
+
+
+@pytest.mark.compat("sarama", "bootstrap", "group join", "commit/fetch", "consume", "restart resume")
+def test_sarama_produces_and_a_sarama_group_consumes_and_commits(kcoord, topic):
+    produced = sarama("produce", kcoord.bootstrap, topic, 30, "first", timeout=90).kinds("produced")
+    assert len(produced) == 30
+    # the default partitioner hashes the key: 30 keys spread over the 3 partitions
+    ends = {p: sum(1 for r in produced if r["partition"] == p) for p in range(PARTITIONS)}
+    assert all(ends.values()), ends
+    for p in range(PARTITIONS):  # offsets within a partition are dense from 0
+        assert sorted(r["offset"] for r in produced if r["partition"] == p) == list(range(ends[p]))
+
+    group = unique("go-sarama-group")
+    first = sarama("consume", kcoord.bootstrap, topic, group, 30, timeout=120)
+    assigned = first.kinds("assigned")
+    assert assigned and sorted(assigned[-1]["claims"][topic]) == list(range(PARTITIONS)), first.describe()
+    got = first.kinds("consumed")
+    assert sorted(r["value"] for r in got) == sorted(r["value"] for r in produced)
+    for r in got:  # each message arrives where it was produced, with its key
+        match = next(x for x in produced if x["value"] == r["value"])
+        assert (r["partition"], r["offset"]) == (match["partition"], match["offset"])
+        assert r["key"] == f"k{r['value'].split('-')[1]}"
+    assert first.one("closed")["consumed"] == 30
+
+    assert committed(kcoord.bootstrap, group, topic) == ends  # what sarama committed on close
+
+    more = sarama("produce", kcoord.bootstrap, topic, 6, "second", timeout=90).kinds("produced")
+    second = sarama("consume", kcoord.bootstrap, topic, group, 6, timeout=120)
+    # resumed from the committed offsets: only the new messages, none of the first 30 again
+    assert sorted(r["value"] for r in second.kinds("consumed")) == sorted(r["value"] for r in more)
+    after = {p: ends[p] + sum(1 for r in more if r["partition"] == p) for p in range(PARTITIONS)}
+    assert committed(kcoord.bootstrap, group, topic) == after
