@@ -59,7 +59,6 @@ NOT_TESTED_WHY = {
     ("sarama", "transactions"): "sarama 1.22 has no transactional producer",
     ("sarama", "consumer protocol (KIP-848)"): "sarama speaks only the classic protocol",
     ("sarama", "online migration (KIP-848)"): "no sarama test yet (a classic member's part, as kafka-python's)",
-    ("sarama", "SASL and TLS"): "no sarama test yet (sarama 1.22 has SASL/PLAIN, SCRAM and TLS)",
 }
 
 

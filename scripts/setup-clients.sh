@@ -23,6 +23,7 @@ command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
 # a Go client: sarama from Debian, built in GOPATH mode by tests/clientlib.py (no module proxy)
 command -v go >/dev/null || need_apt+=(golang-go)
 [ -d /usr/share/gocode/src/github.com/Shopify/sarama ] || need_apt+=(golang-github-shopify-sarama-dev)
+[ -d /usr/share/gocode/src/github.com/xdg-go/scram ] || need_apt+=(golang-github-xdg-go-scram-dev)  # its SCRAM
 if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null

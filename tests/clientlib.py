@@ -250,6 +250,7 @@ def compile_sarama() -> Path:
         if shutil.which("go") is None:
             raise ClientError(f"go not found; {INSTALL_HINT}")
         _require(GO_PATH / "src" / "github.com" / "Shopify" / "sarama", "sarama (golang-github-shopify-sarama-dev)")
+        _require(GO_PATH / "src" / "github.com" / "xdg-go" / "scram", "xdg-go/scram (golang-github-xdg-go-scram-dev)")
         GO_CACHE.mkdir(parents=True, exist_ok=True)
         env = {"GO111MODULE": "off", "GOPATH": str(GO_PATH), "GOCACHE": str(GO_CACHE / "build"),
                "GOFLAGS": ""}
@@ -259,9 +260,10 @@ def compile_sarama() -> Path:
     return exe
 
 
-def sarama(*args: str | int, timeout: float = DEFAULT_TIMEOUT, check: bool = True) -> ClientResult:
-    """tests/compat/go/sarama: produce | consume (see its header)."""
-    return run([compile_sarama(), *(str(a) for a in args)], timeout=timeout, check=check)
+def sarama(*args: str | int, timeout: float = DEFAULT_TIMEOUT, check: bool = True,
+           env: dict[str, str] | None = None) -> ClientResult:
+    """tests/compat/go/sarama: produce | consume (see its header; `env` carries the security)."""
+    return run([compile_sarama(), *(str(a) for a in args)], timeout=timeout, check=check, env=env)
 
 
 # ---- kcat ----

@@ -1,6 +1,6 @@
 """Real clients over kcoord's secure listeners: SASL/PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 over
 SASL_PLAINTEXT and SASL_SSL, and mutual TLS (SSL with ssl.client.auth=required), with Java
-kafka-clients, confluent-kafka, kcat, kafka-python, aiokafka and kafkajs. In each, a consumer
+kafka-clients, confluent-kafka, kcat, kafka-python, aiokafka, kafkajs and sarama. In each, a consumer
 group reads the topic and commits (the commit checked through the PLAINTEXT listener); a wrong
 password, an unknown user and a certificate from an untrusted CA are refused, and the client
 reports it as an authentication (or TLS) failure. One server for the module, the CA made here
@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
-from clientlib import kcat, run_java, run_node
+from clientlib import kcat, run_java, run_node, sarama
 from conftest import KcoordProcess, committed, free_port, unique
 from pki import make_pki
 from wire import WireClient
@@ -385,7 +385,43 @@ def test_kafkajs(secure, tmp_path):
             assert "unknown ca" in r["message"].lower(), r
 
 
-# ---- Java kafka-clients 3.9 ----
+# ---- sarama (Go) ----
+
+
+@pytest.mark.compat("sarama", "SASL and TLS")
+def test_sarama(secure):
+    """Sarama 1.22 (configured as Kafka 2.1, so SaslHandshake v1 and SaslAuthenticate for every
+    mechanism), TLS through Go's crypto/tls. A refusal shows only in sarama's log: the
+    server's SASL_AUTHENTICATION_FAILED, or the TLS alert for the untrusted certificate."""
+    groups = {c.name: unique(f"go-{c.name}") for c in SCENARIOS}
+
+    def env(c: Case) -> dict[str, str]:
+        e = {}
+        if c.listener != "SASL_PLAINTEXT":
+            e["KCOORD_TLS_CA"] = str(secure.pki.ca_cert)
+        if c.mechanism is None:
+            cert = secure.client_cert(c)
+            e.update(KCOORD_TLS_CERT=str(cert.cert), KCOORD_TLS_KEY=str(cert.key))
+        else:
+            e.update(KCOORD_SASL_MECHANISM=c.mechanism, KCOORD_SASL_USER=c.user, KCOORD_SASL_PASSWORD=c.password)
+        return e
+
+    def consume(c: Case):
+        return sarama("consume", secure.bootstrap(c), secure.topic, groups[c.name], MESSAGES, env=env(c),
+                      timeout=120)
+
+    def refused(c: Case):
+        return sarama("consume", secure.bootstrap(c), secure.topic, "never", 1, timeout=120, check=False,
+                      env={**env(c), "KCOORD_METADATA_RETRIES": "1"})
+
+    for name, res in _run_all(consume, SCENARIOS).items():
+        assert res.one("closed")["consumed"] == MESSAGES, (name, res.describe())
+    _check_commits(secure, groups)
+    for name, res in _run_all(refused, REFUSALS).items():
+        assert res.returncode == 1 and res.kinds("error") and not res.kinds("consumed"), (name, res.describe())
+        why = "tls: unknown certificate authority" if name == "untrusted-certificate" else \
+            "kafka server: SASL Authentication failed."
+        assert why in res.stderr, (name, res.describe())
 
 
 @pytest.mark.compat("java", "SASL and TLS")
