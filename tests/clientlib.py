@@ -502,6 +502,13 @@ def java4_member(bootstrap: str, topic: str, group: str, *, instance_id: str | N
                       name, deadline=deadline)
 
 
+def sarama_member(bootstrap: str, topic: str, group: str, *, name: str = "sarama",
+                  deadline: float = MEMBER_DEADLINE) -> Background:
+    """A sarama group member (roundrobin, session 10 s, heartbeats every 1 s) in its own process,
+    printing what the Python members print; its close sends LeaveGroup."""
+    return Background([compile_sarama(), "member", bootstrap, topic, group, name], name, deadline=deadline)
+
+
 def balanced(members: Sequence[Background], partitions: int) -> list[set[int]] | None:
     """Every member's current assignment if they are disjoint, cover range(partitions) and none is
     empty (when there are enough partitions to go round); None otherwise."""

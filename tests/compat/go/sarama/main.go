@@ -4,6 +4,10 @@
 //	sarama-client produce BOOTSTRAP TOPIC N PREFIX      N messages keyed k0..k(N-1), synchronously
 //	sarama-client consume BOOTSTRAP TOPIC GROUP N       a group member until N messages arrived,
 //	                                                    marking each; Close commits what was marked
+//	sarama-client member BOOTSTRAP TOPIC GROUP NAME     a roundrobin group member until "close" or
+//	                                                    the end of stdin, printing what
+//	                                                    tests/clientlib.py's members print (assigned,
+//	                                                    revoked, records, closed); Close sends LeaveGroup
 //
 // Sarama sends no ApiVersions request: it picks its request versions from config.Version
 // (2.1 here: Produce v3, Fetch v4, JoinGroup v1, OffsetCommit v2, Metadata v5).
@@ -31,10 +35,14 @@ import (
 	"github.com/xdg-go/scram"
 )
 
+var emitting sync.Mutex
+
 func emit(kind string, fields map[string]interface{}) {
 	fields["kind"] = kind
 	b, _ := json.Marshal(fields)
+	emitting.Lock()
 	fmt.Println(string(b))
+	emitting.Unlock()
 }
 
 func fail(what string, err error) {
@@ -131,22 +139,23 @@ func produce(bootstrap, topic string, n int, prefix string) {
 	}
 }
 
-type member struct {
+// counting is the consume command's handler: it ends the run once `want` messages arrived.
+type counting struct {
 	mu     sync.Mutex
 	want   int
 	got    int
 	cancel context.CancelFunc
 }
 
-func (m *member) Setup(s sarama.ConsumerGroupSession) error {
+func (m *counting) Setup(s sarama.ConsumerGroupSession) error {
 	emit("assigned", map[string]interface{}{"member": s.MemberID(), "generation": s.GenerationID(),
 		"claims": s.Claims()})
 	return nil
 }
 
-func (m *member) Cleanup(s sarama.ConsumerGroupSession) error { return nil }
+func (m *counting) Cleanup(s sarama.ConsumerGroupSession) error { return nil }
 
-func (m *member) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+func (m *counting) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
 	for msg := range c.Messages() {
 		s.MarkMessage(msg, "")
 		emit("consumed", map[string]interface{}{"partition": msg.Partition, "offset": msg.Offset,
@@ -172,7 +181,7 @@ func consume(bootstrap, topic, group string, n int) {
 		}
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{want: n, cancel: cancel}
+	m := &counting{want: n, cancel: cancel}
 	for ctx.Err() == nil {
 		if err := g.Consume(ctx, []string{topic}, m); err != nil {
 			emit("group-error", map[string]interface{}{"error": err.Error()})
@@ -183,6 +192,60 @@ func consume(bootstrap, topic, group string, n int) {
 		fail("consumer group close", err)
 	}
 	emit("closed", map[string]interface{}{"consumed": m.got})
+}
+
+// listener prints a member's life as tests/clientlib.py's Background reads it.
+type listener struct{ topic string }
+
+func (l *listener) Setup(s sarama.ConsumerGroupSession) error {
+	emit("assigned", map[string]interface{}{"partitions": s.Claims()[l.topic], "generation": s.GenerationID()})
+	return nil
+}
+
+func (l *listener) Cleanup(s sarama.ConsumerGroupSession) error {
+	emit("revoked", map[string]interface{}{"partitions": s.Claims()[l.topic]})
+	return nil
+}
+
+func (l *listener) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for msg := range c.Messages() {
+		s.MarkMessage(msg, "")
+		emit("records", map[string]interface{}{"records": [][]interface{}{{msg.Partition, msg.Offset, string(msg.Key)}}})
+	}
+	return nil
+}
+
+func runMember(bootstrap, topic, group, name string) {
+	c := config()
+	c.ClientID = name
+	c.Consumer.Group.Rebalance.Strategy = sarama.BalanceStrategyRoundRobin // as the Python members
+	c.Consumer.Group.Session.Timeout = 10 * time.Second
+	c.Consumer.Group.Heartbeat.Interval = time.Second
+	g, err := sarama.NewConsumerGroup([]string{bootstrap}, group, c)
+	if err != nil {
+		fail("consumer group", err)
+	}
+	go func() {
+		for err := range g.Errors() {
+			emit("error", map[string]interface{}{"error": err.Error()})
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { // a line ("close") or the end of stdin ends the member
+		os.Stdin.Read(make([]byte, 64))
+		cancel()
+	}()
+	l := &listener{topic: topic}
+	for ctx.Err() == nil {
+		if err := g.Consume(ctx, []string{topic}, l); err != nil {
+			emit("error", map[string]interface{}{"error": err.Error()})
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if err := g.Close(); err != nil {
+		fail("consumer group close", err)
+	}
+	emit("closed", map[string]interface{}{})
 }
 
 func main() {
@@ -204,8 +267,11 @@ func main() {
 		produce(a[2], a[3], atoi(a[4]), a[5])
 	case a[1] == "consume" && len(a) == 6:
 		consume(a[2], a[3], a[4], atoi(a[5]))
+	case a[1] == "member" && len(a) == 6:
+		runMember(a[2], a[3], a[4], a[5])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: sarama-client produce BOOTSTRAP TOPIC N PREFIX | consume BOOTSTRAP TOPIC GROUP N")
+		fmt.Fprintln(os.Stderr, "usage: sarama-client produce BOOTSTRAP TOPIC N PREFIX | consume BOOTSTRAP TOPIC GROUP N"+
+			" | member BOOTSTRAP TOPIC GROUP NAME")
 		os.Exit(2)
 	}
 }
