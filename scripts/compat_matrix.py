@@ -54,7 +54,6 @@ NOT_TESTED_WHY = {
     ("kcat", "online migration (KIP-848)"): "librdkafka 2.0 predates KIP-848",
     ("kafkajs", "online migration (KIP-848)"): "no kafkajs test: a classic member's part, as kafka-python's",
     ("sarama", "static membership"): "sarama 1.22 has no group.instance.id",
-    ("sarama", "read __consumer_offsets"): "no sarama test yet",
     ("sarama", "transactions"): "sarama 1.22 has no transactional producer",
     ("sarama", "consumer protocol (KIP-848)"): "sarama speaks only the classic protocol",
     ("sarama", "online migration (KIP-848)"): "no sarama test yet (a classic member's part, as kafka-python's)",

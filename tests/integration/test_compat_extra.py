@@ -16,7 +16,7 @@ import threading
 import time
 
 import pytest
-from clientlib import NODE_DIR, Background, kafkajs, kcat, kcoord_java, python_member, wait_balanced
+from clientlib import NODE_DIR, Background, kafkajs, kcat, kcoord_java, python_member, sarama, wait_balanced
 from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import committed, removals, unique
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -230,6 +230,10 @@ def read_offsets_kafkajs(bootstrap: str, partition: int) -> list[tuple[bytes, by
     return _unhex(res.kinds("record"), partition)
 
 
+def read_offsets_sarama(bootstrap: str, partition: int) -> list[tuple[bytes, bytes]]:
+    return _unhex(sarama("readhex", bootstrap, OFFSETS, partition, timeout=90).kinds("record"))
+
+
 @pytest.mark.parametrize("reader", [
     pytest.param(read_offsets_confluent, marks=pytest.mark.compat("confluent-kafka", "read __consumer_offsets"),
                  id="confluent-kafka"),
@@ -240,6 +244,8 @@ def read_offsets_kafkajs(bootstrap: str, partition: int) -> list[tuple[bytes, by
     pytest.param(read_offsets_java, marks=pytest.mark.compat("java", "read __consumer_offsets"), id="java"),
     pytest.param(read_offsets_kafkajs, marks=pytest.mark.compat("kafkajs", "read __consumer_offsets"),
                  id="kafkajs"),
+    pytest.param(read_offsets_sarama, marks=pytest.mark.compat("sarama", "read __consumer_offsets"),
+                 id="sarama"),
 ])
 def test_client_reads_commit_records_from_consumer_offsets(kcoord, reader):
     """The client reads the group's partition of __consumer_offsets (abs(javaHash(group)) % 50)

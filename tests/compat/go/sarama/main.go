@@ -8,6 +8,8 @@
 //	                                                    the end of stdin, printing what
 //	                                                    tests/clientlib.py's members print (assigned,
 //	                                                    revoked, records, closed); Close sends LeaveGroup
+//	sarama-client readhex BOOTSTRAP TOPIC PARTITION     one partition from its start to its end
+//	                                                    (no group), keys and values in hex
 //
 // Sarama sends no ApiVersions request: it picks its request versions from config.Version
 // (2.1 here: Produce v3, Fetch v4, JoinGroup v1, OffsetCommit v2, Metadata v5).
@@ -22,6 +24,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/ioutil"
@@ -248,6 +251,38 @@ func runMember(bootstrap, topic, group, name string) {
 	emit("closed", map[string]interface{}{})
 }
 
+func readhex(bootstrap, topic string, partition int32) {
+	client, err := sarama.NewClient([]string{bootstrap}, config())
+	if err != nil {
+		fail("client", err)
+	}
+	end, err := client.GetOffset(topic, partition, sarama.OffsetNewest)
+	if err != nil {
+		fail("end offset", err)
+	}
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		fail("consumer", err)
+	}
+	if end > 0 {
+		pc, err := consumer.ConsumePartition(topic, partition, sarama.OffsetOldest)
+		if err != nil {
+			fail("consume partition", err)
+		}
+		for msg := range pc.Messages() {
+			emit("record", map[string]interface{}{"partition": msg.Partition, "offset": msg.Offset,
+				"key": hex.EncodeToString(msg.Key), "value": hex.EncodeToString(msg.Value)})
+			if msg.Offset >= end-1 {
+				break
+			}
+		}
+		pc.Close()
+	}
+	consumer.Close()
+	client.Close()
+	emit("done", map[string]interface{}{"end": end})
+}
+
 func main() {
 	sarama.Logger = log.New(os.Stderr, "[sarama] ", log.LstdFlags)
 	a := os.Args
@@ -269,9 +304,11 @@ func main() {
 		consume(a[2], a[3], a[4], atoi(a[5]))
 	case a[1] == "member" && len(a) == 6:
 		runMember(a[2], a[3], a[4], a[5])
+	case a[1] == "readhex" && len(a) == 5:
+		readhex(a[2], a[3], int32(atoi(a[4])))
 	default:
 		fmt.Fprintln(os.Stderr, "usage: sarama-client produce BOOTSTRAP TOPIC N PREFIX | consume BOOTSTRAP TOPIC GROUP N"+
-			" | member BOOTSTRAP TOPIC GROUP NAME")
+			" | member BOOTSTRAP TOPIC GROUP NAME | readhex BOOTSTRAP TOPIC PARTITION")
 		os.Exit(2)
 	}
 }
