@@ -262,7 +262,7 @@ def compile_sarama() -> Path:
 
 def sarama(*args: str | int, timeout: float = DEFAULT_TIMEOUT, check: bool = True,
            env: dict[str, str] | None = None) -> ClientResult:
-    """tests/compat/go/sarama: produce | consume (see its header; `env` carries the security)."""
+    """tests/compat/go/sarama: produce | consume | readhex (see its header; `env` carries the security)."""
     return run([compile_sarama(), *(str(a) for a in args)], timeout=timeout, check=check, env=env)
 
 
