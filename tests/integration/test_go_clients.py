@@ -22,15 +22,18 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 3
 
 
-@pytest.fixture
-def topic(kcoord) -> Iterator[str]:
-    name = unique("go-sarama")
-    admin = KafkaAdminClient(bootstrap_servers=kcoord.bootstrap, request_timeout_ms=15000)
+def create_topic(bootstrap: str, name: str, partitions: int) -> str:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     try:
-        admin.create_topics([NewTopic(name, PARTITIONS, 1)])
+        admin.create_topics([NewTopic(name, partitions, 1)])
     finally:
         admin.close()
-    yield name
+    return name
+
+
+@pytest.fixture
+def topic(kcoord) -> Iterator[str]:
+    yield create_topic(kcoord.bootstrap, unique("go-sarama"), PARTITIONS)
 
 
 @pytest.mark.compat("sarama", "bootstrap", "group join", "commit/fetch", "consume", "restart resume")
@@ -67,12 +70,7 @@ def test_sarama_produces_and_a_sarama_group_consumes_and_commits(kcoord, topic):
 
 @pytest.mark.compat("sarama", "rebalance on leave")
 def test_sarama_shares_a_group_with_librdkafka_and_leaving_hands_its_partitions_over(kcoord, members):
-    topic, group = unique("go-mixed"), unique("go-mixed-group")
-    admin = KafkaAdminClient(bootstrap_servers=kcoord.bootstrap, request_timeout_ms=15000)
-    try:
-        admin.create_topics([NewTopic(topic, 6, 1)])
-    finally:
-        admin.close()
+    topic, group = create_topic(kcoord.bootstrap, unique("go-mixed"), 6), unique("go-mixed-group")
     produced: set[tuple[int, int]] = set()
 
     def produce(n: int, prefix: str) -> None:

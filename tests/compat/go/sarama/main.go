@@ -173,27 +173,35 @@ func (m *counting) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Consumer
 	return nil
 }
 
-func consume(bootstrap, topic, group string, n int) {
-	g, err := sarama.NewConsumerGroup([]string{bootstrap}, group, config())
+// runGroup is a group member's life: consume `topic` with `h` until ctx ends (a failed
+// session is reported as `errKind` and retried), then Close: it commits what was marked and
+// sends LeaveGroup.
+func runGroup(ctx context.Context, bootstrap, group, topic string, c *sarama.Config, h sarama.ConsumerGroupHandler,
+	errKind string) {
+	g, err := sarama.NewConsumerGroup([]string{bootstrap}, group, c)
 	if err != nil {
 		fail("consumer group", err)
 	}
 	go func() {
 		for err := range g.Errors() {
-			emit("group-error", map[string]interface{}{"error": err.Error()})
+			emit(errKind, map[string]interface{}{"error": err.Error()})
 		}
 	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &counting{want: n, cancel: cancel}
 	for ctx.Err() == nil {
-		if err := g.Consume(ctx, []string{topic}, m); err != nil {
-			emit("group-error", map[string]interface{}{"error": err.Error()})
+		if err := g.Consume(ctx, []string{topic}, h); err != nil {
+			emit(errKind, map[string]interface{}{"error": err.Error()})
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	if err := g.Close(); err != nil {
 		fail("consumer group close", err)
 	}
+}
+
+func consume(bootstrap, topic, group string, n int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &counting{want: n, cancel: cancel}
+	runGroup(ctx, bootstrap, group, topic, config(), m, "group-error")
 	emit("closed", map[string]interface{}{"consumed": m.got})
 }
 
@@ -224,30 +232,12 @@ func runMember(bootstrap, topic, group, name string) {
 	c.Consumer.Group.Rebalance.Strategy = sarama.BalanceStrategyRoundRobin // as the Python members
 	c.Consumer.Group.Session.Timeout = 10 * time.Second
 	c.Consumer.Group.Heartbeat.Interval = time.Second
-	g, err := sarama.NewConsumerGroup([]string{bootstrap}, group, c)
-	if err != nil {
-		fail("consumer group", err)
-	}
-	go func() {
-		for err := range g.Errors() {
-			emit("error", map[string]interface{}{"error": err.Error()})
-		}
-	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { // a line ("close") or the end of stdin ends the member
 		os.Stdin.Read(make([]byte, 64))
 		cancel()
 	}()
-	l := &listener{topic: topic}
-	for ctx.Err() == nil {
-		if err := g.Consume(ctx, []string{topic}, l); err != nil {
-			emit("error", map[string]interface{}{"error": err.Error()})
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	if err := g.Close(); err != nil {
-		fail("consumer group close", err)
-	}
+	runGroup(ctx, bootstrap, group, topic, c, &listener{topic: topic}, "error")
 	emit("closed", map[string]interface{}{})
 }
 
