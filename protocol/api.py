@@ -56,6 +56,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
@@ -244,6 +246,8 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.OFFSET_DELETE, "OffsetDelete", _KP + "consumer.group", 0, 0),
         ApiSpec(ApiKey.SASL_HANDSHAKE, "SaslHandshake", _KP + "sasl", 0, 1),
         ApiSpec(ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", _KP + "sasl", 0, 2),
+        ApiSpec(ApiKey.DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", _KP + "admin.client_quotas", 0, 1),
+        ApiSpec(ApiKey.ALTER_CLIENT_QUOTAS, "AlterClientQuotas", _KP + "admin.client_quotas", 0, 1),
         ApiSpec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", _KP + "admin.users", 0, 0),
         ApiSpec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", _KP + "admin.users", 0, 0),
         # v0 of the ACL APIs is v1 without the pattern type fields: kafka-python's classes (Kafka

@@ -20,6 +20,7 @@ from server.clock import SystemClock
 from server.config import Config
 from server.config_layers import BrokerConfigs
 from server.metrics import Metrics
+from server.quotas.manager import QuotaManager
 from server.security.state import SecurityState
 from server.topic_deletion import TopicDeleter
 from server.topics import OFFSETS_TOPIC, TXN_TOPIC, Topic, TopicRegistry, load_or_create_meta
@@ -49,6 +50,7 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.metrics = Metrics()
         self.security = SecurityState(config)  # SCRAM credentials, the ACL authorizer
+        self.quotas = QuotaManager(config, self.log_dir)  # client quotas (server/quotas/)
         self._per_ip: dict[str, int] = {}
         self.clock = SystemClock()
         self.logs: LogManager | None = None
@@ -81,6 +83,7 @@ class Broker:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._lock_log_dir()
         self.security.load(self.log_dir)
+        self.quotas.load()
         self.cluster_id = load_or_create_meta(self.log_dir, self.config.node_id, self.config["cluster.id"])
         self.open_state()
         log.info("Cluster %s, node %d, %d topics in %s", self.cluster_id, self.config.node_id,

@@ -82,6 +82,8 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "max.connections": (int, 2147483647),
     "max.connections.per.ip": (int, 2147483647),
     "queued.max.requests": (int, 500),
+    "quota.window.num": (int, 11),
+    "quota.window.size.seconds": (int, 1),
     "log.segment.bytes": (int, 1073741824),
     "log.retention.ms": (int, -2),  # -2: not set, derive from log.retention.minutes / hours
     "log.retention.minutes": (int, -2),

@@ -392,6 +392,8 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     _b("max.connections", INT, INT_MAX, "Most connections the broker accepts.", at_least(0), CW),
     _b("max.connections.per.ip", INT, INT_MAX, "Most connections from one address.", at_least(0), CW),
     _b("queued.max.requests", INT, 500, "Requests read from one connection before reading pauses.", at_least(1)),
+    _b("quota.window.num", INT, 11, "Samples kept of each client quota's rate.", at_least(1)),
+    _b("quota.window.size.seconds", INT, 1, "Time span of each client quota sample.", at_least(1)),
     _b("log.segment.bytes", INT, 1073741824, "Default of segment.bytes.", at_least(_RECORD_OVERHEAD_V0), CW),
     _b("log.roll.ms", L, None, "Default of segment.ms; log.roll.hours when null.", None, CW),
     _b("log.roll.hours", INT, 168, "Default of segment.ms, in hours.", at_least(1)),

@@ -63,6 +63,10 @@ class KafkaConnection(asyncio.Protocol):
         self.id = next(_ids)  # names the connection to the control API (server/control/)
         self.client_id: str | None = None  # the last one its requests carried, once the control API saw one
         self._stalled = False
+        # muted for a quota's throttle time (KIP-219): no request is read or served until then
+        self._muted = False
+        self._mute_timer: asyncio.TimerHandle | None = None
+        self.session.mute = self._mute
         # (connection, frame) -> what _answer returns, or None: the control API's interception
         # of this connection's requests; None when it intercepts nothing (one test per request)
         self.hook: Any = dispatcher.connection_hook
@@ -157,6 +161,9 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._queue.clear()
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+            self._mute_timer = None
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
@@ -227,7 +234,7 @@ class KafkaConnection(asyncio.Protocol):
         if out is None:
             out = []
         queue = self._queue
-        while queue and self._waiting is None and not self._closed and not self._writing_paused:
+        while queue and self._waiting is None and not self._closed and not self._writing_paused and not self._muted:
             if not self._serve(queue.popleft(), out):
                 return
         self._flush(out)
@@ -274,7 +281,7 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closed or self._stalled:
             return
-        stop = self._writing_paused or len(self._queue) >= self._max_queued
+        stop = self._writing_paused or len(self._queue) >= self._max_queued or self._muted
         if stop and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()
@@ -345,6 +352,32 @@ class KafkaConnection(asyncio.Protocol):
         if self._transport is not None and not self._closed:
             self._closed = True
             self._transport.close()
+
+    # quotas (server/quotas/gate.py)
+
+    def _mute(self, ms: int) -> None:
+        """Read and serve no request for `ms` milliseconds (Kafka's throttled channel): the
+        answer that set it leaves at once."""
+        if self._closed or self._transport is None or ms <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        timer = self._mute_timer
+        if timer is not None:
+            if timer.when() >= until:
+                return
+            timer.cancel()
+        self._mute_timer = loop.call_at(until, self._unmute)
+        if not self._muted:
+            self._muted = True
+            self._update_reading()
+
+    def _unmute(self) -> None:
+        self._mute_timer = None
+        self._muted = False
+        if not self._closed:
+            self._update_reading()
+            self._pump()
 
     # the control API (server/control/)
 

@@ -178,6 +178,19 @@ class Dispatcher:
             # Authorizing: direct calls learn the connection's principal through current_client;
             # without an authorizer nothing of this runs.
             self.handle = self._handle_authorizing  # type: ignore[method-assign]
+        # client quotas: while one exists, requests go through the quota path first
+        self._unthrottled = self.handle
+        broker.quotas.watch(self._quotas_changed)
+
+    def _quotas_changed(self, active: bool) -> None:
+        if active:
+            from server.quotas.gate import QuotaGate
+
+            self.handle = QuotaGate(self.broker.quotas, self._unthrottled).handle  # type: ignore[method-assign]
+        elif self.authorizing:
+            self.handle = self._handle_authorizing  # type: ignore[method-assign]
+        else:
+            self.__dict__.pop("handle", None)  # the plain method: today's path, untouched
 
     def current_client(self) -> Session | str | None:
         return self._client

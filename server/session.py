@@ -12,7 +12,7 @@ ANONYMOUS = "User:ANONYMOUS"
 
 
 class Session:
-    __slots__ = ("listener", "host", "port", "principal", "mechanism", "reauthenticate")
+    __slots__ = ("listener", "host", "port", "principal", "mechanism", "reauthenticate", "mute")
 
     def __init__(self, listener: Listener | None, host: str, port: int = 0) -> None:
         self.listener = listener
@@ -23,6 +23,9 @@ class Session:
         # set by the connection on SASL listeners: (SaslHandshake request, version) -> response
         # or None (KIP-368 re-authentication refused: answered ILLEGAL_SASL_STATE)
         self.reauthenticate: Any = None
+        # set by the connection: mute(ms) stops reading its requests for that long (a client
+        # over its quota, server/quotas/gate.py)
+        self.mute: Any = None
 
     @property
     def advertised(self) -> tuple[str, int] | None:

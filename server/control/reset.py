@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from server.clock import SystemClock
 from server.metrics import Metrics
 from server.producers import PRODUCER_ID_FILE
+from server.quotas.store import QUOTAS_FILE
 from server.topics import DYNAMIC_FILE, REGISTRY_FILE
 from storage.log_deletion import delete_dir_name
 from storage.log_manager import parse_partition_dir
@@ -76,11 +77,12 @@ def reset_broker(broker: Broker) -> dict[str, int]:
         tp = parse_partition_dir(entry.name)
         if tp is not None and entry.is_dir():  # set aside the way DeleteTopics does (storage/log_deletion.py)
             os.rename(entry.path, os.path.join(log_dir, delete_dir_name(*tp, unique)))
-    for name in (REGISTRY_FILE, PRODUCER_ID_FILE, DYNAMIC_FILE, _CLEANER_CHECKPOINT):
+    for name in (REGISTRY_FILE, PRODUCER_ID_FILE, DYNAMIC_FILE, _CLEANER_CHECKPOINT, QUOTAS_FILE):
         try:
             os.unlink(broker.log_dir / name)
         except FileNotFoundError:
             pass
+    broker.quotas.reset()  # client quotas go with the state (their file is removed above)
     broker.metrics = Metrics()
     broker.open_state()
     # a server that is reset many times must not keep every earlier state frozen out of the

@@ -91,6 +91,9 @@ _TABLE = (
     Declared(ApiKey.DESCRIBE_ACLS, "acls.handle_describe_acls"),
     Declared(ApiKey.CREATE_ACLS, "acls.handle_create_acls"),
     Declared(ApiKey.DELETE_ACLS, "acls.handle_delete_acls"),
+    # client quotas (issue 27)
+    Declared(ApiKey.DESCRIBE_CLIENT_QUOTAS, "client_quotas.handle_describe_client_quotas"),
+    Declared(ApiKey.ALTER_CLIENT_QUOTAS, "client_quotas.handle_alter_client_quotas"),
     Declared(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "scram_credentials.handle_describe_user_scram_credentials"),
     Declared(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "scram_credentials.handle_alter_user_scram_credentials"),
 )

@@ -1092,6 +1092,24 @@ def _alter_scram_refused(req: Any, version: int, message: str) -> Any:
             user=n, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=message) for n in names])
 
 
+def _describe_quotas_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.client_quotas import DescribeClientQuotasResponse
+
+    return DescribeClientQuotasResponse(version=version, throttle_time_ms=0,
+                                        error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=message,
+                                        entries=None)
+
+
+def _alter_quotas_refused(req: Any, version: int, message: str) -> Any:
+    from kafka.protocol.admin.client_quotas import AlterClientQuotasResponse
+
+    Entry = AlterClientQuotasResponse.EntryData
+    return AlterClientQuotasResponse(version=version, throttle_time_ms=0, entries=[
+        Entry(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=message, entity=[
+            Entry.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+        for entry in req.entries])
+
+
 def _describe_log_dirs_refused(req: Any, version: int, message: str) -> Any:
     from kafka.protocol.admin.cluster import DescribeLogDirsResponse
 
@@ -1157,6 +1175,8 @@ POLICIES: dict[int, Policy] = {
     ApiKey.DESCRIBE_ACLS: _cluster_op(DESCRIBE, _describe_acls_refused),
     ApiKey.CREATE_ACLS: _cluster_op(ALTER, _create_acls_refused),
     ApiKey.DELETE_ACLS: _cluster_op(ALTER, _delete_acls_refused),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster_op(AclOperation.DESCRIBE_CONFIGS, _describe_quotas_refused),
+    ApiKey.ALTER_CLIENT_QUOTAS: _cluster_op(AclOperation.ALTER_CONFIGS, _alter_quotas_refused),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster_op(DESCRIBE, _describe_scram_refused),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster_op(ALTER, _alter_scram_refused),
     ApiKey.DELETE_RECORDS: _delete_records,

@@ -1,0 +1,42 @@
+"""DescribeClientQuotas v0-v1 and AlterClientQuotas v0-v1 (KIP-546; what kafka-configs.sh
+--entity-type users/clients/ips uses): the quotas of server/quotas/, made durable before an
+alteration is answered. Kafka's errors: INVALID_REQUEST for bad entities, keys, values and
+filters, UNSUPPORTED_VERSION for a filter on an unknown entity type."""
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin.client_quotas import AlterClientQuotasResponse, DescribeClientQuotasResponse
+
+from protocol.errors import ErrorCode
+from server.context import RequestContext
+from server.quotas.entities import Filter, QuotaError
+
+DEntry = DescribeClientQuotasResponse.EntryData
+AEntry = AlterClientQuotasResponse.EntryData
+
+
+def handle_describe_client_quotas(ctx: RequestContext, req: Any, version: int) -> Any:
+    try:
+        flt = Filter(((c.entity_type, c.match_type, c.match) for c in req.components), bool(req.strict))
+    except QuotaError as e:
+        return DescribeClientQuotasResponse(version=version, throttle_time_ms=0, error_code=int(e.code),
+                                            error_message=e.message, entries=None)
+    entries = [
+        DEntry(entity=[DEntry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+               values=[DEntry.ValueData(key=k, value=v) for k, v in sorted(values.items())])
+        for entity, values in ctx.broker.quotas.describe(flt)
+    ]
+    return DescribeClientQuotasResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                        error_message=None, entries=entries)
+
+
+async def handle_alter_client_quotas(ctx: RequestContext, req: Any, version: int) -> Any:
+    entries = [([(e.entity_type, e.entity_name) for e in entry.entity],
+                [(op.key, None if op.remove else float(op.value)) for op in entry.ops])
+               for entry in req.entries]
+    results = await ctx.broker.quotas.alter(entries, bool(req.validate_only))
+    return AlterClientQuotasResponse(version=version, throttle_time_ms=0, entries=[
+        AEntry(error_code=int(code), error_message=message,
+               entity=[AEntry.EntityData(entity_type=t, entity_name=n) for t, n in pairs])
+        for pairs, code, message in results])

@@ -1,0 +1,143 @@
+"""Client quotas (issue 27 item 3): DescribeClientQuotas / AlterClientQuotas as Kafka answers
+them, kept across a restart, and enforced with throttle_time_ms and a muted channel, seen by
+real clients (librdkafka's statistics and throttle callback, kafka-python, Java's Admin)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.protocol.metadata import MetadataRequest
+
+from tests.conftest import call
+from tests.wire import WireClient
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+AEntry = AlterClientQuotasRequest.EntryData
+Component = DescribeClientQuotasRequest.ComponentData
+
+
+def alter(bootstrap: str, entity: list[tuple[str, str | None]], ops: list[tuple[str, float | None]],
+          validate_only: bool = False, version: int = 1):
+    entry = AEntry(entity=[AEntry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                   ops=[AEntry.OpData(key=k, value=0.0 if v is None else v, remove=v is None) for k, v in ops])
+    resp = call(bootstrap, AlterClientQuotasRequest(version=version, entries=[entry], validate_only=validate_only),
+                version)
+    assert len(resp.entries) == 1
+    return resp.entries[0].error_code, resp.entries[0].error_message
+
+
+def describe(bootstrap: str, components: list[tuple[str, int, str | None]], strict: bool = False,
+             version: int = 1):
+    resp = call(bootstrap, DescribeClientQuotasRequest(version=version, strict=strict, components=[
+        Component(entity_type=t, match_type=m, match=n) for t, m, n in components]), version)
+    if resp.error_code:
+        return resp.error_code, resp.error_message
+    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+            for entry in resp.entries}
+
+
+def test_alter_and_describe_as_kafka_answers_them(kcoord_factory):
+    srv = kcoord_factory()
+    b = srv.bootstrap
+    assert alter(b, [("client-id", "c1")], [("producer_byte_rate", 1024.0)]) == (0, None)
+    assert alter(b, [("user", "alice"), ("client-id", None)], [("request_percentage", 12.5)]) == (0, None)
+    assert alter(b, [("user", None)], [("consumer_byte_rate", 2048.0)]) == (0, None)
+    assert alter(b, [("ip", "127.0.0.1")], [("connection_creation_rate", 10.0)]) == (0, None)
+    # validate_only changes nothing
+    assert alter(b, [("client-id", "c2")], [("producer_byte_rate", 5.0)], validate_only=True) == (0, None)
+    everything = describe(b, [])
+    assert everything == {
+        (("client-id", "c1"),): {"producer_byte_rate": 1024.0},
+        (("client-id", None), ("user", "alice")): {"request_percentage": 12.5},
+        (("user", None),): {"consumer_byte_rate": 2048.0},
+        (("ip", "127.0.0.1"),): {"connection_creation_rate": 10.0},
+    }
+    # exact, default and specified matches; strict leaves out entities with other types
+    assert set(describe(b, [("user", 0, "alice")])) == {(("client-id", None), ("user", "alice"))}
+    assert describe(b, [("user", 0, "alice")], strict=True) == {}
+    assert set(describe(b, [("user", 1, None)], strict=True)) == {(("user", None),)}
+    assert set(describe(b, [("client-id", 2, None)])) == {(("client-id", "c1"),),
+                                                           (("client-id", None), ("user", "alice"))}
+    assert set(describe(b, [("client-id", 2, None)], strict=True)) == {(("client-id", "c1"),)}
+    # v0 (not flexible) reads the same
+    assert describe(b, [("ip", 2, None)], version=0) == {(("ip", "127.0.0.1"),): {"connection_creation_rate": 10.0}}
+    # removal
+    assert alter(b, [("client-id", "c1")], [("producer_byte_rate", None)]) == (0, None)
+    assert (("client-id", "c1"),) not in describe(b, [])
+
+
+@pytest.mark.parametrize(("entity", "ops", "message"), [
+    ([("client-id", "c")], [("no_such_quota", 1.0)], "Invalid configuration key no_such_quota"),
+    ([("client-id", "c")], [("connection_creation_rate", 1.0)], "Invalid configuration key connection_creation_rate"),
+    ([("ip", "127.0.0.1")], [("producer_byte_rate", 1.0)], "Invalid configuration key producer_byte_rate"),
+    ([("group", "g")], [("producer_byte_rate", 1.0)], "Unhandled client quota entity type: group"),
+    ([], [("producer_byte_rate", 1.0)], "Invalid empty client quota entity"),
+    ([("user", "")], [("producer_byte_rate", 1.0)], "Empty user not supported"),
+    ([("ip", "1.2.3.4"), ("user", "u")], [("connection_creation_rate", 1.0)], "Invalid quota entity combination"),
+    ([("client-id", "c")], [("producer_byte_rate", 0.0)], "Quota producer_byte_rate must be greater than 0"),
+    ([("client-id", "c")], [("producer_byte_rate", 1.5)], "producer_byte_rate cannot be a fractional value."),
+    ([("client-id", "c")], [("producer_byte_rate", 1.0), ("producer_byte_rate", 2.0)], "Ignoring duplicate entity"),
+])
+def test_bad_alterations_get_invalid_request_and_change_nothing(kcoord_factory, entity, ops, message):
+    srv = kcoord_factory()
+    code, text = alter(srv.bootstrap, entity, ops)
+    assert code == 42, text  # INVALID_REQUEST
+    assert text is not None and text.startswith(message), text
+    assert describe(srv.bootstrap, []) == {}
+
+
+@pytest.mark.parametrize(("components", "code", "message"), [
+    ([("group", 0, "g")], 35, "Unsupported entity type group"),  # UNSUPPORTED_VERSION, as Kafka
+    ([("user", 0, None)], 42, "Request specified MATCH_TYPE_EXACT, but set match string to null."),
+    ([("user", 1, "x")], 42, "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."),
+    ([("user", 2, "x")], 42, "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string."),
+    ([("user", 7, None)], 42, "Unknown match type 7"),
+    ([("user", 2, None), ("user", 1, None)], 42, "Entity type user cannot appear more than once in the filter."),
+    ([("ip", 2, None), ("user", 2, None)], 42, "Invalid entity filter component combination."),
+    ([("", 2, None)], 42, "Invalid empty entity type."),
+])
+def test_bad_describe_filters_get_kafkas_errors(kcoord_factory, components, code, message):
+    srv = kcoord_factory()
+    got = describe(srv.bootstrap, components)
+    assert got[0] == code and got[1].startswith(message), got
+
+
+def test_quotas_survive_a_restart_and_kcoord_configs_shows_them(kcoord_factory):
+    srv = kcoord_factory()
+    assert alter(srv.bootstrap, [("client-id", "keep")], [("producer_byte_rate", 4096.0)]) == (0, None)
+    assert alter(srv.bootstrap, [("user", "bob"), ("client-id", "keep")],
+                 [("consumer_byte_rate", 8192.0), ("request_percentage", 50.0)]) == (0, None)
+    srv.restart()
+    got = describe(srv.bootstrap, [])
+    assert got == {(("client-id", "keep"),): {"producer_byte_rate": 4096.0},
+                   (("client-id", "keep"), ("user", "bob")): {"consumer_byte_rate": 8192.0,
+                                                              "request_percentage": 50.0}}
+    out = subprocess.run([str(ROOT / ".venv/bin/kcoord"), "configs", "--bootstrap-server", srv.bootstrap,
+                          "--describe", "--entity-type", "clients"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "Quota configs for client-id 'keep' are producer_byte_rate=4096.0" in out.stdout, out.stdout
+
+
+def test_request_percentage_throttles_a_flood_of_metadata_requests(kcoord_factory):
+    srv = kcoord_factory()
+    assert alter(srv.bootstrap, [("client-id", "flood")], [("request_percentage", 1.0)]) == (0, None)
+    throttled = []
+    with WireClient(srv.bootstrap, client_id="flood") as c:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(throttled) < 3:
+            resp = c.call(MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False), 12)
+            if resp.throttle_time_ms > 0:
+                throttled.append(resp.throttle_time_ms)
+    assert len(throttled) == 3, "no Metadata answer was throttled in 30 s"
+    assert all(0 < t <= 1000 for t in throttled), throttled  # the request quota throttles one window at most
+    # another client id is not throttled
+    with WireClient(srv.bootstrap, client_id="other") as c:
+        resp = c.call(MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
+                                      include_topic_authorized_operations=False), 12)
+        assert resp.throttle_time_ms == 0
