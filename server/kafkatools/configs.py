@@ -1,8 +1,8 @@
 """kafka-configs.sh: --describe and --alter the configs of topics, brokers (one, or the cluster
 default) and broker loggers, with Kafka's ConfigCommand flags, checks, output and exit codes.
-Client quotas, SCRAM credentials and client metrics (users, clients, ips, client-metrics) use
-APIs kcoord does not serve: their entity types are accepted and answered as a broker without
-them would be (UnsupportedVersionException)."""
+Client quotas (users, clients, ips) go through the quota APIs (server/kafkatools/quota_configs.py).
+SCRAM credentials and client metrics use APIs kcoord does not serve here: their entity types
+are accepted and answered as a broker without them would be (UnsupportedVersionException)."""
 from __future__ import annotations
 
 import re
@@ -16,6 +16,7 @@ from kafka.protocol.admin.configs import (
 )
 
 from server.config_catalogue import TOPIC_CONFIGS
+from server.kafkatools import quota_configs
 from server.kafkatools.options import ToolParser, check_invalid, load_properties
 from server.kafkatools.wire import Client, KafkaCallError, check
 from server.topics import validate_topic_name
@@ -29,8 +30,7 @@ SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
            7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
 SET, DELETE = 0, 1
-UNSUPPORTED_APIS = {USERS: "DescribeClientQuotas", CLIENTS: "DescribeClientQuotas", IPS: "DescribeClientQuotas",
-                    METRICS: "ListClientMetricsResources"}
+UNSUPPORTED_APIS = {METRICS: "ListClientMetricsResources"}
 
 
 class UsageError(Exception):
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             describe(client, o)
         return 0
-    except UsageError as e:
+    except (UsageError, quota_configs.QuotaUsageError) as e:
         print(e, file=sys.stderr)
         return 1
     except KafkaCallError as e:
@@ -216,6 +216,9 @@ def _api_key(api: str) -> str:
 def describe(client: Client, o: Any) -> None:
     etype = entity_types(o)[0]
     names = entity_names(o)
+    if etype in (USERS, CLIENTS, IPS):
+        quota_configs.describe(client, entity_types(o), names)
+        return
     if etype in UNSUPPORTED_APIS:
         raise KafkaCallError(35, f"The node does not support {_api_key(UNSUPPORTED_APIS[etype])}")
     if names:
@@ -299,8 +302,10 @@ def alter(client: Client, o: Any) -> None:
         if invalid:
             raise UsageError(f"Invalid broker logger(s): {','.join(invalid)}")
         _incremental(client, 8, name, int(name), add, remove)
+    elif etype in (USERS, CLIENTS, IPS) and quota_configs.takes_quota_path(entity_types(o), add, remove):
+        quota_configs.alter(client, entity_types(o), entity_names(o), add, remove)
     else:
-        raise KafkaCallError(35, f"The node does not support {_api_key('AlterClientQuotas')}")
+        raise KafkaCallError(35, f"The node does not support {_api_key('AlterUserScramCredentials')}")
     if name:
         print(f"Completed updating config for {etype[:-1]} {name}.")
     else:

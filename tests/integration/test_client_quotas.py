@@ -141,3 +141,74 @@ def test_request_percentage_throttles_a_flood_of_metadata_requests(kcoord_factor
         resp = c.call(MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
                                       include_topic_authorized_operations=False), 12)
         assert resp.throttle_time_ms == 0
+
+
+def _kcoord_configs(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / ".venv/bin/kcoord"), "configs", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_kcoord_configs_alters_and_describes_quotas_as_kafka_configs_does(kcoord_factory):
+    srv = kcoord_factory()
+    b = ["--bootstrap-server", srv.bootstrap]
+    out = _kcoord_configs(*b, "--alter", "--entity-type", "clients", "--entity-name", "throttled_client",
+                          "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Completed updating config for client throttled_client."
+    out = _kcoord_configs(*b, "--alter", "--entity-type", "users", "--entity-default", "--add-config",
+                          "request_percentage=200")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Completed updating default config for users in the cluster."
+    out = _kcoord_configs(*b, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type",
+                          "clients", "--entity-default", "--add-config", "producer_byte_rate=4096")
+    assert out.returncode == 0, out.stderr
+    out = _kcoord_configs(*b, "--describe", "--entity-type", "clients", "--entity-name", "throttled_client")
+    assert out.returncode == 0, out.stderr
+    line, = out.stdout.splitlines()
+    assert line.startswith("Quota configs for client-id 'throttled_client' are ")
+    assert sorted(line.split(" are ")[1].split(", ")) == ["consumer_byte_rate=2048.0", "producer_byte_rate=1024.0"]
+    out = _kcoord_configs(*b, "--describe", "--entity-type", "users", "--entity-default")
+    assert out.stdout.strip() == "Quota configs for the default user-principal are request_percentage=200.0", out
+    out = _kcoord_configs(*b, "--describe", "--entity-type", "users", "--entity-type", "clients")
+    assert out.stdout.strip() == ("Quota configs for user-principal 'alice', the default client-id are "
+                                  "producer_byte_rate=4096.0"), out
+    # bad input: what kafka-configs.sh refuses itself, and what the broker refuses
+    out = _kcoord_configs(*b, "--alter", "--entity-type", "clients", "--entity-name", "c", "--add-config",
+                          "retention.ms=5")
+    assert out.returncode == 1
+    assert "Only quota configs can be added for 'clients' using --bootstrap-server" in out.stderr
+    out = _kcoord_configs(*b, "--alter", "--entity-type", "clients", "--entity-name", "c", "--add-config",
+                          "producer_byte_rate=1.5")
+    assert out.returncode == 1
+    assert "InvalidRequestException: producer_byte_rate cannot be a fractional value." in out.stderr
+    # deletion
+    out = _kcoord_configs(*b, "--alter", "--entity-type", "clients", "--entity-name", "throttled_client",
+                          "--delete-config", "producer_byte_rate,consumer_byte_rate")
+    assert out.returncode == 0, out.stderr
+    out = _kcoord_configs(*b, "--describe", "--entity-type", "clients")
+    assert "throttled_client" not in out.stdout
+
+
+def test_java_admin_and_the_wire_agree(kcoord_factory):
+    from tests.clientlib import run_java
+
+    srv = kcoord_factory()
+    res = run_java("QuotaTool", srv.bootstrap, "alter", "user=alice,client-id=<default>", "producer_byte_rate=1000",
+                   "request_percentage=50.5")
+    assert res.stdout.strip() == "ok", res.stderr
+    res = run_java("QuotaTool", srv.bootstrap, "alter", "client-id=c1", "consumer_byte_rate=2000")
+    assert res.stdout.strip() == "ok", res.stderr
+    res = run_java("QuotaTool", srv.bootstrap, "alter", "client-id=c1", "bogus_key=1")
+    assert res.stdout.strip() == "error InvalidRequestException Invalid configuration key bogus_key", res.stdout
+    assert alter(srv.bootstrap, [("ip", None)], [("connection_creation_rate", 30.0)]) == (0, None)
+    res = run_java("QuotaTool", srv.bootstrap, "describe")
+    assert res.stdout.splitlines() == [
+        "client-id=<default>,user=alice producer_byte_rate=1000.0 request_percentage=50.5",
+        "client-id=c1 consumer_byte_rate=2000.0",
+        "ip=<default> connection_creation_rate=30.0",
+    ], res.stdout
+    assert describe(srv.bootstrap, []) == {
+        (("client-id", None), ("user", "alice")): {"producer_byte_rate": 1000.0, "request_percentage": 50.5},
+        (("client-id", "c1"),): {"consumer_byte_rate": 2000.0},
+        (("ip", None),): {"connection_creation_rate": 30.0},
+    }
