@@ -12,6 +12,7 @@ then nothing more is read from that connection until the time has passed).
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from functools import cache
@@ -25,6 +26,7 @@ from server.quotas.manager import QuotaManager, user_name
 if TYPE_CHECKING:
     from server.session import Session
 
+log = logging.getLogger("kcoord.quotas")
 _perf_counter = time.perf_counter
 _PRODUCE, _FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH)
 _ANONYMOUS = "ANONYMOUS"
@@ -55,6 +57,7 @@ def with_throttle(framed: bytes, key: int, version: int, ms: int) -> bytes:
     if slot == 0:
         return b"".join((framed[:start], ms.to_bytes(4, "big"), framed[start + 4:]))
     response = spec.response.decode(framed[start:], version=version)
+    response._header = None  # a decoded message has none: encode() looks for it
     response.throttle_time_ms = ms
     body = bytes(response.encode(version=version))
     size = start - 4 + len(body)
@@ -100,6 +103,14 @@ class QuotaGate:
 
     def _after(self, key: int, version: int, size: int, user: str, client_id: str, busy: float, framed: Any,
                client: Session | str) -> Any:
+        try:
+            return self._throttle(key, version, size, user, client_id, busy, framed, client)
+        except Exception:  # a quota bug must not lose the answer
+            log.exception("Client quota check failed for API %d v%d; answered unthrottled", key, version)
+            return framed
+
+    def _throttle(self, key: int, version: int, size: int, user: str, client_id: str, busy: float, framed: Any,
+                  client: Session | str) -> Any:
         quotas = self.quotas
         now = quotas.clock_ms()
         answered = type(framed) is bytes

@@ -2,8 +2,9 @@
 measure every client quota is checked against.
 
 `samples` windows of `window_ms`: a value goes to the current window; a window older than
-window_ms is complete and the next one starts at the time of the value that opens it; windows
-older than samples * window_ms are reset. The rate is the sum of the windows over the elapsed
+window_ms is complete and the next one starts at the time of the value that opens it (one slot
+more than `samples` is kept); a window whose last value is older than samples * window_ms is
+reset. The rate is the sum of the windows over the elapsed
 time since the oldest window started, counted as at least samples - 1 full windows (so the
 first values of a new client are not measured over a few milliseconds).
 """
@@ -11,37 +12,47 @@ from __future__ import annotations
 
 
 class Rate:
-    __slots__ = ("starts", "values", "current", "samples", "window_ms")
+    __slots__ = ("starts", "lasts", "values", "current", "samples", "window_ms")
 
     def __init__(self, samples: int, window_ms: int) -> None:
         self.samples = samples
         self.window_ms = window_ms
-        self.starts: list[int] = []
+        self.starts: list[int] = []  # each window's start
+        self.lasts: list[int] = []  # each window's last value's time
         self.values: list[float] = []
         self.current = 0
 
     def record(self, value: float, now_ms: int) -> None:
-        if not self.starts:
-            self.starts.append(now_ms)
-            self.values.append(0.0)
-            self.current = 0
-        elif now_ms - self.starts[self.current] >= self.window_ms:
-            self.current = (self.current + 1) % self.samples
-            if self.current >= len(self.starts):
-                self.starts.append(now_ms)
-                self.values.append(0.0)
+        starts = self.starts
+        if not starts:
+            self._add(now_ms)
+        elif now_ms - starts[self.current] >= self.window_ms:
+            # one slot more than the samples: the window overlapping the measured span's start
+            self.current = (self.current + 1) % (self.samples + 1)
+            if self.current >= len(starts):
+                self._add(now_ms)
             else:
-                self.starts[self.current] = now_ms
-                self.values[self.current] = 0.0
+                self._reset(self.current, now_ms)
         self.values[self.current] += value
+        self.lasts[self.current] = now_ms
+
+    def _add(self, now_ms: int) -> None:
+        self.starts.append(now_ms)
+        self.lasts.append(now_ms)
+        self.values.append(0.0)
+        self.current = len(self.starts) - 1
+
+    def _reset(self, i: int, now_ms: int) -> None:
+        self.starts[i] = now_ms
+        self.lasts[i] = now_ms
+        self.values[i] = 0.0
 
     def _purge(self, now_ms: int) -> None:
+        """Windows whose last value is older than samples * window_ms no longer count."""
         expire = self.samples * self.window_ms
-        starts, values = self.starts, self.values
-        for i, start in enumerate(starts):
-            if now_ms - start >= expire:
-                starts[i] = now_ms
-                values[i] = 0.0
+        for i, last in enumerate(self.lasts):
+            if now_ms - last >= expire:
+                self._reset(i, now_ms)
 
     def window_size_ms(self, now_ms: int) -> int:
         self._purge(now_ms)

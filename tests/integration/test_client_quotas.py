@@ -212,3 +212,124 @@ def test_java_admin_and_the_wire_agree(kcoord_factory):
         (("client-id", "c1"),): {"consumer_byte_rate": 2000.0},
         (("ip", None),): {"connection_creation_rate": 30.0},
     }
+
+
+# ---- enforcement seen by librdkafka (confluent-kafka) ----
+#
+# Kafka measures a rate over quota.window.num (11) windows of quota.window.size.seconds (1 s),
+# counting at least 10 s: the first 10 s allow 10 s worth of bytes at once, then the rate
+# settles at the quota. Each client asks for 1.5 times its quota (an unthrottled one gets
+# 1.5x); one that asks for unlimited bytes gets, as from Kafka, a burst each time its oldest
+# window expires, right on average but not over any 10 s.
+
+RATE_WARMUP = 10.5
+RATE_SPAN = 10.0
+ASKED = 1.5
+
+
+def _rate_between(deliveries: list[tuple[float, int]], start: float, end: float) -> float:
+    return sum(n for t, n in deliveries if start <= t < end) / (end - start)
+
+
+def _paced(started: float, rate: float, sent_bytes: int) -> bool:
+    """Whether the client may ask for more bytes now, at ASKED times `rate`."""
+    return sent_bytes < (time.monotonic() - started) * rate * ASKED
+
+
+def test_librdkafka_producer_is_throttled_to_its_producer_byte_rate(kcoord_factory):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    srv = kcoord_factory()
+    rate = 100 * 1024
+    assert alter(srv.bootstrap, [("client-id", "throttled-producer")], [("producer_byte_rate", float(rate))]) == (0, None)
+    admin = AdminClient({"bootstrap.servers": srv.bootstrap})
+    admin.create_topics([NewTopic("q-produce", 1, 1)])["q-produce"].result(30)
+    throttles: list[float] = []
+    stats_throttle: list[int] = []
+    deliveries: list[tuple[float, int]] = []
+
+    def on_stats(text: str) -> None:
+        for b in json.loads(text)["brokers"].values():
+            if b.get("throttle", {}).get("max", 0) > 0:
+                stats_throttle.append(b["throttle"]["max"])
+
+    p = Producer({"bootstrap.servers": srv.bootstrap, "client.id": "throttled-producer", "linger.ms": 5,
+                  "batch.size": 16384, "message.timeout.ms": 120000, "statistics.interval.ms": 1000,
+                  "stats_cb": on_stats, "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+    payload = b"x" * 1000
+    started = time.monotonic()
+
+    def delivered(err, msg) -> None:  # noqa: ANN001
+        if err is None:
+            deliveries.append((time.monotonic() - started, len(msg.value())))
+
+    sent = 0
+    end = RATE_WARMUP + RATE_SPAN + 1.5
+    while time.monotonic() - started < end:
+        if _paced(started, rate, sent):
+            p.produce("q-produce", payload, callback=delivered)
+            sent += len(payload)
+            p.poll(0)
+        else:
+            p.poll(0.005)
+    p.purge()  # what the quota still holds back
+    p.flush(30)
+    measured = _rate_between(deliveries, RATE_WARMUP, RATE_WARMUP + RATE_SPAN)
+    assert abs(measured - rate) <= 0.2 * rate, f"{measured:.0f} B/s against a quota of {rate} B/s"
+    assert throttles and max(throttles) > 0, "no throttle callback"
+    assert stats_throttle, "statistics never showed a throttle time"
+
+
+def test_librdkafka_consumer_is_throttled_to_its_consumer_byte_rate(kcoord_factory):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    srv = kcoord_factory()
+    rate = 256 * 1024
+    admin = AdminClient({"bootstrap.servers": srv.bootstrap})
+    admin.create_topics([NewTopic("q-fetch", 1, 1)])["q-fetch"].result(30)
+    p = Producer({"bootstrap.servers": srv.bootstrap, "linger.ms": 5, "batch.size": 16384})
+    payload = b"y" * 1000
+    for _ in range(9000):  # ~9 MB: more than 10 s at the quota, the burst and 10 s more
+        while True:
+            try:
+                p.produce("q-fetch", payload)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(60) == 0
+    assert alter(srv.bootstrap, [("client-id", "throttled-consumer")], [("consumer_byte_rate", float(rate))]) == (0, None)
+    throttles: list[float] = []
+    received: list[tuple[float, int]] = []
+    # a small prefetch queue: librdkafka fetches about as fast as the application consumes
+    c = Consumer({"bootstrap.servers": srv.bootstrap, "client.id": "throttled-consumer", "group.id": "q-fetch-g",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.max.bytes": 16384,
+                  "message.max.bytes": 16384,
+                  "max.partition.fetch.bytes": 16384, "queued.max.messages.kbytes": 64,
+                  "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+    try:
+        c.subscribe(["q-fetch"])
+        started = None
+        got = 0
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if started is not None and not _paced(started, rate, got):
+                time.sleep(0.002)
+                continue
+            msg = c.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            now = time.monotonic()
+            if started is None:
+                started = now
+            received.append((now - started, len(msg.value())))
+            got += len(msg.value())
+            if now - started > RATE_WARMUP + RATE_SPAN + 0.5:
+                break
+    finally:
+        c.close()
+    assert received and received[-1][0] > RATE_WARMUP + RATE_SPAN, "the consumer ran out of records or time"
+    measured = _rate_between(received, RATE_WARMUP, RATE_WARMUP + RATE_SPAN)
+    assert abs(measured - rate) <= 0.2 * rate, f"{measured:.0f} B/s against a quota of {rate} B/s"
+    assert throttles and max(throttles) > 0, "no throttle callback"
