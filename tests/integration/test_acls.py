@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
     CreateTopicsRequest,
@@ -33,6 +34,7 @@ from kafka.protocol.admin import (
     DeleteGroupsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClientQuotasRequest,
     DescribeGroupsRequest,
     DescribeUserScramCredentialsRequest,
     ListGroupsRequest,
@@ -266,6 +268,16 @@ class Calls:
     def describe_scram(self) -> int:
         return self.c.call(DescribeUserScramCredentialsRequest(users=None), 0).error_code
 
+    def alter_quota(self, client_id: str) -> int:
+        E = AlterClientQuotasRequest.EntryData
+        r = self.c.call(AlterClientQuotasRequest(validate_only=False, entries=[E(
+            entity=[E.EntityData(entity_type="client-id", entity_name=client_id)],
+            ops=[E.OpData(key="producer_byte_rate", value=1e9, remove=False)])]), 1)
+        return r.entries[0].error_code
+
+    def describe_quotas(self) -> int:
+        return self.c.call(DescribeClientQuotasRequest(components=[], strict=False), 1).error_code
+
     # -- transactions --
 
     def find_txn_coordinator(self, tid: str) -> int:
@@ -466,6 +478,9 @@ def _checks(bootstrap: str) -> dict:
                        if u != "admin"}
     out["acl_count"] = (n_before, admin.describe_acls()[1])
     out["scram_apis"] = {u: (conns[u].alter_scram(f"made-by-{u}"), conns[u].describe_scram()) for u in USERS}
+    # ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster; once the admin's quota exists, every
+    # request after it takes the quota path behind the authorizer
+    out["quota_apis"] = {u: (conns[u].alter_quota(f"made-by-{u}"), conns[u].describe_quotas()) for u in USERS}
 
     _txn_checks(conns, out)
     _consumer_protocol_checks(conns, out)
@@ -683,6 +698,8 @@ def test_cluster_apis(matrix):
     denied = (E.CLUSTER_AUTHORIZATION_FAILED,) * 3
     assert matrix["acl_apis"] == {"alice": denied, "bob": denied, "carol": denied, "mallory": denied}
     assert matrix["scram_apis"] == {"admin": (0, 0), **{u: (E.CLUSTER_AUTHORIZATION_FAILED,) * 2
+                                                        for u in ("alice", "bob", "carol", "mallory")}}
+    assert matrix["quota_apis"] == {"admin": (0, 0), **{u: (E.CLUSTER_AUTHORIZATION_FAILED,) * 2
                                                         for u in ("alice", "bob", "carol", "mallory")}}
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -127,15 +126,22 @@ def test_request_percentage_throttles_a_flood_of_metadata_requests(kcoord_factor
     srv = kcoord_factory()
     assert alter(srv.bootstrap, [("client-id", "flood")], [("request_percentage", 1.0)]) == (0, None)
     throttled = []
+    waited = []  # after a throttled answer: how long the next request took to be answered
+    request = MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
+                              include_topic_authorized_operations=False)
     with WireClient(srv.bootstrap, client_id="flood") as c:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and len(throttled) < 3:
-            resp = c.call(MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
-                                          include_topic_authorized_operations=False), 12)
+            resp = c.call(request, 12)
             if resp.throttle_time_ms > 0:
                 throttled.append(resp.throttle_time_ms)
+                sent = time.monotonic()
+                c.call(request, 12)  # sent at once, as a client that ignores throttle_time_ms
+                waited.append(time.monotonic() - sent)
     assert len(throttled) == 3, "no Metadata answer was throttled in 30 s"
     assert all(0 < t <= 1000 for t in throttled), throttled  # the request quota throttles one window at most
+    # KIP-219: the connection is muted for the throttle time (the server reads nothing more)
+    assert all(w >= t / 1000 * 0.9 for w, t in zip(waited, throttled, strict=True)), (waited, throttled)
     # another client id is not throttled
     with WireClient(srv.bootstrap, client_id="other") as c:
         resp = c.call(MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
