@@ -65,6 +65,7 @@ class KafkaConnection(asyncio.Protocol):
         self._stalled = False
         # muted for a quota's throttle time (KIP-219): no request is read or served until then
         self._muted = False
+        self._muted_until = 0.0
         self._mute_timer: asyncio.TimerHandle | None = None
         self.session.mute = self._mute
         # (connection, frame) -> what _answer returns, or None: the control API's interception
@@ -360,20 +361,28 @@ class KafkaConnection(asyncio.Protocol):
         answer that set it leaves at once."""
         if self._closed or self._transport is None or ms <= 0:
             return
-        loop = asyncio.get_running_loop()
-        until = loop.time() + ms / 1000
-        timer = self._mute_timer
-        if timer is not None:
-            if timer.when() >= until:
-                return
-            timer.cancel()
-        self._mute_timer = loop.call_at(until, self._unmute)
+        until = time.monotonic() + ms / 1000
+        if self._muted and self._muted_until >= until:
+            return
+        self._muted_until = until
+        self._arm_unmute()
         if not self._muted:
             self._muted = True
             self._update_reading()
 
+    def _arm_unmute(self) -> None:
+        # the loop's clock is the time its iteration began, which can be well before now: the
+        # timer is checked against the real clock when it fires
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+        delay = max(self._muted_until - time.monotonic(), 0.0)
+        self._mute_timer = asyncio.get_running_loop().call_later(delay, self._unmute)
+
     def _unmute(self) -> None:
         self._mute_timer = None
+        if time.monotonic() < self._muted_until - 0.0005:
+            self._arm_unmute()
+            return
         self._muted = False
         if not self._closed:
             self._update_reading()

@@ -87,6 +87,7 @@ class _Collector:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         from server.group.classic.state import GroupState
+        from server.quotas.metrics import quota_metric_families
         from server.txn.metrics import txn_metric_families
 
         m, broker = self.m, self.broker
@@ -146,6 +147,7 @@ class _Collector:
         yield latency
         yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(broker.connections))
         yield from txn_metric_families(broker)
+        yield from quota_metric_families(broker)
 
 
 class _MetricsHttp(asyncio.Protocol):

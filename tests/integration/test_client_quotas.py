@@ -4,14 +4,17 @@ real clients (librdkafka's statistics and throttle callback, kafka-python, Java'
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.metadata import MetadataRequest
 
+from kcoord_testing import free_port
 from tests.conftest import call
 from tests.wire import WireClient
 
@@ -123,7 +126,8 @@ def test_quotas_survive_a_restart_and_kcoord_configs_shows_them(kcoord_factory):
 
 
 def test_request_percentage_throttles_a_flood_of_metadata_requests(kcoord_factory):
-    srv = kcoord_factory()
+    metrics_port = free_port()
+    srv = kcoord_factory({"kcoord.metrics.listener": f"http://127.0.0.1:{metrics_port}"})
     assert alter(srv.bootstrap, [("client-id", "flood")], [("request_percentage", 1.0)]) == (0, None)
     throttled = []
     waited = []  # after a throttled answer: how long the next request took to be answered
@@ -142,6 +146,13 @@ def test_request_percentage_throttles_a_flood_of_metadata_requests(kcoord_factor
     assert all(0 < t <= 1000 for t in throttled), throttled  # the request quota throttles one window at most
     # KIP-219: the connection is muted for the throttle time (the server reads nothing more)
     assert all(w >= t / 1000 * 0.9 for w, t in zip(waited, throttled, strict=True)), (waited, throttled)
+    # metrics per quota entity: the client id's request-time measure and its throttle time
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    labels = 'client_id="flood",quota_type="Request",user=""'
+    m = re.search(r"^kcoord_client_quota_throttle_time_ms_total\{" + re.escape(labels) + r"\} (\S+)$", text, re.M)
+    assert m and float(m.group(1)) >= sum(throttled), text[-2000:]
+    assert re.search(r"^kcoord_client_quota_rate\{" + re.escape(labels) + r"\} ", text, re.M)
     # another client id is not throttled
     with WireClient(srv.bootstrap, client_id="other") as c:
         resp = c.call(MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
