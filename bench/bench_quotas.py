@@ -1,0 +1,151 @@
+"""What client quotas cost the hot paths (issue 27): Heartbeat and durable OffsetCommit
+throughput of
+
+- today's code: kcoord at the commit this branch started from (`--base`, by default where it
+  left main; extracted with git archive into a temporary directory, run by the same
+  interpreter),
+- this branch with no quota defined (the dispatcher's plain path: the target is within 2% of
+  today's),
+- this branch with a quota defined for another client id (every request takes the quota path:
+  what enforcement costs once quotas are in use; informative),
+
+and the ceiling measured in the same run: a bare uvloop server answering the same frames
+(echo for heartbeats, group-fsynced append for commits; bench/_bare_server.py). 100
+connections, one request outstanding each, alternating runs, medians; the server's CPU per
+request in the measured window is shown too (hardly moved by other load on the machine).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from _util import ROOT, SyncClient, start_bare, stop, table, wait_listening
+from bench_security import closed_loop_cpu, commit_frame, frame, free_port, join
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest
+from kafka.protocol.consumer import HeartbeatRequest
+
+
+def extract(rev: str, into: Path) -> Path:
+    """The tree of `rev` (no .git): the server code as it was."""
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def start(cwd: Path, log_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    args = [sys.executable, "-m", "server", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override", f"log.dirs={log_dir}", "--override", "group.initial.rebalance.delay.ms=0",
+            "--override", "log.level=WARNING"]
+    proc = subprocess.Popen(args, cwd=cwd)  # `-m server` imports the package of its working directory
+    wait_listening(port, proc, timeout=60)
+    return proc, port
+
+
+def define_quota(port: int) -> None:
+    E = AlterClientQuotasRequest.EntryData
+    c = SyncClient(port)
+    r = c.call(AlterClientQuotasRequest(validate_only=False, entries=[E(
+        entity=[E.EntityData(entity_type="client-id", entity_name="someone-else")],
+        ops=[E.OpData(key="producer_byte_rate", value=1024.0, remove=False)])]), 1)
+    assert r.entries[0].error_code == 0, r
+    c.close()
+
+
+def create_topic(port: int, topic: str, partitions: int) -> None:
+    CT = CreateTopicsRequest.CreatableTopic
+    c = SyncClient(port)
+    r = c.call(CreateTopicsRequest(topics=[CT(name=topic, num_partitions=partitions, replication_factor=1,
+                                              assignments=[], configs=[])], timeout_ms=5000, validate_only=False), 5)
+    assert r.topics[0].error_code == 0, r
+    c.close()
+
+
+def heartbeat_frames(port: int, n: int) -> list[bytes]:
+    frames = []
+    for i in range(n):
+        group = f"bench-q-hb-{i}"
+        member, gen = join(port, group)
+        frames.append(frame(HeartbeatRequest(group_id=group, generation_id=gen, member_id=member,
+                                             group_instance_id=None), 4, i))
+    return frames
+
+
+def run(what: str, servers: dict[str, tuple[subprocess.Popen[bytes] | None, int, list[bytes]]], rounds: int,
+        seconds: float, target: tuple[str, str]) -> None:
+    rates: dict[str, list[float]] = {n: [] for n in servers}
+    cpus: dict[str, list[float]] = {n: [] for n in servers}
+    for _ in range(rounds):
+        for name, (proc, port, frames) in servers.items():
+            rate, cpu = closed_loop_cpu(port, frames, seconds, pid=proc.pid if proc is not None else None)
+            rates[name].append(rate)
+            cpus[name].append(cpu)
+    med = {n: sorted(v)[rounds // 2] for n, v in rates.items()}
+    cmed = {n: sorted(v)[rounds // 2] for n, v in cpus.items()}
+    base_name, new_name = target
+    base = med[base_name]
+    n_conn = len(next(iter(servers.values()))[2])
+    print(f"\n{what}: {n_conn} connections, one request outstanding each, {rounds} alternating runs of "
+          f"{seconds:g} s, medians")
+    print(table(["server", "requests/s", "% of today's", "server CPU µs/request", "samples"], [
+        [n, med[n], 100.0 * med[n] / base, cmed[n], " ".join(f"{x:,.0f}" for x in rates[n])] for n in servers]))
+    gap = 100.0 * (1 - med[new_name] / base)
+    cpu_gap = 100.0 * (cmed[new_name] / cmed[base_name] - 1) if cmed[base_name] else 0.0
+    print(f"target: no quota defined within 2% of today's -> {'met' if gap <= 2.0 else 'NOT met'} "
+          f"(throughput {-gap:+.1f}%, CPU per request {cpu_gap:+.1f}%)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", default=None, help="today's code: a git revision (default: merge-base of HEAD and main)")
+    ap.add_argument("--connections", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kcoord-bench-quotas-"))
+    if args.base is None:
+        args.base = subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], check=True,
+                                   capture_output=True, text=True).stdout.strip()
+    base_rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.base], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    old_tree = extract(args.base, work / "base")
+    names = (f"today's code ({base_rev})", "no quota defined", "a quota defined (another client id)")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        servers = {}
+        for name, cwd in zip(names, (old_tree, ROOT, ROOT), strict=True):
+            proc, port = start(cwd, work / f"data-{len(procs)}")
+            procs.append(proc)
+            servers[name] = (proc, port)
+        define_quota(servers[names[2]][1])
+        echo, echo_port = start_bare("echo")
+        procs.append(echo)
+        hb = {name: (proc, port, heartbeat_frames(port, args.connections)) for name, (proc, port) in servers.items()}
+        hb["ceiling: bare uvloop echo"] = (echo, echo_port, hb[names[0]][2])
+        run("Heartbeat v4", hb, args.rounds, args.seconds, (names[0], names[1]))
+        (work / "bare").mkdir()
+        append, append_port = start_bare("append", str(work / "bare"))
+        procs.append(append)
+        topic = "bench-q-commit"
+        commits = {}
+        for name, (proc, port) in servers.items():
+            create_topic(port, topic, args.connections)
+            commits[name] = (proc, port, [commit_frame("bench-q-commit", topic, i) for i in range(args.connections)])
+        commits["ceiling: bare uvloop append + fsync"] = (append, append_port, commits[names[0]][2])
+        run("OffsetCommit v8 (durable)", commits, args.rounds, args.seconds, (names[0], names[1]))
+    finally:
+        for p in procs:
+            stop(p)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
