@@ -103,6 +103,87 @@ def run(what: str, servers: dict[str, tuple[subprocess.Popen[bytes] | None, int,
           f"(throughput {-gap:+.1f}%, CPU per request {cpu_gap:+.1f}%)")
 
 
+# Run in a child process whose working directory is the tree measured (its `server` package):
+# the server's CPU per heartbeat in process, without sockets or a load generator (so hardly moved
+# by other load on the machine): KafkaConnection.data_received fed Heartbeat v4 frames.
+INPROC = r"""
+import asyncio, sys, time
+from kafka.protocol.consumer import HeartbeatRequest
+from server.broker import Broker
+from server.config import Config
+from server.connection import KafkaConnection
+from server.dispatch import Dispatcher
+sys.path.insert(0, sys.argv[3])
+from _util import encode_request
+
+class Raw(asyncio.Transport):
+    def __init__(self):
+        super().__init__()
+        self.out = []
+    def write(self, data):
+        self.out.append(data)
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 5555) if name == "peername" else default
+    def is_closing(self):
+        return False
+    def pause_reading(self):
+        pass
+    def resume_reading(self):
+        pass
+    def close(self):
+        pass
+
+async def run(n):
+    broker = Broker(Config({"log.dirs": sys.argv[1], "offsets.topic.num.partitions": 4,
+                            "listeners": "PLAINTEXT://127.0.0.1:0", "log.level": "WARNING"}))
+    await broker.start()
+    broker.start_background()
+    await asyncio.wait_for(broker._background[0], 60)
+    conn = KafkaConnection(broker, Dispatcher(broker), 100 << 20, 500, None)
+    raw = Raw()
+    conn.connection_made(raw)
+    req = encode_request(HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None), 4)
+    for _ in range(2000):
+        conn.data_received(req)
+    raw.out.clear()
+    best = None
+    for _ in range(5):
+        t0 = time.thread_time()
+        for _ in range(n):
+            conn.data_received(req)
+        took = (time.thread_time() - t0) / n * 1e6
+        raw.out.clear()
+        best = took if best is None else min(best, took)
+    await broker.stop()
+    print(best)
+
+asyncio.run(run(int(sys.argv[2])))
+"""
+
+
+def inproc_heartbeat_cpu(tree: Path, log_dir: Path, n: int) -> float:
+    out = subprocess.run([sys.executable, "-c", INPROC, str(log_dir), str(n), str(ROOT / "bench")], cwd=tree,
+                         check=True, capture_output=True, text=True).stdout
+    shutil.rmtree(log_dir, ignore_errors=True)
+    return float(out.strip().splitlines()[-1])
+
+
+def inproc(old_tree: Path, work: Path, rounds: int, n: int = 20000) -> None:
+    trees = {"today's code": old_tree, "no quota defined": ROOT}
+    samples: dict[str, list[float]] = {k: [] for k in trees}
+    for _ in range(rounds):
+        for name, tree in trees.items():
+            samples[name].append(inproc_heartbeat_cpu(tree, work / "inproc", n))
+    med = {k: sorted(v)[rounds // 2] for k, v in samples.items()}
+    base = med["today's code"]
+    print(f"\nThe server's CPU per Heartbeat v4 in process (no sockets, no load generator), best of 5 x {n:,} "
+          f"per run, {rounds} alternating runs, medians")
+    print(table(["server", "CPU µs/heartbeat", "% of today's", "samples"], [
+        [k, f"{med[k]:.2f}", 100.0 * med[k] / base, " ".join(f"{x:.2f}" for x in samples[k])] for k in trees]))
+    gap = 100.0 * (med["no quota defined"] / base - 1)
+    print(f"target: no quota defined within 2% of today's -> {'met' if gap <= 2.0 else 'NOT met'} ({gap:+.1f}%)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", default=None, help="today's code: a git revision (default: merge-base of HEAD and main)")
@@ -141,6 +222,10 @@ def main() -> None:
             commits[name] = (proc, port, [commit_frame("bench-q-commit", topic, i) for i in range(args.connections)])
         commits["ceiling: bare uvloop append + fsync"] = (append, append_port, commits[names[0]][2])
         run("OffsetCommit v8 (durable)", commits, args.rounds, args.seconds, (names[0], names[1]))
+        for p in procs:
+            stop(p)
+        procs.clear()
+        inproc(old_tree, work, args.rounds)
     finally:
         for p in procs:
             stop(p)
