@@ -27,6 +27,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     AlterUserScramCredentialsRequest,
@@ -38,6 +39,7 @@ from kafka.protocol.admin import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClientQuotasRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
@@ -262,6 +264,15 @@ def _admin_seed(api: int, v: int) -> Any:
         return ListPartitionReassignmentsRequest(version=v, timeout_ms=1000, topics=None)
     if api == ApiKey.DESCRIBE_CLUSTER:
         return DescribeClusterRequest(version=v, include_cluster_authorized_operations=True, endpoint_type=1)
+    if api == ApiKey.DESCRIBE_CLIENT_QUOTAS:
+        C = DescribeClientQuotasRequest.ComponentData
+        return DescribeClientQuotasRequest(version=v, strict=False, components=[
+            C(entity_type="client-id", match_type=2, match=None)])
+    if api == ApiKey.ALTER_CLIENT_QUOTAS:
+        E = AlterClientQuotasRequest.EntryData
+        return AlterClientQuotasRequest(version=v, validate_only=True, entries=[E(
+            entity=[E.EntityData(entity_type="client-id", entity_name="fuzz")],
+            ops=[E.OpData(key="producer_byte_rate", value=1048576.0, remove=False)])])
     if api == ApiKey.DESCRIBE_TOPIC_PARTITIONS:
         return DescribeTopicPartitionsRequest(version=v, response_partition_limit=100, cursor=None, topics=[
             DescribeTopicPartitionsRequest.TopicRequest(name=TOPIC)])
