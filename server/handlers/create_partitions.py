@@ -27,6 +27,7 @@ from kafka.protocol.admin.topics import CreatePartitionsResponse
 from protocol.errors import ErrorCode, KafkaError
 from server.context import RequestContext
 from server.handlers.create_topics import MAX_RECORDS_PER_OPERATION
+from server.quotas.mutation import mutation_quota
 from server.topics import Topic
 
 log = logging.getLogger("kcoord.topics")
@@ -86,6 +87,7 @@ def handle_create_partitions(ctx: RequestContext, req: Any, version: int) -> Any
     results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
                for name, n in counts.items() if n > 1]
     records = 0
+    quota = mutation_quota(ctx, strict=version >= 3)  # controller_mutation_rate, None without one
     for t in req.topics:
         if counts[t.name] > 1:
             continue
@@ -94,6 +96,8 @@ def handle_create_partitions(ctx: RequestContext, req: Any, version: int) -> Any
             records += t.count - topic.partitions
             if records > MAX_RECORDS_PER_OPERATION:
                 raise KafkaError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+            if quota is not None and not req.validate_only:
+                quota.record(t.count - topic.partitions)
             if not req.validate_only:
                 ctx.broker.add_partitions(topic, t.count)
         except KafkaError as e:
@@ -104,4 +108,5 @@ def handle_create_partitions(ctx: RequestContext, req: Any, version: int) -> Any
             results.append(Result(name=t.name, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e)))
             continue
         results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
-    return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
+    throttle = quota.finish(ctx) if quota is not None else 0
+    return CreatePartitionsResponse(version=version, throttle_time_ms=throttle, results=results)

@@ -11,6 +11,7 @@ from kafka.protocol.admin.topics import CreateTopicsResponse
 from protocol.errors import ErrorCode, KafkaError
 from server.config_catalogue import TOPIC_CONFIGS, ConfigError, check_topic_configs
 from server.context import RequestContext
+from server.quotas.mutation import mutation_quota
 from server.topics import validate_topic_name
 
 Result = CreateTopicsResponse.CreatableTopicResult
@@ -95,6 +96,7 @@ def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
     counts = Counter(t.name for t in req.topics)
     results = []
     records = 0
+    quota = mutation_quota(ctx, strict=version >= 6)  # controller_mutation_rate, None without one
     for t in req.topics:
         if counts[t.name] > 1:
             results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
@@ -105,6 +107,8 @@ def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
             records += 1 + partitions + len(configs)
             if records > MAX_RECORDS_PER_OPERATION:
                 raise KafkaError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+            if quota is not None and not (version >= 1 and req.validate_only):
+                quota.record(partitions)
         except KafkaError as e:
             results.append(Result(name=t.name, error_code=e.code, error_message=e.message,
                                   num_partitions=-1, replication_factor=-1, configs=None))
@@ -123,4 +127,5 @@ def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
                 configs=_config_entries(ctx, configs),
             )
         )
-    return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
+    throttle = quota.finish(ctx) if quota is not None else 0
+    return CreateTopicsResponse(version=version, throttle_time_ms=throttle, topics=results)

@@ -22,8 +22,9 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DeleteTopicsResponse
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from server.context import RequestContext
+from server.quotas.mutation import mutation_quota
 from server.topics import Topic
 
 log = logging.getLogger("kcoord.topics")
@@ -82,9 +83,17 @@ async def handle_delete_topics(ctx: RequestContext, req: Any, version: int) -> A
                                    "The provided topic name maps to an ID that was already supplied."))
         else:
             todo[topic.topic_id] = topic
+    quota = mutation_quota(ctx, strict=version >= 5)  # controller_mutation_rate, None without one
     for topic in todo.values():
+        if quota is not None and not topic.internal:
+            try:
+                quota.record(topic.partitions)
+            except KafkaError as e:
+                results.append(_result(topic.name, topic.topic_id, e.code, e.message))
+                continue
         results.append(await _delete(broker, topic))
-    return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=results)
+    throttle = quota.finish(ctx) if quota is not None else 0
+    return DeleteTopicsResponse(version=version, throttle_time_ms=throttle, responses=results)
 
 
 async def _delete(broker: Any, topic: Topic) -> Any:

@@ -48,17 +48,19 @@ def throttle_slot(key: int, version: int) -> int | None:
 
 
 def with_throttle(framed: bytes, key: int, version: int, ms: int) -> bytes:
-    """The framed answer with throttle_time_ms set to `ms` (where its version has the field)."""
+    """The framed answer with throttle_time_ms set to `ms` (where its version has the field),
+    unless the handler set a longer one (a controller mutation quota's)."""
     slot = throttle_slot(key, version)
     if slot is None:
         return framed
     spec = API_TABLE[key]
     start = 8 + (1 if spec.response_header_version(version) >= 1 else 0)
     if slot == 0:
+        ms = max(ms, int.from_bytes(framed[start:start + 4], "big", signed=True))
         return b"".join((framed[:start], ms.to_bytes(4, "big"), framed[start + 4:]))
     response = spec.response.decode(framed[start:], version=version)
     response._header = None  # a decoded message has none: encode() looks for it
-    response.throttle_time_ms = ms
+    response.throttle_time_ms = max(ms, response.throttle_time_ms or 0)
     body = bytes(response.encode(version=version))
     size = start - 4 + len(body)
     return b"".join((size.to_bytes(4, "big"), framed[4:start], body))

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode, error_code_of
 from server.quotas import store as quota_store
@@ -80,6 +80,7 @@ class QuotaManager:
         self._bounds: dict[str, dict[Entity, float]] = {k: {} for k in QUOTA_TYPES}
         self._resolved: dict[tuple[str, str, str], tuple[Tags, float] | None] = {}
         self.usage: dict[tuple[str, Tags], Usage] = {}
+        self.buckets: dict[Tags, Any] = {}  # controller_mutation_rate's token buckets (server/quotas/mutation.py)
 
     # the quotas
 
@@ -186,6 +187,7 @@ class QuotaManager:
         """The log directory was emptied (server/control/reset.py): no quotas any more."""
         self.store.state.clear()
         self.usage.clear()
+        self.buckets.clear()
         self._rebuild()
 
 

@@ -350,3 +350,38 @@ def test_librdkafka_consumer_is_throttled_to_its_consumer_byte_rate(kcoord_facto
     measured = _rate_between(received, RATE_WARMUP, RATE_WARMUP + RATE_SPAN)
     assert abs(measured - rate) <= 0.2 * rate, f"{measured:.0f} B/s against a quota of {rate} B/s"
     assert throttles and max(throttles) > 0, "no throttle callback"
+
+
+def test_controller_mutation_rate_refuses_strictly_then_throttles_old_versions(kcoord_factory):
+    from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+
+    srv = kcoord_factory()
+    # 2 partitions/s: the bucket holds 11 windows x 1 s x 2 = 22 partitions
+    assert alter(srv.bootstrap, [("client-id", "mutator")], [("controller_mutation_rate", 2.0)]) == (0, None)
+    T = CreateTopicsRequest.CreatableTopic
+
+    def create(c: WireClient, name: str, partitions: int, version: int = 7):
+        r = c.call(CreateTopicsRequest(version=version, timeout_ms=5000, validate_only=False, topics=[
+            T(name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])]), version)
+        return r.topics[0].error_code, r.throttle_time_ms
+
+    with WireClient(srv.bootstrap, client_id="mutator") as c:
+        assert create(c, "m-big", 30) == (0, 0)  # a full bucket lets one large request through: 22 - 30 = -8
+        code, throttle = create(c, "m-next", 1)
+        assert code == 89  # THROTTLING_QUOTA_EXCEEDED
+        assert 3000 <= throttle <= 4000, throttle  # -(-8) / 2 per second, less the time since
+        started = time.monotonic()
+        # v5 is permissive: done even below zero, and throttled; the connection was muted
+        # meanwhile, so the bucket is back at about zero
+        code, throttle = create(c, "m-old", 10, version=5)
+        assert time.monotonic() - started >= 2.5  # the mute of the refused request's throttle
+        assert code == 0 and throttle >= 4000  # done, then throttled: about -10 / 2 per second
+    with WireClient(srv.bootstrap, client_id="mutator") as c:  # another connection, the same bucket
+        r = c.call(CreatePartitionsRequest(version=3, timeout_ms=5000, validate_only=False, topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name="m-old", count=12, assignments=None)]), 3)
+        assert r.results[0].error_code == 89 and r.throttle_time_ms > 0
+    with WireClient(srv.bootstrap, client_id="other") as c:  # another client id has no quota
+        assert create(c, "m-free", 50) == (0, 0)
+        r = c.call(DeleteTopicsRequest(version=6, timeout_ms=5000, topics=[
+            DeleteTopicsRequest.DeleteTopicState(name="m-free", topic_id=None)]), 6)
+        assert r.responses[0].error_code == 0 and r.throttle_time_ms == 0

@@ -162,3 +162,14 @@ def test_throttle_time_goes_where_each_answer_carries_it():
     framed = (len(body) + 4).to_bytes(4, "big") + b"\x00\x00\x00\x07" + body
     assert ApiVersionsResponse.decode(with_throttle(framed, ApiKey.API_VERSIONS, 3, 5)[8:],
                                       version=3).throttle_time_ms == 5
+
+
+def test_token_bucket_starts_full_and_refills_at_the_rate():
+    from server.quotas.mutation import TokenBucket
+
+    b = TokenBucket()
+    assert b.measure(2.0, 22.0, 1000) == 22.0
+    b.record(30, 2.0, 22.0, 1000)
+    assert b.tokens == -8.0
+    assert b.measure(2.0, 22.0, 3000) == pytest.approx(-4.0)
+    assert b.measure(2.0, 22.0, 100_000) == 22.0  # never above the burst
