@@ -224,11 +224,24 @@ def test_java_admin_and_the_wire_agree(kcoord_factory):
         "client-id=c1 consumer_byte_rate=2000.0",
         "ip=<default> connection_creation_rate=30.0",
     ], res.stdout
-    assert describe(srv.bootstrap, []) == {
+    expected = {
         (("client-id", None), ("user", "alice")): {"producer_byte_rate": 1000.0, "request_percentage": 50.5},
         (("client-id", "c1"),): {"consumer_byte_rate": 2000.0},
         (("ip", None),): {"connection_creation_rate": 30.0},
     }
+    assert describe(srv.bootstrap, []) == expected
+    # kafka-python 3.0's KafkaAdminClient has no describe_client_quotas: its connection manager
+    # sends the request (at the version it negotiated) and reads the answer
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=30000)
+    try:
+        resp = admin._manager.run(admin._manager.send, DescribeClientQuotasRequest(components=[], strict=False))
+    finally:
+        admin.close()
+    assert resp.error_code == 0
+    assert {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+            for entry in resp.entries} == expected
 
 
 # ---- enforcement seen by librdkafka (confluent-kafka) ----
