@@ -46,6 +46,9 @@ QUOTA_TYPES = {PRODUCER_BYTE_RATE: "Produce", CONSUMER_BYTE_RATE: "Fetch", REQUE
                CONTROLLER_MUTATION_RATE: "ControllerMutation"}
 
 Tags = tuple[str, str]  # (user, client id) as Kafka's metric tags; "" where not part of it
+INACTIVE_MS = 3_600_000  # ClientQuotaManager.InactiveSensorExpirationTimeSeconds
+PRUNE_AT = 4096  # measures kept before the idle ones are looked for
+RESOLVED_MAX = 65536  # (quota type, user, client id) lookups remembered
 
 
 def _now_ms() -> int:
@@ -80,6 +83,7 @@ class QuotaManager:
         self._bounds: dict[str, dict[Entity, float]] = {k: {} for k in QUOTA_TYPES}
         self._resolved: dict[tuple[str, str, str], tuple[Tags, float] | None] = {}
         self.usage: dict[tuple[str, Tags], Usage] = {}
+        self._prune_at = PRUNE_AT
         self.buckets: dict[Tags, Any] = {}  # controller_mutation_rate's token buckets (server/quotas/mutation.py)
 
     # the quotas
@@ -142,14 +146,26 @@ class QuotaManager:
             return self._resolved[memo]
         except KeyError:
             pass
+        if len(self._resolved) >= RESOLVED_MAX:
+            self._resolved.clear()
         found = self._resolved[memo] = _resolve(self._bounds[key], user, client)
         return found
 
     def _usage(self, key: str, tags: Tags) -> Usage:
         usage = self.usage.get((key, tags))
         if usage is None:
+            if len(self.usage) >= self._prune_at:
+                self._prune()
             usage = self.usage[(key, tags)] = Usage(self.samples, self.window_ms)
         return usage
+
+    def _prune(self) -> None:
+        """Forget the measures of entities idle for an hour (Kafka expires a quota sensor after
+        an hour without a value), and the lookups made for them."""
+        cutoff = self.clock_ms() - INACTIVE_MS
+        self.usage = {k: u for k, u in self.usage.items() if u.rate.lasts and max(u.rate.lasts) >= cutoff}
+        self._resolved.clear()
+        self._prune_at = max(2 * len(self.usage), PRUNE_AT)
 
     def record(self, key: str, user: str, client: str, value: float, now_ms: int, cap_ms: int | None = None) -> int:
         """Record `value` against the quota of this type that applies; the throttle time in ms

@@ -173,3 +173,18 @@ def test_token_bucket_starts_full_and_refills_at_the_rate():
     assert b.tokens == -8.0
     assert b.measure(2.0, 22.0, 3000) == pytest.approx(-4.0)
     assert b.measure(2.0, 22.0, 100_000) == 22.0  # never above the burst
+
+
+def test_idle_measures_are_forgotten_after_an_hour(tmp_path):
+    import asyncio
+
+    from server.quotas import manager
+
+    now = [0]
+    m = QuotaManager(Config({"log.dirs": str(tmp_path)}), tmp_path, clock_ms=lambda: now[0])
+    asyncio.run(m.alter([([("client-id", None)], [("producer_byte_rate", 1e6)])], False))
+    for i in range(manager.PRUNE_AT):
+        m.record("producer_byte_rate", "ANONYMOUS", f"c{i}", 10, now[0])
+    now[0] = manager.INACTIVE_MS + 1
+    m.record("producer_byte_rate", "ANONYMOUS", "fresh", 10, now[0])  # one more: the idle ones go
+    assert [tags for _, tags in m.usage] == [("", "fresh")]
