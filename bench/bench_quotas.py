@@ -171,8 +171,9 @@ def inproc_heartbeat_cpu(tree: Path, log_dir: Path, n: int) -> float:
 def inproc(old_tree: Path, work: Path, rounds: int, n: int = 20000) -> None:
     trees = {"today's code": old_tree, "no quota defined": ROOT}
     samples: dict[str, list[float]] = {k: [] for k in trees}
-    for _ in range(rounds):
-        for name, tree in trees.items():
+    for i in range(rounds):
+        order = list(trees.items()) if i % 2 == 0 else list(trees.items())[::-1]  # neither always first
+        for name, tree in order:
             samples[name].append(inproc_heartbeat_cpu(tree, work / "inproc", n))
     med = {k: sorted(v)[rounds // 2] for k, v in samples.items()}
     base = med["today's code"]

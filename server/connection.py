@@ -35,6 +35,13 @@ _ids = itertools.count(1)
 
 
 class KafkaConnection(asyncio.Protocol):
+    # muted for a quota's throttle time (KIP-219): no request is read or served until then.
+    # Class defaults: a connection that is never muted keeps the instance attributes it had
+    # before quotas (the hot path's attribute lookups stay as they were).
+    _muted = False
+    _muted_until = 0.0
+    _mute_timer: asyncio.TimerHandle | None = None
+
     def __init__(self, broker: Broker, dispatcher: Dispatcher, max_request_bytes: int,
                  max_queued: int = 500, listener: Listener | None = None) -> None:
         self._broker = broker
@@ -63,10 +70,6 @@ class KafkaConnection(asyncio.Protocol):
         self.id = next(_ids)  # names the connection to the control API (server/control/)
         self.client_id: str | None = None  # the last one its requests carried, once the control API saw one
         self._stalled = False
-        # muted for a quota's throttle time (KIP-219): no request is read or served until then
-        self._muted = False
-        self._muted_until = 0.0
-        self._mute_timer: asyncio.TimerHandle | None = None
         self.session.mute = self._mute
         # (connection, frame) -> what _answer returns, or None: the control API's interception
         # of this connection's requests; None when it intercepts nothing (one test per request)

@@ -71,6 +71,11 @@ def test_alter_and_describe_as_kafka_answers_them(kcoord_factory):
     # removal
     assert alter(b, [("client-id", "c1")], [("producer_byte_rate", None)]) == (0, None)
     assert (("client-id", "c1"),) not in describe(b, [])
+    # the last user/client quota gone: the dispatcher's plain path serves what follows
+    assert alter(b, [("user", "alice"), ("client-id", None)], [("request_percentage", None)]) == (0, None)
+    assert alter(b, [("user", None)], [("consumer_byte_rate", None)]) == (0, None)
+    assert describe(b, []) == {(("ip", "127.0.0.1"),): {"connection_creation_rate": 10.0}}
+    assert "Client quotas off (none defined)" in srv.log_text()
 
 
 @pytest.mark.parametrize(("entity", "ops", "message"), [
