@@ -103,18 +103,25 @@ def run(what: str, servers: dict[str, tuple[subprocess.Popen[bytes] | None, int,
           f"(throughput {-gap:+.1f}%, CPU per request {cpu_gap:+.1f}%)")
 
 
-# Run in a child process whose working directory is the tree measured (its `server` package):
-# the server's CPU per heartbeat in process, without sockets or a load generator (so hardly moved
-# by other load on the machine): KafkaConnection.data_received fed Heartbeat v4 frames.
+# Run in a child process whose working directory is the tree measured (its `server` package;
+# nothing else is put on sys.path): the server's CPU in process, without sockets or a load
+# generator (so hardly moved by other load on the machine). Heartbeat v4 frames fed to
+# KafkaConnection.data_received; durable OffsetCommit v8 frames from the dispatcher to the
+# write they queue (bench_security.dispatch_cpu's measure).
 INPROC = r"""
-import asyncio, sys, time
-from kafka.protocol.consumer import HeartbeatRequest
+import asyncio, struct, sys, time
+from kafka.protocol.consumer import HeartbeatRequest, OffsetCommitRequest
 from server.broker import Broker
 from server.config import Config
 from server.connection import KafkaConnection
 from server.dispatch import Dispatcher
-sys.path.insert(0, sys.argv[3])
-from _util import encode_request
+from server.session import Session
+
+def encode(req, version, corr=1):
+    flexible = req.flexible_version_q(version)
+    header = struct.pack(">hhih", req.API_KEY, version, corr, 5) + b"bench" + (b"\x00" if flexible else b"")
+    body = header + bytes(req.encode(version=version))
+    return struct.pack(">i", len(body)) + body
 
 class Raw(asyncio.Transport):
     def __init__(self):
@@ -142,47 +149,70 @@ async def run(n):
     conn = KafkaConnection(broker, Dispatcher(broker), 100 << 20, 500, None)
     raw = Raw()
     conn.connection_made(raw)
-    req = encode_request(HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None), 4)
+    req = encode(HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None), 4)
     for _ in range(2000):
         conn.data_received(req)
     raw.out.clear()
-    best = None
+    hb = None
     for _ in range(5):
         t0 = time.thread_time()
         for _ in range(n):
             conn.data_received(req)
         took = (time.thread_time() - t0) / n * 1e6
         raw.out.clear()
-        best = took if best is None else min(best, took)
+        hb = took if hb is None else min(hb, took)
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    broker.create_topic("bench-q-commit", 100, {})
+    disp, session = Dispatcher(broker), Session(None, "127.0.0.1")
+    frames = [encode(OffsetCommitRequest(group_id="bench-q", generation_id_or_member_epoch=-1, member_id="",
+                                         group_instance_id=None, topics=[T(name="bench-q-commit", partitions=[
+                                             P(partition_index=i, committed_offset=1000 + i, committed_leader_epoch=-1,
+                                               committed_metadata="")])]), 8, i)[4:] for i in range(100)]
+    used, batches = 0.0, 0
+    for i in range(42):
+        c0 = time.thread_time()
+        outs = [disp.handle(f, session) for f in frames]
+        if i >= 2:
+            used += time.thread_time() - c0
+            batches += 1
+        while not all(getattr(o, "done", True) for o in outs):
+            await asyncio.sleep(0.001)
     await broker.stop()
-    print(best)
+    print(hb, used / (batches * len(frames)) * 1e6)
 
 asyncio.run(run(int(sys.argv[2])))
 """
 
 
-def inproc_heartbeat_cpu(tree: Path, log_dir: Path, n: int) -> float:
-    out = subprocess.run([sys.executable, "-c", INPROC, str(log_dir), str(n), str(ROOT / "bench")], cwd=tree,
-                         check=True, capture_output=True, text=True).stdout
+def inproc_cpu(tree: Path, log_dir: Path, n: int) -> tuple[float, float]:
+    out = subprocess.run([sys.executable, "-c", INPROC, str(log_dir), str(n)], cwd=tree, check=True,
+                         capture_output=True, text=True).stdout
     shutil.rmtree(log_dir, ignore_errors=True)
-    return float(out.strip().splitlines()[-1])
+    hb, commit = out.strip().splitlines()[-1].split()
+    return float(hb), float(commit)
 
 
 def inproc(old_tree: Path, work: Path, rounds: int, n: int = 20000) -> None:
     trees = {"today's code": old_tree, "no quota defined": ROOT}
-    samples: dict[str, list[float]] = {k: [] for k in trees}
+    hb: dict[str, list[float]] = {k: [] for k in trees}
+    commit: dict[str, list[float]] = {k: [] for k in trees}
     for i in range(rounds):
         order = list(trees.items()) if i % 2 == 0 else list(trees.items())[::-1]  # neither always first
         for name, tree in order:
-            samples[name].append(inproc_heartbeat_cpu(tree, work / "inproc", n))
-    med = {k: sorted(v)[rounds // 2] for k, v in samples.items()}
-    base = med["today's code"]
-    print(f"\nThe server's CPU per Heartbeat v4 in process (no sockets, no load generator), best of 5 x {n:,} "
-          f"per run, {rounds} alternating runs, medians")
-    print(table(["server", "CPU µs/heartbeat", "% of today's", "samples"], [
-        [k, f"{med[k]:.2f}", 100.0 * med[k] / base, " ".join(f"{x:.2f}" for x in samples[k])] for k in trees]))
-    gap = 100.0 * (med["no quota defined"] / base - 1)
-    print(f"target: no quota defined within 2% of today's -> {'met' if gap <= 2.0 else 'NOT met'} ({gap:+.1f}%)")
+            h, c = inproc_cpu(tree, work / "inproc", n)
+            hb[name].append(h)
+            commit[name].append(c)
+    for what, samples in ((f"Heartbeat v4 fed to the connection, best of 5 x {n:,} per run", hb),
+                          ("durable OffsetCommit v8 from the dispatcher to its queued write, 4,000 per run", commit)):
+        med = {k: sorted(v)[rounds // 2] for k, v in samples.items()}
+        base = med["today's code"]
+        print(f"\nThe server's CPU in process (no sockets, no load generator): {what}, {rounds} alternating runs, "
+              "medians")
+        print(table(["server", "CPU µs/request", "% of today's", "samples"], [
+            [k, f"{med[k]:.2f}", 100.0 * med[k] / base, " ".join(f"{x:.2f}" for x in samples[k])] for k in trees]))
+        gap = 100.0 * (med["no quota defined"] / base - 1)
+        print(f"target: no quota defined within 2% of today's -> {'met' if gap <= 2.0 else 'NOT met'} ({gap:+.1f}%)")
 
 
 def main() -> None:
