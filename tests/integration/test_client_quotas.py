@@ -403,3 +403,36 @@ def test_controller_mutation_rate_refuses_strictly_then_throttles_old_versions(k
         r = c.call(DeleteTopicsRequest(version=6, timeout_ms=5000, topics=[
             DeleteTopicsRequest.DeleteTopicState(name="m-free", topic_id=None)]), 6)
         assert r.responses[0].error_code == 0 and r.throttle_time_ms == 0
+
+
+def test_user_quotas_apply_to_the_authenticated_principal(tmp_path):
+    from kcoord_testing import KcoordProcess
+
+    plain, sasl = free_port(), free_port()
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_alice="alice-pw" user_bob="bob-pw";')
+    srv = KcoordProcess(tmp_path / "data", port=plain, overrides={
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas})
+    srv.start()
+    try:
+        # alice's own quota; every other user gets the default one, larger than any flood here
+        assert alter(srv.bootstrap, [("user", "alice")], [("request_percentage", 1.0)]) == (0, None)
+        assert alter(srv.bootstrap, [("user", None)], [("request_percentage", 10000.0)]) == (0, None)
+        request = MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
+                                  include_topic_authorized_operations=False)
+
+        def flood(user: str) -> int:
+            with WireClient(f"127.0.0.1:{sasl}", client_id=f"{user}-app") as c:
+                c.authenticate("PLAIN", user, f"{user}-pw")
+                deadline = time.monotonic() + 5
+                while time.monotonic() < deadline:
+                    throttle = c.call(request, 12).throttle_time_ms
+                    if throttle:
+                        return throttle
+            return 0
+
+        assert flood("alice") > 0
+        assert flood("bob") == 0  # 5 s of Metadata requests, none throttled
+    finally:
+        srv.stop()
