@@ -99,8 +99,11 @@ def run(what: str, servers: dict[str, tuple[subprocess.Popen[bytes] | None, int,
         [n, med[n], 100.0 * med[n] / base, cmed[n], " ".join(f"{x:,.0f}" for x in rates[n])] for n in servers]))
     gap = 100.0 * (1 - med[new_name] / base)
     cpu_gap = 100.0 * (cmed[new_name] / cmed[base_name] - 1) if cmed[base_name] else 0.0
-    print(f"target: no quota defined within 2% of today's -> {'met' if gap <= 2.0 else 'NOT met'} "
-          f"(throughput {-gap:+.1f}%, CPU per request {cpu_gap:+.1f}%)")
+    # both verdicts: on a machine shared with other load the throughput samples spread far more
+    # than 2%, the server's CPU per request much less
+    print(f"target: no quota defined within 2% of today's -> throughput {-gap:+.1f}% "
+          f"({'met' if gap <= 2.0 else 'NOT met'}), server CPU per request {cpu_gap:+.1f}% "
+          f"({'met' if cpu_gap <= 2.0 else 'NOT met'})")
 
 
 # Run in a child process whose working directory is the tree measured (its `server` package;
