@@ -115,7 +115,7 @@ def _body_start(frame: bytes, header_version: int) -> int:
 
 def _route(key: int, version: int, dispatcher: Dispatcher) -> _Route | None:
     """The route of a served (API key, version), else None. For an authorizing dispatcher,
-    the handler (and direct call) runs behind its API's policy (server/security/enforce.py).
+    the handler (and direct call) runs behind the policy its route names (server/security/guard.py).
     Loads the API's handler module and classes: the dispatcher calls this at the first
     request of each (key, version), and keeps the answer."""
     spec = API_TABLE.get(key)
@@ -123,11 +123,11 @@ def _route(key: int, version: int, dispatcher: Dispatcher) -> _Route | None:
         return None
     route = ROUTES[key]
     if dispatcher.authorizing:
-        from server.security.enforce import guarded, guarded_direct
+        from server.security.guard import guarded, guarded_direct
 
-        direct = route.direct
-        route = route._replace(handler=guarded(spec.key, route.handler), direct=None if direct is None else
-                               guarded_direct(spec.key, direct, dispatcher.current_client))
+        direct, policy = route.direct, route.policy()
+        route = route._replace(handler=guarded(spec.key, route.handler, policy), direct=None if direct is None else
+                               guarded_direct(spec.key, direct, dispatcher.current_client, policy, route.as_is()))
     return _Route(spec, version, route)
 
 
