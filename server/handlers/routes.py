@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.api import ApiKey
-from server.handlers.registry import DECLARED, Handler
+from server.handlers.registry import Handler
 
 if TYPE_CHECKING:
     from protocol.fastpath import FastPath
@@ -114,16 +114,13 @@ class Routes(Mapping[int, Route]):
     """API key -> Route of every served API. Which keys it holds is known without importing
     anything; a route's functions load at its first lookup."""
 
-    def __init__(self, declared: tuple[Declared, ...], plain: dict[int, Handler]) -> None:
+    def __init__(self, declared: tuple[Declared, ...]) -> None:
         self._declared: dict[int, Declared] = {}
         self._loaded: dict[int, Route] = {}
         for d in declared:
-            if d.key in self._declared or d.key in plain:
+            if d.key in self._declared:
                 raise RuntimeError(f"two routes for API key {d.key!r}")
             self._declared[d.key] = d
-        for key, handler in plain.items():  # declared with registry.handles: already loaded
-            self._declared[key] = Declared(ApiKey(key), "")
-            self._loaded[key] = Route(ApiKey(key), handler)
 
     def __getitem__(self, key: int) -> Route:
         route = self._loaded.get(key)
@@ -157,5 +154,5 @@ class Handlers(Mapping[int, Handler]):
         return len(ROUTES)
 
 
-ROUTES = Routes(_TABLE, DECLARED)
+ROUTES = Routes(_TABLE)
 HANDLERS = Handlers()

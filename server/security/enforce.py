@@ -1214,13 +1214,6 @@ ALLOWED_AS_IS: dict[int, Callable[..., bool]] = {
 }
 
 
-def register(api: int, policy: Policy) -> None:
-    """For APIs added elsewhere (transactions, configs): their authorization, in this table."""
-    if api in POLICIES:
-        raise RuntimeError(f"two authorization policies for API key {api}")
-    POLICIES[api] = policy
-
-
 def authorize(ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str, log: bool = True) -> bool:
     """One authorization check from a handler (True when no authorizer is configured): for
     checks that belong inside a handler's own logic, e.g. the transaction coordinator's
