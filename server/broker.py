@@ -16,13 +16,14 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
 from server.clock import SystemClock
 from server.config import Config
 from server.config_layers import BrokerConfigs
 from server.metrics import Metrics
 from server.security.state import SecurityState
 from server.topic_deletion import TopicDeleter
-from server.topics import OFFSETS_TOPIC, TXN_TOPIC, Topic, TopicRegistry, load_or_create_meta
+from server.topics import Topic, TopicRegistry, load_or_create_meta
 from storage.log_manager import LogManager
 
 if TYPE_CHECKING:

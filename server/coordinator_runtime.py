@@ -21,13 +21,14 @@ from typing import Any
 from protocol.coordinator_codec import CodecError, decode_record
 from protocol.coordinator_records import CoordinatorRecord
 from protocol.errors import ErrorCode, KafkaError
+from protocol.topics import OFFSETS_TOPIC
 from server.clock import Clock
 from server.coordinator_writes import CoordinatorWriter
 from server.deferred import Deferred
 from server.group.coordinator import GroupCoordinator
 from server.group.result import CoordinatorResult
 from server.metrics import Metrics
-from storage.log_manager import OFFSETS_TOPIC, LogManager
+from storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.coordinator")
 

@@ -18,11 +18,12 @@ from protocol.coordinator_codec import encode_key, encode_value
 from protocol.coordinator_records import CoordinatorRecord
 from protocol.errors import ErrorCode, KafkaError, coordinator_append_error, error_code_of
 from protocol.partitioner import partition_for
+from protocol.topics import OFFSETS_TOPIC
 from server.clock import Clock
 from storage.flusher import group_commit
 from storage.log import PartitionLog
 from storage.log_dir_failure import LogDirOfflineError
-from storage.log_manager import OFFSETS_TOPIC, LogManager
+from storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.coordinator")
 

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode, KafkaError, error_code_of, txn_append_error
+from protocol.topics import TXN_TOPIC
 from protocol.txn_log import VALUE_VERSION, TxnRecord, encode_txn_key, encode_txn_value
 from server.clock import Clock
 from storage.flusher import group_commit
@@ -22,7 +23,6 @@ from storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.txn")
 
-TXN_TOPIC = "__transaction_state"
 Done = Callable[[ErrorCode | None], None]
 _BATCH_OVERHEAD = 61
 _RECORD_OVERHEAD = 24

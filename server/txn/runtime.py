@@ -16,11 +16,12 @@ import time
 from typing import Any
 
 from protocol.errors import ErrorCode
+from protocol.topics import TXN_TOPIC
 from protocol.txn_log import TxnCodecError, decode_txn_record
 from server.clock import Clock
 from server.deferred import Deferred
 from server.txn.coordinator import TransactionCoordinator
-from server.txn.log_writer import TXN_TOPIC, TxnLogWriter
+from server.txn.log_writer import TxnLogWriter
 from server.txn.metrics import TxnCounters
 from server.txn.result import TxnResult
 from storage.log_manager import LogManager

@@ -14,10 +14,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from protocol.topics import TXN_TOPIC
 from server.group.txn_offsets import PendingTxnOffsets
 from server.txn.coordinator import TransactionCoordinator
 from server.txn.group_log import GroupTxnLog
-from server.txn.log_writer import TXN_TOPIC
 from server.txn.markers import MarkerWriter
 from server.txn.metadata import TxnConfig
 from server.txn.metrics import TxnCounters

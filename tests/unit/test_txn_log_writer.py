@@ -6,9 +6,10 @@ import asyncio
 
 from protocol.errors import ErrorCode
 from protocol.partitioner import partition_for
+from protocol.topics import TXN_TOPIC
 from protocol.txn_log import TxnKey, TxnRecord, TxnValue, decode_txn_record
 from server.clock import SystemClock
-from server.txn.log_writer import TXN_TOPIC, TxnLogWriter
+from server.txn.log_writer import TxnLogWriter
 from storage.batch import split_batches
 from storage.log_manager import LogManager
 
