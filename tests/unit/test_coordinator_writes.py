@@ -9,7 +9,7 @@ from protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetVal
 from protocol.errors import ErrorCode
 from protocol.partitioner import partition_for
 from server.clock import SystemClock
-from server.coordinator_writes import CoordinatorWriter
+from server.group.shard import OffsetsLogWriter as CoordinatorWriter
 from storage.batch import split_batches
 from storage.flusher import GroupCommit, _commits
 from storage.log_manager import OFFSETS_TOPIC, LogManager

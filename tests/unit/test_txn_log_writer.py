@@ -1,4 +1,4 @@
-"""Appends to __transaction_state (server/txn/log_writer.py): one batch per partition per loop
+"""Appends to __transaction_state (server/coordinator/writer.py): one batch per partition per loop
 turn, replayed and answered once durable; CompleteX records (durable=False) at their append."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from protocol.errors import ErrorCode
 from protocol.partitioner import partition_for
 from protocol.txn_log import TxnKey, TxnRecord, TxnValue, decode_txn_record
 from server.clock import SystemClock
-from server.txn.log_writer import TXN_TOPIC, TxnLogWriter
+from server.txn.shard import TXN_TOPIC, TxnLogWriter
 from storage.batch import split_batches
 from storage.log_manager import LogManager
 
