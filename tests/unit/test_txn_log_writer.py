@@ -3,6 +3,8 @@ turn, replayed and answered once durable; CompleteX records (durable=False) at t
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 
 from protocol.errors import ErrorCode
 from protocol.partitioner import partition_for
@@ -73,3 +75,16 @@ async def test_failures_are_mapped_and_replay_nothing(tmp_path):
     w2.write([_rec("a")], done.append)
     assert done[-1] == ErrorCode.COORDINATOR_NOT_AVAILABLE and replayed == []
     logs.close()
+
+
+async def test_a_complete_record_whose_append_fails_is_answered(tmp_path):
+    """A durable=False write hears of a failed append too (it used to wait forever, holding
+    the writer's pending count and so the coordinator's shutdown)."""
+    logs, replayed, writer = _setup(tmp_path)
+    plog = logs.get(TXN_TOPIC, partition_for("a", N))
+    logs.failures.fail(os.path.abspath(logs.log_dir), "Error while syncing test", OSError(errno.EIO, "EIO"))
+    done: list = []
+    writer.write([_rec("a", 4)], done.append, durable=False)
+    writer.flush()
+    assert done == [ErrorCode.NOT_COORDINATOR] and replayed == [] and writer.pending == 0
+    assert plog.log_end_offset == 0
