@@ -139,12 +139,14 @@ def test_steady_heartbeat_writes_nothing_and_omits_the_assignment() -> None:
     r = done(h.cg_heartbeat(G, "m", 1))  # a keep-alive: nothing but the epoch
     assert r.error_code == 0 and r.assignment is None and len(h.log) == n
     # the server's fast path for it answers the same bytes
+    from protocol.fastpath import encode_consumer_group_heartbeat_answer
     from protocol.messages import ConsumerGroupHeartbeatRequest as R
 
     req = R(version=1, group_id=G, member_id="m", member_epoch=1, instance_id=None, rack_id=None,
             rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
             topic_partitions=None)
-    assert h.coord.consumer_group_keepalive(req, 1, "client", "/127.0.0.1") == r.encode()
+    assert encode_consumer_group_heartbeat_answer(h.coord.consumer_group_keepalive(req, 1, "client", "/127.0.0.1"),
+                                                  1) == r.encode()
     assert h.coord.consumer_group_keepalive(req, 1, "other-client", "/127.0.0.1") is None  # a change: the full path
 
 
