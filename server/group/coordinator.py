@@ -62,12 +62,12 @@ class GroupCoordinator:
         # (conversions, and classic members served inside consumer groups) share the broker's
         # topics (set_topics), how consumer group records are applied (undone by replaying what
         # memory held: a classic group's record for a conversion) and the members' timers
-        topics = GroupTopics()
+        group_topics = GroupTopics()
         records = ConsumerGroupRecords(groups)
         writes = ConsumerGroupWrites(groups, records, replay=self.replay, classic_record=self._classic_record)
         timers = Timers(clock)
-        self.migration = migration = GroupMigration(groups, classic, writes, timers, topics)
-        self.consumer = consumer = ConsumerGroupProtocol(groups, topics, records, writes, timers, migration)
+        self.migration = migration = GroupMigration(groups, classic, writes, timers, group_topics)
+        self.consumer = consumer = ConsumerGroupProtocol(groups, group_topics, records, writes, timers, migration)
         self.classic_in_consumer = ClassicMembersOfConsumerGroups(consumer, migration)
         offsets.commit_hooks[ClassicGroup] = classic.on_offset_commit
         # what finishing a partition's load does to a group, by type
