@@ -109,6 +109,7 @@ class PartitionLog:
                 seg.close()
             raise
         self.durable_offset = self.log_end_offset  # what survived recovery is on disk
+        self.last_flush_ms = self.clock_ms()  # flush.ms counts from here (Kafka's lastFlushTime)
 
     # ------------------------------------------------------------------ opening
 
@@ -473,6 +474,7 @@ class PartitionLog:
                 seg.synced_size = size
         if ticket.end_offset > self.durable_offset:
             self.durable_offset = ticket.end_offset
+        self.last_flush_ms = self.clock_ms()
 
     def flush(self) -> None:
         """fdatasync every segment with unsynced bytes, now, on this thread."""

@@ -3,10 +3,13 @@
 transaction, server/handlers/produce_txn.py.)
 
 - acks 0: nothing is sent back; on any partition error the connection is closed (as Kafka
-  does, so the producer refreshes metadata). acks 1: answered after the append. acks -1:
-  answered once the appended offsets are on disk (group-commit fdatasync, the same durability
-  as offset commits), bounded by the request's timeout_ms (REQUEST_TIMED_OUT). Other values:
-  INVALID_REQUIRED_ACKS.
+  does, so the producer refreshes metadata). acks 1 and -1 (one replica: the same): answered
+  after the append. Other values: INVALID_REQUIRED_ACKS.
+- Flushing follows Kafka (server/log_flush.py): a partition is fsynced before the answer only
+  when its topic's flush.messages (log.flush.interval.messages) records are unflushed (Kafka's
+  default, Long.MAX: never; flush.messages=1: before every acknowledgement), through the group
+  commit and bounded by the request's timeout_ms (REQUEST_TIMED_OUT); with acks 0 that flush
+  is started and not waited for.
 - Validation, in Kafka's order and with its codes: UNKNOWN_TOPIC_OR_PARTITION; v3+ wants
   exactly one magic-2 batch per partition (INVALID_RECORD), no zstd below v7
   (UNSUPPORTED_COMPRESSION_TYPE); client writes to internal topics are refused with
@@ -51,6 +54,7 @@ from server.data_plane import (
 from server.deferred import Deferred
 from server.handlers import produce_txn
 from server.handlers.registry import NO_RESPONSE
+from server.log_flush import needs_flush
 from server.record_validation import validate_records
 from server.txn.markers import wait
 from storage.batch import (
@@ -59,7 +63,7 @@ from storage.batch import (
     crc_ok,
     split_batches,
 )
-from storage.flusher import sync
+from storage.flusher import group_commit, sync
 
 log = logging.getLogger("kcoord.produce")
 
@@ -74,7 +78,7 @@ _MAX_COMPRESSION = 4
 
 class _Result:
     __slots__ = ("error", "message", "base_offset", "last_offset", "log_append_time", "log_start_offset",
-                 "record_errors", "plog")
+                 "record_errors", "plog", "flush")
 
     def __init__(self, error: ErrorCode = ErrorCode.NONE, message: str | None = None) -> None:
         self.error = error
@@ -85,6 +89,7 @@ class _Result:
         self.log_start_offset = -1
         self.record_errors: list[tuple[int, str | None]] = []
         self.plog = None
+        self.flush = False  # flush.messages reached: fsynced before the answer
 
 
 def _records_problem(records: Any, version: int) -> KafkaError | None:
@@ -189,6 +194,7 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
             res.log_append_time = dup.timestamp if append_time else -1
             res.log_start_offset = plog.log_start_offset
             res.plog = plog
+            res.flush = plog.durable_offset <= dup.last_offset and needs_flush(broker, topic, plog)
             return res
     try:
         base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH)
@@ -202,6 +208,7 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     res.base_offset, res.last_offset, res.log_append_time = base, last, lat
     res.log_start_offset = plog.log_start_offset
     res.plog = plog
+    res.flush = needs_flush(broker, topic, plog)
     dp.appended(topic_name, index)
     return res
 
@@ -237,7 +244,7 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
     waits: dict[int, tuple[Any, int]] = {}  # id(plog) -> (plog, highest offset to sync)
     for rs in results:
         for r in rs:
-            if r.error == ErrorCode.NONE and r.plog is not None:
+            if r.error == ErrorCode.NONE and r.flush:
                 prev = waits.get(id(r.plog))
                 if prev is None or prev[1] < r.last_offset:
                     waits[id(r.plog)] = (r.plog, r.last_offset)
@@ -261,7 +268,7 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
                 outcome[k] = ErrorCode.REQUEST_TIMED_OUT
     for rs in results:
         for r in rs:
-            if r.error == ErrorCode.NONE and r.plog is not None:
+            if r.error == ErrorCode.NONE and r.flush:
                 code = outcome.get(id(r.plog))
                 if code is not None:
                     r.error, r.message = code, f"{code.name} while waiting for the append to be durable"
@@ -311,10 +318,19 @@ def _append_all(ctx: RequestContext, req: Any, version: int, acks: int,
             from server.dispatch import CloseConnection  # dispatch imports the handlers
 
             raise CloseConnection(f"error during produce request with acks=0: {', '.join(sorted(set(errors)))}")
+        for rs in results:
+            for r in rs:
+                if r.flush:
+                    group_commit(r.plog).when_durable(r.last_offset, _flush_failed)
         return NO_RESPONSE
-    if acks == 1:
+    if not any(r.flush for rs in results for r in rs):
         return _response(version, req, results)
     return _await_durable(version, req, results, req.timeout_ms)
+
+
+def _flush_failed(exc: BaseException | None) -> None:
+    if exc is not None and not isinstance(exc, OSError):  # an OSError was logged by the failure channel
+        log.error("flush after an acks=0 produce failed: %r", exc)
 
 
 def _close_or(acks: int, ctx: RequestContext, response: Any, code: ErrorCode) -> Any:
