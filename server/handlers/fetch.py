@@ -173,8 +173,8 @@ class DelayedFetch(DelayedOperation):
                 if part.offset >= plog.log_end_offset:
                     part.start_pos = seg.size
                 elif part.offset >= seg.base_offset:
-                    h = seg.find_batch(part.offset)
-                    part.start_pos = h.position if h is not None else seg.size
+                    pos = seg.batch_start(part.offset)
+                    part.start_pos = pos if pos is not None else seg.size
                 else:
                     part.start_seg = None  # on an older segment: answer at the first check
 
