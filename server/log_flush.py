@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from server.config_catalogue import LONG_MAX
 from storage.flusher import group_commit
@@ -35,9 +35,10 @@ def flush_messages(broker: Broker, topic: Topic) -> int:
     return broker.configs.topic_values(topic)["flush.messages"]
 
 
-def needs_flush(broker: Broker, topic: Topic, plog: PartitionLog) -> bool:
-    """Kafka's UnifiedLog.append: flush once flush.messages records are unflushed."""
-    limit = flush_messages(broker, topic)
+def needs_flush(values: dict[str, Any], plog: PartitionLog) -> bool:
+    """Kafka's UnifiedLog.append: flush once flush.messages records are unflushed (`values`:
+    the topic's effective configs, broker.configs.topic_values)."""
+    limit = values["flush.messages"]
     return limit < LONG_MAX and plog.log_end_offset - plog.durable_offset >= limit
 
 

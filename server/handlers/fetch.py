@@ -46,7 +46,7 @@ ZERO_UUID = uuid.UUID(int=0)
 class _Part:
     """One requested partition, resolved."""
 
-    __slots__ = ("topic", "index", "offset", "max_bytes", "plog", "error", "start_seg", "start_pos")
+    __slots__ = ("topic", "index", "offset", "max_bytes", "plog", "error", "start_seg", "start_pos", "available")
 
     def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int, plog: PartitionLog | None,
                  error: ErrorCode) -> None:
@@ -58,6 +58,7 @@ class _Part:
         self.error = error
         self.start_seg: Any = None
         self.start_pos = 0
+        self.available = 0  # bytes counted toward min_bytes at the last check (DelayedFetch)
 
 
 def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
@@ -151,7 +152,12 @@ def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], r
 
 
 class DelayedFetch(DelayedOperation):
-    __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred", "dp", "read_committed")
+    """A parked fetch. try_complete checks every partition; an append wakes it through
+    try_complete_key, which looks again only at the partition that grew and keeps the running
+    total of available bytes (each partition's share is remembered in _Part.available)."""
+
+    __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred", "dp", "read_committed",
+                 "by_key", "acc")
 
     def __init__(self, version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], dp: Any) -> None:
         super().__init__(req.max_wait_ms)
@@ -163,11 +169,14 @@ class DelayedFetch(DelayedOperation):
         self.max_bytes = req.max_bytes
         self.read_committed = req.isolation_level == READ_COMMITTED
         self.deferred: Deferred[Any] = Deferred()
+        self.by_key: dict[tuple[str, int], list[_Part]] = {}
+        self.acc = 0
         for _, parts in resolved:
             for part in parts:
                 plog = part.plog
                 if plog is None:
                     continue
+                self.by_key.setdefault((part.topic, part.index), []).append(part)
                 seg = plog.active
                 part.start_seg = seg
                 if part.offset >= plog.log_end_offset:
@@ -178,24 +187,46 @@ class DelayedFetch(DelayedOperation):
                 else:
                     part.start_seg = None  # on an older segment: answer at the first check
 
+    def _available(self, part: _Part) -> int:
+        """Bytes `part` adds toward min_bytes now; -1: answer at once (deleted, out of range,
+        rolled past the fetch offset)."""
+        plog = part.plog
+        if plog.deleted or part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
+            return -1
+        if self.read_committed and fetch_txn.lso(self.dp, part.topic, part.index, plog) <= part.offset:
+            return 0  # nothing committed to read yet (a marker will retry this)
+        seg = plog.active
+        if part.start_seg is not seg:
+            if part.offset < plog.log_end_offset:
+                return -1  # rolled (Kafka's case F)
+            return 0
+        return min(seg.size - part.start_pos, max(part.max_bytes, 0))
+
     def try_complete(self) -> bool:
         acc = 0
-        for _, parts in self.resolved:
+        for parts in self.by_key.values():
             for part in parts:
-                plog = part.plog
-                if plog is None:
-                    continue
-                if plog.deleted or part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
+                n = self._available(part)
+                if n < 0:
                     return self.force_complete()
-                if self.read_committed and fetch_txn.lso(self.dp, part.topic, part.index, plog) <= part.offset:
-                    continue  # nothing committed to read yet (a marker will retry this)
-                seg = plog.active
-                if part.start_seg is not seg:
-                    if part.offset < plog.log_end_offset:
-                        return self.force_complete()  # rolled (Kafka's case F)
-                    continue
-                acc += min(seg.size - part.start_pos, max(part.max_bytes, 0))
+                part.available = n
+                acc += n
+        self.acc = acc
         if acc >= self.min_bytes:
+            return self.force_complete()
+        return False
+
+    def try_complete_key(self, key: tuple[str, int]) -> bool:  # type: ignore[override]
+        parts = self.by_key.get(key)
+        if parts is None:
+            return self.try_complete()
+        for part in parts:
+            n = self._available(part)
+            if n < 0:
+                return self.force_complete()
+            self.acc += n - part.available
+            part.available = n
+        if self.acc >= self.min_bytes:
             return self.force_complete()
         return False
 

@@ -41,16 +41,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from server.context import RequestContext
-from server.data_plane import (
-    LEADER_EPOCH,
-    cleanup_policy,
-    data_plane,
-    log_append_time,
-    max_message_bytes,
-    partition_log,
-    segment_bytes,
-    timestamp_bounds,
-)
+from server.data_plane import LEADER_EPOCH, data_plane, partition_log, timestamp_bounds_of, topic_values
 from server.deferred import Deferred
 from server.handlers import produce_txn
 from server.handlers.registry import NO_RESPONSE
@@ -130,13 +121,14 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     if h.compression == _ZSTD and version < 7:
         return _Result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                        f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    values = topic_values(broker, topic)  # the topic's effective configs, looked up once
     if topic.internal:
         return _Result(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_name}")
     if h.base_offset != 0:
         return _Result(ErrorCode.INVALID_RECORD,
                        f"The baseOffset of the record batch in the append to {topic_name}-{index} should be 0, "
                        f"but it is {h.base_offset}")
-    limit = max_message_bytes(broker, topic)
+    limit = values["max.message.bytes"]
     if h.size > limit:
         return _Result(ErrorCode.MESSAGE_TOO_LARGE,
                        f"The record batch size in the append to {topic_name}-{index} is {h.size} bytes which "
@@ -147,17 +139,17 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     why = client_batch_problem(h)
     if why is not None:
         return _Result(ErrorCode.INVALID_RECORD, f"{why} in topic partition {topic_name}-{index}")
-    seg_limit = segment_bytes(broker, topic)
+    seg_limit = values["segment.bytes"]
     if h.size > seg_limit:
         return _Result(ErrorCode.RECORD_LIST_TOO_LARGE,
                        f"Message batch size is {h.size} bytes in append to partition {topic_name}-{index}, which "
                        f"exceeds the maximum configured segment size of {seg_limit}.")
-    append_time = log_append_time(broker, topic)
-    before_max_ms, after_max_ms = timestamp_bounds(broker, topic)
+    append_time = values["message.timestamp.type"] == "LogAppendTime"
+    before_max_ms, after_max_ms = timestamp_bounds_of(values)
     now = broker.clock.now_ms()
     try:
         bad = validate_records(
-            records, f"{topic_name}-{index}", compacted="compact" in cleanup_policy(broker, topic),
+            records, f"{topic_name}-{index}", compacted=_compacted(values),
             create_time=not append_time,
             before_max_ms=before_max_ms, after_max_ms=after_max_ms, now=now)
         if bad is not None:
@@ -194,10 +186,10 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
             res.log_append_time = dup.timestamp if append_time else -1
             res.log_start_offset = plog.log_start_offset
             res.plog = plog
-            res.flush = plog.durable_offset <= dup.last_offset and needs_flush(broker, topic, plog)
+            res.flush = plog.durable_offset <= dup.last_offset and needs_flush(values, plog)
             return res
     try:
-        base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH)
+        base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH, checked=headers)
     except CorruptBatchError as e:
         return _Result(ErrorCode.CORRUPT_MESSAGE, str(e))
     except OSError as e:  # the log directory is offline (logged once by the failure channel)
@@ -208,9 +200,13 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     res.base_offset, res.last_offset, res.log_append_time = base, last, lat
     res.log_start_offset = plog.log_start_offset
     res.plog = plog
-    res.flush = needs_flush(broker, topic, plog)
+    res.flush = needs_flush(values, plog)
     dp.appended(topic_name, index)
     return res
+
+
+def _compacted(values: dict[str, Any]) -> bool:
+    return any(p.lower() == "compact" for p in values["cleanup.policy"])
 
 
 def _response(version: int, req: Any, results: list[list[_Result]]) -> Any:
