@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import re
 import shutil
 import sys
@@ -158,6 +159,13 @@ def _create_topics(bootstrap: str) -> None:
         f.result(30)
 
 
+def _sys_cpu_s(pid: int) -> float:
+    """The kernel's share of a process's CPU time (stime, /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[12]) / os.sysconf("SC_CLK_TCK")
+
+
 def _scrape(metrics_port: int) -> dict[str, float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30).read().decode()
     out: dict[str, float] = {}
@@ -207,7 +215,7 @@ def run_chain(bootstrap: str, server_pid: int, metrics_port: int, n: int, value_
     procs = [ctx.Process(target=_member, args=(bootstrap, g, s, d, k, stop_ev, out))
              for g, s, d, k in stages for _ in range(MEMBERS)]
     before = _scrape(metrics_port)
-    cpu0 = process_cpu_s(server_pid)
+    cpu0, sys0 = process_cpu_s(server_pid), _sys_cpu_s(server_pid)
     t0 = time.perf_counter()
     for pr in procs:
         pr.start()
@@ -223,7 +231,7 @@ def run_chain(bootstrap: str, server_pid: int, metrics_port: int, n: int, value_
                 finished = True
                 break
         wall = time.perf_counter() - t0
-        cpu1 = process_cpu_s(server_pid)
+        cpu1, sys1 = process_cpu_s(server_pid), _sys_cpu_s(server_pid)
         after = _scrape(metrics_port)
     finally:
         progress.close()
@@ -235,7 +243,7 @@ def run_chain(bootstrap: str, server_pid: int, metrics_port: int, n: int, value_
             pr.kill()
     assert any(r[0] == "source" and r[2] == n for r in results), results
     return {
-        "finished": finished, "wall": wall, "server_cpu": cpu1 - cpu0,
+        "finished": finished, "wall": wall, "server_cpu": cpu1 - cpu0, "server_sys": sys1 - sys0,
         "client_cpu": sum(r[1] for r in results),
         "fetch": after.get("Fetch", 0) - before.get("Fetch", 0),
         "produce": after.get("Produce", 0) - before.get("Produce", 0),
@@ -279,11 +287,11 @@ def main() -> None:
     def row(name: str, r: dict[str, float], hops: int) -> list:
         us = r["server_cpu"] / (n * hops) * 1e6
         return [name + ("" if r["finished"] else " (TIMED OUT)"), round(r["wall"], 1), round(r["server_cpu"], 1),
-                round(us, 1), round(r["client_cpu"], 1), int(r["fetch"]), int(r["produce"]),
+                f"{100 * r['server_sys'] / max(r['server_cpu'], 1e-9):.0f}%", round(us, 1), round(r["client_cpu"], 1), int(r["fetch"]), int(r["produce"]),
                 int(r["fsync_data"]), int(r["fsync_internal"])]
 
     print(f"{n:,} records of {args.value_bytes} B; server overrides: {' '.join(args.server_arg) or '(none)'}")
-    print(table(["run", "wall s", "server CPU s", "server CPU us/record-hop", "clients CPU s", "Fetch reqs",
+    print(table(["run", "wall s", "server CPU s", "of it kernel", "server CPU us/record-hop", "clients CPU s", "Fetch reqs",
                  "Produce reqs", "fsyncs data", "fsyncs internal"],
                 [row("ETL: 3 groups x 3 members, 3 hops", etl, 3),
                  row("  ceiling: produce + consume once, 1 hop", once, 1)]))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kafka.protocol.api_message import ApiMessage
 
 from protocol.api import API_TABLE, ApiKey, ApiSpec
+from protocol.data_fastpath import ENCODED_DATA
 from protocol.errors import ErrorCode
 from protocol.fastpath import OffsetCommitResponseData, encode_commit_rows
 from protocol.headers import (
@@ -262,6 +263,8 @@ class Dispatcher:
             return route.frame(correlation, result)
         if kind is OffsetCommitResponseData:
             return route.frame(correlation, encode_commit_rows(route.version, result.rows))
+        if kind in ENCODED_DATA:  # Produce, Fetch: protocol/data_fastpath.py
+            return route.frame(correlation, result.body())
         if isinstance(result, ApiMessage):
             return route.frame(correlation, route.encode(result, route.version))
         if result is NO_RESPONSE:

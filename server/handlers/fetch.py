@@ -26,8 +26,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kafka.protocol.consumer import FetchResponse
-
+from protocol.data_fastpath import FetchResponseData
 from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import data_plane, leader_epoch_error, partition_log
@@ -35,9 +34,6 @@ from server.deferred import Deferred
 from server.handlers import fetch_txn
 from server.purgatory import DelayedOperation
 from storage.log import OffsetOutOfRangeError, PartitionLog
-
-TopicOut = FetchResponse.FetchableTopicResponse
-PartitionOut = TopicOut.PartitionData
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -128,27 +124,18 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
     return out, total, failed
 
 
-def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], rows: list[list[tuple]]) -> Any:
+def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]],
+              rows: list[list[tuple]]) -> FetchResponseData:
+    """The response (encoded by protocol/data_fastpath.py)."""
     topics = []
     for (t, parts), trows in zip(resolved, rows, strict=True):
         partitions = []
         for part, (err, hw, log_start, data, stable, aborted) in zip(parts, trows, strict=True):
-            partitions.append(PartitionOut(
-                partition_index=part.index,
-                error_code=err,
-                high_watermark=hw,
-                last_stable_offset=stable,
-                log_start_offset=log_start,
-                aborted_transactions=aborted if err == ErrorCode.NONE else None,
-                preferred_read_replica=-1,
-                records=data,
-            ))
-        if version >= 13:
-            topics.append(TopicOut(topic_id=t.topic_id, partitions=partitions))
-        else:
-            topics.append(TopicOut(topic=t.topic, partitions=partitions))
-    return FetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
-                         responses=topics)
+            if aborted is not None:
+                aborted = [(a.producer_id, a.first_offset) for a in aborted] if err == ErrorCode.NONE else None
+            partitions.append((part.index, err, hw, stable, log_start, aborted, data))
+        topics.append((t.topic_id if version >= 13 else t.topic, partitions))
+    return FetchResponseData(version, ErrorCode.NONE, 0, topics)
 
 
 class DelayedFetch(DelayedOperation):
@@ -238,8 +225,7 @@ class DelayedFetch(DelayedOperation):
 
 def handle_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
     if version >= 7 and req.session_epoch not in (0, -1):
-        return FetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                             session_id=0, responses=[])
+        return FetchResponseData(version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
     resolved = _resolve(ctx, req, version)
     dp = data_plane(ctx.broker)
     rows, total, failed = _read(resolved, req.max_bytes, dp, req.isolation_level)

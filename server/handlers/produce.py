@@ -37,8 +37,8 @@ import logging
 from typing import Any
 
 from aiokafka.errors import UnsupportedCodecError
-from kafka.protocol.producer import ProduceResponse
 
+from protocol.data_fastpath import ProduceResponseData
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from server.context import RequestContext
 from server.data_plane import LEADER_EPOCH, data_plane, partition_log, timestamp_bounds_of, topic_values
@@ -57,10 +57,6 @@ from storage.batch import (
 from storage.flusher import group_commit, sync
 
 log = logging.getLogger("kcoord.produce")
-
-TopicOut = ProduceResponse.TopicProduceResponse
-PartitionOut = TopicOut.PartitionProduceResponse
-RecordError = PartitionOut.BatchIndexAndErrorMessage
 
 _MAGIC_OFFSET = 16
 _ZSTD = 4
@@ -209,22 +205,12 @@ def _compacted(values: dict[str, Any]) -> bool:
     return any(p.lower() == "compact" for p in values["cleanup.policy"])
 
 
-def _response(version: int, req: Any, results: list[list[_Result]]) -> Any:
-    topics = []
-    for t, rs in zip(req.topic_data, results, strict=True):
-        parts = []
-        for p, r in zip(t.partition_data, rs, strict=True):
-            parts.append(PartitionOut(
-                index=p.index,
-                error_code=r.error,
-                base_offset=r.base_offset,
-                log_append_time_ms=r.log_append_time,
-                log_start_offset=r.log_start_offset,
-                record_errors=[RecordError(batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
-                error_message=r.message if r.error else None,
-            ))
-        topics.append(TopicOut(name=t.name, partition_responses=parts))
-    return ProduceResponse(version=version, responses=topics, throttle_time_ms=0)
+def _response(version: int, req: Any, results: list[list[_Result]]) -> ProduceResponseData:
+    """The response (encoded by protocol/data_fastpath.py)."""
+    return ProduceResponseData(version, [
+        (t.name, [(p.index, r.error, r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors,
+                   r.message if r.error else None) for p, r in zip(t.partition_data, rs, strict=True)])
+        for t, rs in zip(req.topic_data, results, strict=True)])
 
 
 def _whole_request_error(version: int, req: Any, code: ErrorCode, message: str | None = None) -> Any:

@@ -57,6 +57,8 @@ def _roundtrip_request(req: Any, version: int) -> Any:
 
 def _decode_response(api: ApiKey, resp: Any, version: int) -> Any:
     cls = API_TABLE[api].response
+    if hasattr(resp, "body"):  # Produce, Fetch: protocol/data_fastpath.py
+        return cls.decode(memoryview(resp.body()), version=version)
     return cls.decode(memoryview(resp.encode(version=version)), version=version)
 
 

@@ -78,6 +78,10 @@ def decide(authorizer: Authorizer, principal: str, api: ApiKey, req, version: in
 
 def roundtrip(resp, version: int):
     """The refusal as the client decodes it."""
+    if hasattr(resp, "body"):  # a Produce refusal (protocol/data_fastpath.py)
+        from kafka.protocol.producer import ProduceResponse
+
+        return ProduceResponse.decode(resp.body(), version=version)
     return type(resp).decode(bytes(resp.encode(version=version)), version=version)
 
 
