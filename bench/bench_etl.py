@@ -20,143 +20,17 @@ Usage: python bench/bench_etl.py [--records 500000] [--value-bytes 20] [--server
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import re
 import shutil
 import sys
 import tempfile
-import time
 import urllib.request
 
-from _util import free_port, process_cpu_s, start_kcoord, stop, table
+from _util import ROOT, free_port, process_cpu_s, start_kcoord, stop, table
 
-TOPICS = {"etl-a": 7, "etl-b": 19, "etl-c": 31, "etl-once": 19}
-STAGES = [  # (group, source topic, destination topic or None, client kind)
-    ("etl-1", "etl-a", "etl-b", "confluent-cooperative"),
-    ("etl-2", "etl-b", "etl-c", "kafka-python-range"),
-    ("etl-3", "etl-c", None, "confluent-kip848"),
-]
-MEMBERS = 3
-
-
-# ---------------------------------------------------------------------------- child processes
-
-
-def _source(bootstrap: str, topic: str, n: int, value_bytes: int, out: mp.Queue) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                  "queue.buffering.max.messages": 1_000_000})
-    value = b"v" * value_bytes
-    failed = []
-
-    def cb(err, _msg):  # noqa: ANN001
-        if err is not None:
-            failed.append(err)
-
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, key=b"%d" % i, value=value, on_delivery=cb)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i & 1023 == 0:
-            p.poll(0)
-    left = p.flush(600)
-    out.put(("source", time.process_time(), n if not left and not failed else -1))
-
-
-def _confluent_member(bootstrap: str, group: str, src: str, dst: str | None, kind: str, stop_ev,  # noqa: ANN001
-                      out: mp.Queue) -> None:
-    from confluent_kafka import Consumer, KafkaException, Producer
-
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest"}
-    if kind == "confluent-kip848":
-        conf["group.protocol"] = "consumer"
-    else:
-        conf["partition.assignment.strategy"] = "cooperative-sticky"
-        conf["session.timeout.ms"] = 30000
-    c = Consumer(conf)
-    c.subscribe([src])
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                  "linger.ms": 5}) if dst else None
-    n = 0
-    while not stop_ev.is_set():
-        msgs = c.consume(num_messages=1000, timeout=0.2)
-        got = [m for m in msgs if m.error() is None]
-        if not got:
-            continue
-        if p is not None:
-            for m in got:
-                while True:
-                    try:
-                        p.produce(dst, key=m.key(), value=m.value())
-                        break
-                    except BufferError:
-                        p.poll(0.01)
-            p.flush(120)
-        n += len(got)
-        try:
-            c.commit(asynchronous=False)
-        except KafkaException:
-            pass  # a rebalance took the partitions: their records come again (at least once)
-    c.close()
-    out.put((group, time.process_time(), n))
-
-
-def _kafka_python_member(bootstrap: str, group: str, src: str, dst: str | None, stop_ev,  # noqa: ANN001
-                         out: mp.Queue) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka.errors import KafkaError
-
-    c = KafkaConsumer(src, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                      auto_offset_reset="earliest", max_poll_records=1000)
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
-                      linger_ms=5) if dst else None
-    n = 0
-    while not stop_ev.is_set():
-        polled = c.poll(timeout_ms=200)
-        count = 0
-        for records in polled.values():
-            for r in records:
-                if p is not None:
-                    p.send(dst, key=r.key, value=r.value)
-                count += 1
-        if not count:
-            continue
-        if p is not None:
-            p.flush(120)
-        n += count
-        try:
-            c.commit()
-        except KafkaError:
-            pass  # rebalanced meanwhile: at least once
-    c.close()
-    if p is not None:
-        p.close()
-    out.put((group, time.process_time(), n))
-
-
-def _member(bootstrap: str, group: str, src: str, dst: str | None, kind: str, stop_ev, out) -> None:  # noqa: ANN001
-    if kind.startswith("kafka-python"):
-        _kafka_python_member(bootstrap, group, src, dst, stop_ev, out)
-    else:
-        _confluent_member(bootstrap, group, src, dst, kind, stop_ev, out)
-
-
-# ---------------------------------------------------------------------------- the driver
-
-
-def _create_topics(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    fs = admin.create_topics([NewTopic(t, n, 1) for t, n in TOPICS.items()])
-    for f in fs.values():
-        f.result(30)
+sys.path.insert(0, str(ROOT))
+from kcoord_testing.etl import ONE_HOP, STAGES, Stage, create_topics, run_chain  # noqa: E402
 
 
 def _sys_cpu_s(pid: int) -> float:
@@ -176,85 +50,22 @@ def _scrape(metrics_port: int) -> dict[str, float]:
     return out
 
 
-class _Progress:
-    """Whether each group committed the end of its input and the last topic holds n records."""
+def measured_chain(bootstrap: str, server_pid: int, metrics_port: int, n: int, value_bytes: int,
+                   stages: list[Stage], timeout_s: float) -> dict[str, float]:
+    """run_chain, with the server's CPU and request and fsync counts over the run."""
+    at: dict[str, tuple] = {}
 
-    def __init__(self, bootstrap: str, stages: list[tuple[str, str, str | None, str]]) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+    def mark(name: str) -> None:
+        at[name] = (process_cpu_s(server_pid), _sys_cpu_s(server_pid), _scrape(metrics_port))
 
-        self.tp = TopicPartition
-        self.checks = []
-        for group, src, _, _ in stages:
-            c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-            self.checks.append((c, src))
+    r = run_chain(bootstrap, n, value_bytes, stages, timeout_s, lambda: mark("start"), lambda: mark("end"))
+    (cpu0, sys0, before), (cpu1, sys1, after) = at["start"], at["end"]
 
-    def ends(self, c, topic: str) -> list[int]:  # noqa: ANN001
-        return [c.get_watermark_offsets(self.tp(topic, p), timeout=10)[1] for p in range(TOPICS[topic])]
+    def delta(key: str) -> float:
+        return after.get(key, 0) - before.get(key, 0)
 
-    def done(self, n: int, last_topic: str) -> bool:
-        for c, src in self.checks:
-            ends = self.ends(c, src)
-            if src == last_topic and sum(ends) < n:
-                return False
-            committed = c.committed([self.tp(src, p) for p in range(TOPICS[src])], timeout=10)
-            if any(tp.offset < end for tp, end in zip(committed, ends, strict=True)):
-                return False
-        return True
-
-    def close(self) -> None:
-        for c, _ in self.checks:
-            c.close()
-
-
-def run_chain(bootstrap: str, server_pid: int, metrics_port: int, n: int, value_bytes: int,
-              stages: list[tuple[str, str, str | None, str]], first_topic: str, last_topic: str,
-              timeout_s: float) -> dict[str, float]:
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    stop_ev = ctx.Event()
-    procs = [ctx.Process(target=_member, args=(bootstrap, g, s, d, k, stop_ev, out))
-             for g, s, d, k in stages for _ in range(MEMBERS)]
-    before = _scrape(metrics_port)
-    cpu0, sys0 = process_cpu_s(server_pid), _sys_cpu_s(server_pid)
-    t0 = time.perf_counter()
-    for pr in procs:
-        pr.start()
-    src = ctx.Process(target=_source, args=(bootstrap, first_topic, n, value_bytes, out))
-    src.start()
-    progress = _Progress(bootstrap, stages)
-    finished = False
-    try:
-        deadline = t0 + timeout_s
-        while time.perf_counter() < deadline:
-            time.sleep(0.5)
-            if not src.is_alive() and progress.done(n, last_topic):
-                finished = True
-                break
-        wall = time.perf_counter() - t0
-        cpu1, sys1 = process_cpu_s(server_pid), _sys_cpu_s(server_pid)
-        after = _scrape(metrics_port)
-    finally:
-        progress.close()
-        stop_ev.set()
-    results = [out.get(timeout=120) for _ in range(len(procs) + 1)]
-    for pr in [*procs, src]:
-        pr.join(60)
-        if pr.is_alive():
-            pr.kill()
-    assert any(r[0] == "source" and r[2] == n for r in results), results
-    return {
-        "finished": finished, "wall": wall, "server_cpu": cpu1 - cpu0, "server_sys": sys1 - sys0,
-        "client_cpu": sum(r[1] for r in results),
-        "fetch": after.get("Fetch", 0) - before.get("Fetch", 0),
-        "produce": after.get("Produce", 0) - before.get("Produce", 0),
-        "fsync_data": after.get("fsync_data", 0) - before.get("fsync_data", 0),
-        "fsync_internal": after.get("fsync_internal", 0) - before.get("fsync_internal", 0),
-        "consumed": sum(r[2] for r in results if r[0] == last_stage_group(stages)),
-    }
-
-
-def last_stage_group(stages: list[tuple[str, str, str | None, str]]) -> str:
-    return stages[-1][0]
+    return {**r, "server_cpu": cpu1 - cpu0, "server_sys": sys1 - sys0, "fetch": delta("Fetch"),
+            "produce": delta("Produce"), "fsync_data": delta("fsync_data"), "fsync_internal": delta("fsync_internal")}
 
 
 def main() -> None:
@@ -273,12 +84,9 @@ def main() -> None:
         proc, port, _ = start_kcoord(overrides, log_dir=log_dir)
         bootstrap = f"127.0.0.1:{port}"
         try:
-            _create_topics(bootstrap)
-            once = run_chain(bootstrap, proc.pid, metrics_port, n, args.value_bytes,
-                             [("etl-once", "etl-once", None, "confluent-cooperative")], "etl-once", "etl-once",
-                             args.timeout)
-            etl = run_chain(bootstrap, proc.pid, metrics_port, n, args.value_bytes, STAGES, "etl-a", "etl-c",
-                            args.timeout)
+            create_topics(bootstrap)
+            once = measured_chain(bootstrap, proc.pid, metrics_port, n, args.value_bytes, ONE_HOP, args.timeout)
+            etl = measured_chain(bootstrap, proc.pid, metrics_port, n, args.value_bytes, STAGES, args.timeout)
         finally:
             stop(proc)
     finally:
