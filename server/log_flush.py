@@ -7,7 +7,8 @@ cache (which survives a process kill) and reaches the disk when the kernel write
 segment roll or at a clean shutdown. flush.messages=N flushes once N or more records are
 unflushed, before the produce is answered (flush.messages=1: before every acknowledgement);
 flush.ms=T flushes a partition whose unflushed records have waited T ms, checked by a task
-every log.flush.scheduler.interval.ms.
+every log.flush.scheduler.interval.ms. A segment roll starts a flush of the segments before the
+new one, not waited for (as Kafka's roll schedules one).
 
 kcoord's own state (__consumer_offsets, __transaction_state, share state) is not governed by
 this: its writes are fsynced before they are answered (server/coordinator_writes.py,
@@ -42,6 +43,14 @@ def needs_flush(values: dict[str, Any], plog: PartitionLog) -> bool:
     return limit < LONG_MAX and plog.log_end_offset - plog.durable_offset >= limit
 
 
+def flush_rolled(plog: PartitionLog) -> None:
+    """A segment rolled: flush everything before the new active segment, without waiting
+    (Kafka's UnifiedLog.roll schedules the same flush)."""
+    upto = plog.active.base_offset - 1
+    if upto >= plog.durable_offset:
+        group_commit(plog).when_durable(upto, lambda exc, p=plog: _report(p, exc))
+
+
 def _report(plog: PartitionLog, exc: BaseException | None) -> None:
     if exc is not None and not isinstance(exc, OSError):  # an OSError was logged by the failure channel
         log.error("Scheduled flush of %s failed: %r", plog.name, exc)
@@ -54,10 +63,10 @@ def flush_dirty_logs(broker: Broker, now_ms: int) -> int:
         return 0
     started = 0
     for (name, _), plog in list(broker.logs):
-        if plog.deleted or plog.durable_offset >= plog.log_end_offset or name.startswith("__"):
+        if plog.deleted or plog.durable_offset >= plog.log_end_offset:
             continue
         topic = broker.topics.get(name)
-        if topic is None:
+        if topic is None or topic.internal:  # kcoord's own state is fsynced before every answer
             continue
         flush_ms = broker.configs.topic_values(topic)["flush.ms"]
         if flush_ms >= LONG_MAX or now_ms - plog.last_flush_ms < flush_ms:

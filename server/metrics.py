@@ -149,8 +149,9 @@ class _Collector:
                                     "logs, internal topics (__consumer_offsets, ...) apart from data topics",
                                     labels=["kind"])
         counts = {"internal": 0, "data": 0}
-        for (topic, _), plog in (broker.logs if broker.logs is not None else ()):
-            counts["internal" if topic.startswith("__") else "data"] += plog.sync_count
+        for (name, _), plog in (broker.logs if broker.logs is not None else ()):
+            topic = broker.topics.get(name)
+            counts["internal" if topic is not None and topic.internal else "data"] += plog.sync_count
         for kind, n in counts.items():
             syncs.add_metric([kind], n)
         yield syncs

@@ -45,7 +45,7 @@ from server.data_plane import LEADER_EPOCH, data_plane, partition_log, timestamp
 from server.deferred import Deferred
 from server.handlers import produce_txn
 from server.handlers.registry import NO_RESPONSE
-from server.log_flush import needs_flush
+from server.log_flush import flush_rolled, needs_flush
 from server.record_validation import validate_records
 from server.txn.markers import wait
 from storage.batch import (
@@ -184,6 +184,7 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
             res.plog = plog
             res.flush = plog.durable_offset <= dup.last_offset and needs_flush(values, plog)
             return res
+    active = plog.active
     try:
         base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH, checked=headers)
     except CorruptBatchError as e:
@@ -197,6 +198,8 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     res.log_start_offset = plog.log_start_offset
     res.plog = plog
     res.flush = needs_flush(values, plog)
+    if plog.active is not active and not res.flush:
+        flush_rolled(plog)
     dp.appended(topic_name, index)
     return res
 

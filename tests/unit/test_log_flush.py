@@ -78,3 +78,16 @@ async def test_flush_ms_flushes_partitions_whose_records_waited_that_long(broker
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.01)
     assert idle.sync_count == 0 and never.durable_offset == 0
+
+
+async def test_a_segment_roll_flushes_the_segments_before_it(broker):
+    broker.create_topic("r", 1, {"segment.bytes": "400"})
+    plog = broker.logs.get("r", 0)
+    await produce(broker, "r", 0, batch([b"a" * 300]), acks=1)
+    assert plog.durable_offset == 0 and len(plog.segments) == 1
+    await produce(broker, "r", 0, batch([b"b" * 300]), acks=1)  # rolls: offset 0 is in a closed segment
+    assert len(plog.segments) == 2
+    deadline = asyncio.get_running_loop().time() + 30
+    while plog.durable_offset < 1:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.01)
