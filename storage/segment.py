@@ -12,7 +12,7 @@ whole batches, locating the batch holding an offset or timestamp, and reading by
   is sealed at roll.
 
 The active segment also keeps a dense index in memory: every batch's last offset and end
-position (two int64 arrays, 16 bytes a batch), so a fetch finds its position and cuts its
+position (two int64 arrays, 16 bytes a batch, up to DENSE_LIMIT batches), so a fetch finds its position and cuts its
 answer at a batch boundary with two binary searches and reads the bytes with one pread, where
 the sparse index alone costs a pread per batch header. Sealing a segment drops it (reads of
 closed segments are catch-up reads: the sparse index and header reads serve them).
@@ -46,6 +46,7 @@ __all__ = ["INDEX_INTERVAL_BYTES", "LogSegment", "UnsupportedLogFormatError", "s
 INDEX_INTERVAL_BYTES = 4096
 SCAN_CHUNK = 8 * 1024 * 1024
 MAX_RELATIVE_OFFSET = 2**31 - 1
+DENSE_LIMIT = 1 << 20
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _INDEX_ENTRY = struct.Struct(">ii")
@@ -116,6 +117,9 @@ class UnsupportedLogFormatError(Exception):
 
 class LogSegment:
     """A segment's three files and its in-memory offset and time indexes."""
+
+    # most batches the dense index holds (16 bytes each: 16 MiB); past it, the sparse index
+    dense_limit = DENSE_LIMIT
 
     def __init__(self, dir_path: str, base_offset: int, *,
                  index_interval_bytes: int = INDEX_INTERVAL_BYTES, create: bool = False,
@@ -215,8 +219,11 @@ class LogSegment:
             self.max_timestamp = h.max_timestamp
             self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
         if self._dense:
-            self._b_last.append(self.next_offset - 1)
-            self._b_end.append(pos + h.batch_length + LOG_OVERHEAD)
+            if len(self._b_end) >= self.dense_limit:  # a segment of tiny batches: the sparse index serves it
+                self._drop_dense()
+            else:
+                self._b_last.append(self.next_offset - 1)
+                self._b_end.append(pos + h.batch_length + LOG_OVERHEAD)
         if pos - self._last_index_pos <= self.index_interval_bytes:
             return b"", b""
         self._last_index_pos = pos
@@ -295,6 +302,11 @@ class LogSegment:
         if tidx_parts:
             os.write(self._timeindex_fd, b"".join(tidx_parts))
 
+    def _drop_dense(self) -> None:
+        self._dense = False
+        self._b_last = array("q")
+        self._b_end = array("q")
+
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """Kafka's LogSegment.timeWaitedForRoll: how far the records being appended lie after
         the segment's first batch (by their timestamps), or, when that batch has none, how long
@@ -308,9 +320,7 @@ class LogSegment:
         """The segment stops being active: record its final max timestamp, as Kafka does at roll."""
         if not self.sealed:
             self.sealed = True
-            self._dense = False
-            self._b_last = array("q")
-            self._b_end = array("q")
+            self._drop_dense()
             tidx = self._maybe_time_entry()
             if tidx and self._timeindex_fd >= 0:  # during recovery the files are synced after
                 os.write(self._timeindex_fd, tidx)
