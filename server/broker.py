@@ -155,6 +155,7 @@ class Broker:
         self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
         self._background.append(asyncio.ensure_future(self._finish_deletions_after(loading)))
         self._background.append(asyncio.ensure_future(self._topic_retention()))
+        self._background.append(asyncio.ensure_future(self._log_flush()))
         if runtime is not None:
             _start_runtime(self)
         if self.built("txn") is not None:
@@ -167,6 +168,12 @@ class Broker:
         from server.data_plane import topic_retention_loop
 
         await topic_retention_loop(self)
+
+    async def _log_flush(self) -> None:
+        """flush.ms: data partitions' time-based flushes (server/log_flush.py)."""
+        from server.log_flush import log_flush_loop
+
+        await log_flush_loop(self)
 
     async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
         """Once __consumer_offsets is loaded, keep putting in place the segments the

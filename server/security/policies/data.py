@@ -100,31 +100,24 @@ def produce(a: Access, req: Any, version: int) -> Guarded:
     if not denied:
         return PASS
     kept = [t for t in req.topic_data if t.name in allowed]
-    from kafka.protocol.producer import ProduceResponse
+    from protocol.data_fastpath import ProduceResponseData
 
-    TopicOut = ProduceResponse.TopicProduceResponse
-    P = TopicOut.PartitionProduceResponse
-    errors = [TopicOut(name=t.name, partition_responses=[
-        P(index=p.index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, base_offset=-1, log_append_time_ms=-1,
-          log_start_offset=-1, record_errors=[], error_message=None) for p in t.partition_data]) for t in denied]
+    errors = [(t.name, [(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, [], None)
+                        for p in t.partition_data]) for t in denied]
 
     def merge(resp: Any) -> Any:
-        resp.responses = list(resp.responses) + errors
+        resp.topics = list(resp.topics) + errors
         return resp
 
     if req.acks == 0:  # Kafka appends what it may, then closes the connection (an error with acks=0)
         return Guarded(request=clone(req, topic_data=kept),
                        close="error during produce request with acks=0: TOPIC_AUTHORIZATION_FAILED")
     if not kept:
-        return Guarded(refusal=ProduceResponse(version=version, responses=errors, throttle_time_ms=0))
+        return Guarded(refusal=ProduceResponseData(version, errors))
     return Guarded(request=clone(req, topic_data=kept), after=merge)
 
 
 def fetch(a: Access, req: Any, version: int) -> Guarded:
-    from kafka.protocol.consumer import FetchResponse
-
-    TopicOut = FetchResponse.FetchableTopicResponse
-    P = TopicOut.PartitionData
     if version >= 15:  # a tagged field, absent (None) from consumers
         state = getattr(req, "replica_state", None)
         replica = state.replica_id if state is not None else -1
@@ -147,18 +140,15 @@ def fetch(a: Access, req: Any, version: int) -> Guarded:
             return PASS
         kept = [t for t in req.topics if t not in denied]
 
-    def topic_out(t: Any) -> Any:
-        parts = [P(partition_index=p.partition, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, high_watermark=-1,
-                   last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
-                   records=b"") for p in t.partitions]  # empty, not null: Kafka's records (librdkafka refuses null)
-        if version >= 13:
-            return TopicOut(topic_id=t.topic_id, partitions=parts)
-        return TopicOut(topic=t.topic, partitions=parts)
+    def topic_out(t: Any) -> tuple:  # a FetchResponseData topic (protocol/data_fastpath.py)
+        parts = [(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None, b"")
+                 for p in t.partitions]  # empty, not null: Kafka's records (librdkafka refuses null)
+        return (t.topic_id if version >= 13 else t.topic, parts)
     errors = [topic_out(t) for t in denied]
 
     def merge(resp: Any) -> Any:
         if resp.error_code == ErrorCode.NONE:
-            resp.responses = list(resp.responses) + errors
+            resp.topics = list(resp.topics) + errors
         return resp
 
     return Guarded(request=clone(req, topics=kept), after=merge)
