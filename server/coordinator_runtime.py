@@ -114,6 +114,16 @@ class CoordinatorRuntime:
         if not result.records:
             return result.response
         assert result.on_appended is not None, "a result with records needs on_appended"
+        if isinstance(result.response, Deferred):  # answered by the replay itself (or on_appended)
+            on_appended, records, metrics = result.on_appended, result.records, self.metrics
+
+            def done(code: ErrorCode | None) -> None:
+                if code is None:
+                    metrics.records_applied(records)
+                on_appended(code)
+
+            self.writer.write(records, done, not result.applied, result.undo)
+            return result.response
         out = _PendingResponse(self.metrics, result.records, result.on_appended)
         self.writer.write(result.records, out, not result.applied, result.undo)
         return out

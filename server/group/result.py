@@ -21,6 +21,11 @@ class CoordinatorResult:
     `on_appended(None)`; if the append fails it calls `on_appended(code)` with the code the
     client should see (already mapped by protocol.errors.coordinator_append_error) and replays
     nothing. `on_appended` returns the response (or a Deferred).
+
+    With records and a `response` Deferred: that Deferred is the answer from the start (the
+    client waits on it like a parked request), and the replay of the records, or on failure
+    `on_appended`, completes it; what `on_appended` returns is ignored. A leader's SyncGroup
+    is answered this way, in the same pass as the followers its record answers.
     """
 
     records: list[CoordinatorRecord] = field(default_factory=list)
