@@ -44,7 +44,7 @@ test: setup clients rdkafka-setup bytecode
 bytecode: setup
 	@$(BIN)/python -m compileall -q protocol server storage sidecar kcoord_testing
 
-# librdkafka's suite against a kcoord it starts; the table in tests/rdkafka/, README section.
+# librdkafka's suite against a kcoord it starts; the table in tests/rdkafka/, shown in docs/compatibility.md.
 # Both group protocols: every broker test under the classic one, then the consumer-group tests
 # again under KIP-848's (RDKAFKA_GROUP_PROTOCOLS=classic runs the first only).
 RDKAFKA_GROUP_PROTOCOLS ?= classic consumer
@@ -82,7 +82,7 @@ lint: test-setup
 clean:
 	rm -rf $(VENV) .cache build *.egg-info tests/compat/node/node_modules
 
-# The README's client compatibility matrix, rewritten from an integration run (failures show as FAILED).
+# docs/compatibility.md's client compatibility matrix, rewritten from an integration run (failures show as FAILED).
 .PHONY: compat
 compat: setup clients
 	$(BIN)/python -m pytest -q tests/integration; rc=$$?; $(BIN)/python scripts/compat_matrix.py && exit $$rc

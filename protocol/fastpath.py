@@ -423,7 +423,15 @@ class OffsetCommitResponseData:
         return f"OffsetCommitResponseData(version={self.version}, rows={self.rows!r})"
 
 
-HEARTBEAT = FastPath(decode_heartbeat, {4: decode_heartbeat_v4})
+def encode_heartbeat_answer(resp: Any, version: int) -> bytes:
+    """A Heartbeat answer: the cached body the coordinator's answer is (heartbeat_response_body),
+    or a response object (a refusal)."""
+    if type(resp) is bytes:
+        return resp
+    return heartbeat_response_body(version, resp.error_code)
+
+
+HEARTBEAT = FastPath(decode_heartbeat, {4: decode_heartbeat_v4}, encode_heartbeat_answer)
 OFFSET_COMMIT = FastPath(decode_offset_commit, {8: decode_offset_commit_flexible, 9: decode_offset_commit_flexible},
                          encode_offset_commit_response)
 
@@ -614,6 +622,13 @@ def consumer_group_keepalive_body(version: int, member_id: str, epoch: int, inte
         ConsumerGroupHeartbeatResponseData(version, 0, None, member_id, epoch, interval_ms, None), version)
 
 
+def encode_consumer_group_heartbeat_answer(resp: Any, version: int) -> bytes:
+    """A ConsumerGroupHeartbeat answer: a keep-alive's cached body, or a response object."""
+    if type(resp) is bytes:
+        return resp
+    return encode_consumer_group_heartbeat_response(resp, version)
+
+
 CONSUMER_GROUP_HEARTBEAT = FastPath(decode_consumer_group_heartbeat,
                                     {0: decode_consumer_group_keepalive, 1: decode_consumer_group_keepalive},
-                                    encode_consumer_group_heartbeat_response)
+                                    encode_consumer_group_heartbeat_answer)

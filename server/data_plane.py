@@ -13,11 +13,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
+from protocol.topics import OFFSETS_TOPIC
 from server.config_catalogue import LONG_MAX
 from server.partition_txns import PartitionTxnStates
 from server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
 from server.purgatory import Purgatory
-from server.topics import OFFSETS_TOPIC, Topic
+from server.topics import Topic
 
 if TYPE_CHECKING:
     from server.broker import Broker

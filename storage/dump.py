@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from protocol.coordinator_codec import CodecError, decode_key, decode_value
+from protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
 from protocol.txn_log import TxnCodecError, TxnValue, decode_txn_key, decode_txn_value
 from storage.batch import BatchHeader, iter_batch_records
 from storage.segment import scan_batches
@@ -33,8 +34,6 @@ from storage.transactions import ABORT, COMMIT, control_type
 
 __all__ = ["main", "read_records", "segment_files"]
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
 
 
 def _segment_files(path: str) -> Iterator[str]:

@@ -14,7 +14,7 @@ members joining during a rebalance) changes directly, as in Kafka.
 Routing: every result's records belong to one group, except expire_offsets() and
 delete_groups(), whose records are contiguous per group: route each record by
 partition_of(record.key.group). Writes nobody asked for (a group emptied by a session timeout)
-go to set_background_writer().
+go to the background writer given at construction (the runtime's write_background).
 """
 from __future__ import annotations
 
@@ -41,11 +41,17 @@ from server.group.types import Group, GroupType
 
 
 class GroupCoordinator:
-    def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50) -> None:
+    def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50,
+                 background_writer: Callable[[CoordinatorResult], None] | None = None,
+                 end_of_turn: Callable[[Callable[[], None]], None] | None = None,
+                 topics: TopicSource | None = None) -> None:
+        """background_writer, end_of_turn: see GroupMetadataManager (the runtime's
+        write_background and end_of_turn); topics: the broker's topics (set_topics)."""
         self.config = config
         self.clock = clock
         self.num_partitions = num_partitions
-        self.group_manager = groups = GroupMetadataManager(config, clock, num_partitions)
+        self.group_manager = groups = GroupMetadataManager(config, clock, num_partitions, background_writer,
+                                                           end_of_turn)
         self.offset_manager = offsets = OffsetMetadataManager(groups)
         self.classic = classic = ClassicMembership(groups)
         self.consumer = consumer = ConsumerGroupProtocol(groups)
@@ -89,8 +95,9 @@ class GroupCoordinator:
         self.partition_of = groups.partition_of
         self.set_background_writer = groups.set_background_writer
         self.drain_background = groups.drain_background
-        self.set_end_of_turn = groups.set_end_of_turn
         self.run_end_of_turn = groups.run_end_of_turn
+        if topics is not None:
+            self.set_topics(topics)
 
     # ====================================================================== the classic APIs
 
