@@ -616,16 +616,19 @@ _KEEPALIVE_TAIL = {0: b"\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00", 1: b"\x00\x00
 
 
 @lru_cache(maxsize=4096)
-def consumer_group_keepalive_body(version: int, member_id: str, epoch: int, interval_ms: int) -> bytes:
-    """The answer to a keep-alive: the same bytes for a member until its epoch changes."""
+def consumer_group_keepalive_body(keepalive: tuple[str, int, int], version: int) -> bytes:
+    """The answer to a keep-alive, (member id, member epoch, heartbeat interval): the same bytes
+    for a member until its epoch changes."""
+    member_id, epoch, interval_ms = keepalive
     return encode_consumer_group_heartbeat_response(
         ConsumerGroupHeartbeatResponseData(version, 0, None, member_id, epoch, interval_ms, None), version)
 
 
 def encode_consumer_group_heartbeat_answer(resp: Any, version: int) -> bytes:
-    """A ConsumerGroupHeartbeat answer: a keep-alive's cached body, or a response object."""
-    if type(resp) is bytes:
-        return resp
+    """A ConsumerGroupHeartbeat answer: a keep-alive, the tuple (member id, member epoch,
+    heartbeat interval) whose body is cached, or a response object."""
+    if isinstance(resp, tuple):
+        return consumer_group_keepalive_body(resp, version)
     return encode_consumer_group_heartbeat_response(resp, version)
 
 

@@ -31,7 +31,11 @@ from server.group.classic.membership import ClassicMembership
 from server.group.config import GroupConfig
 from server.group.consumer.classic_members import ClassicMembersOfConsumerGroups
 from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.protocol import ConsumerGroupProtocol, TopicSource
+from server.group.consumer.protocol import ConsumerGroupProtocol
+from server.group.consumer.records import ConsumerGroupRecords
+from server.group.consumer.timers import Timers
+from server.group.consumer.topics import GroupTopics, TopicSource
+from server.group.consumer.writes import ConsumerGroupWrites
 from server.group.group_manager import GroupMetadataManager, log
 from server.group.migration import GroupMigration
 from server.group.offset_manager import OffsetMetadataManager
@@ -54,13 +58,17 @@ class GroupCoordinator:
                                                            end_of_turn)
         self.offset_manager = offsets = OffsetMetadataManager(groups)
         self.classic = classic = ClassicMembership(groups)
-        self.consumer = consumer = ConsumerGroupProtocol(groups)
-        consumer.replay_any = self.replay
-        consumer.classic_record = self._classic_record
-        # online migration between the two (KIP-848): conversions, and classic members served
-        # inside consumer groups
-        self.migration = consumer.migration = GroupMigration(classic, consumer)
-        self.classic_in_consumer = ClassicMembersOfConsumerGroups(consumer, self.migration)
+        # the consumer group protocol (KIP-848) and the online migration between the two types
+        # (conversions, and classic members served inside consumer groups) share the broker's
+        # topics (set_topics), how consumer group records are applied (undone by replaying what
+        # memory held: a classic group's record for a conversion) and the members' timers
+        group_topics = GroupTopics()
+        records = ConsumerGroupRecords(groups)
+        writes = ConsumerGroupWrites(groups, records, replay=self.replay, classic_record=self._classic_record)
+        timers = Timers(clock)
+        self.migration = migration = GroupMigration(groups, classic, writes, timers, group_topics)
+        self.consumer = consumer = ConsumerGroupProtocol(groups, group_topics, records, writes, timers, migration)
+        self.classic_in_consumer = ClassicMembersOfConsumerGroups(consumer, migration)
         offsets.commit_hooks[ClassicGroup] = classic.on_offset_commit
         # what finishing a partition's load does to a group, by type
         self._on_loaded: dict[GroupType, Callable[[Any], None]] = {
@@ -77,7 +85,7 @@ class GroupCoordinator:
         self.describe_groups = groups.describe_groups
         self.list_groups = groups.list_groups
         self.consumer_group_heartbeat = consumer.heartbeat  # (request, version, client_id, client_host)
-        self.consumer_group_keepalive = consumer.keepalive  # its steady state: the body, or None
+        self.consumer_group_keepalive = consumer.keepalive  # its steady state: a KeepAlive, or None
         self.consumer_group_describe = consumer.describe
         # delete_groups (below) needs both managers
         self.expire_offsets = offsets.expire_offsets  # the retention task, no request
@@ -151,7 +159,7 @@ class GroupCoordinator:
 
     def set_topics(self, topics: TopicSource) -> None:
         """The broker's topics, which consumer groups subscribe to (by name or regex)."""
-        self.consumer.topics = topics
+        self.consumer.topics.source = topics
 
     def _classic_record(self, key: GroupKey) -> CoordinatorRecord:
         group = self.group_manager.group(key.group)
