@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server.config_catalogue import BROKER_CONFIGS, check_static
+from server.kafka_config_names import known_to_kafka
 from server.security.settings import LISTENER_SCOPED, MECHANISM_SCOPED, SECURITY_SETTINGS, SENSITIVE
 
 if TYPE_CHECKING:
@@ -190,7 +191,8 @@ class Config:
 
     def __init__(self, values: dict[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {k: d for k, (_, d) in SETTINGS.items()}
-        self.unknown: dict[str, Any] = {}
+        self.unknown: dict[str, Any] = {}  # names Kafka does not know either: warned about
+        self.ignored: dict[str, Any] = {}  # Kafka's names kcoord does not use: a DEBUG note
         # every name given (file or --override) as text: Kafka's STATIC_BROKER_CONFIG layer
         self.given: dict[str, str] = {}
         # listener.name.<listener>.[<mechanism>.]<setting>: listener (lower case) -> {"[mechanism.]setting": value}
@@ -212,7 +214,7 @@ class Config:
             return
         if name not in SETTINGS:
             if name not in BROKER_CONFIGS:  # the broker defaults of topic configs are known
-                self.unknown[name] = value
+                self._not_used(name, value)
             return
         self._values[name] = _parse(name, SETTINGS[name][0], value)
 
@@ -238,12 +240,15 @@ class Config:
         elif after in MECHANISM_SCOPED and mechanism:
             key, parser = f"{mechanism.lower()}.{after}", MECHANISM_SCOPED[after]
         else:
-            self.unknown[name] = value
+            self._not_used(name, value)
             return
         if not listener:
             self.unknown[name] = value
             return
         self.listener_overrides.setdefault(listener.lower(), {})[key] = _parse(name, parser, value)
+
+    def _not_used(self, name: str, value: Any) -> None:
+        (self.ignored if known_to_kafka(name) else self.unknown)[name] = value
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

@@ -24,6 +24,12 @@ class CoordinatorResult(Generic[R]):
     fails it calls `on_appended(code)` with the code the client should see (already mapped by
     the shard's append_error) and replays nothing. `on_appended` returns the response, or a
     Deferred of it (EndTxn answers once its markers are written).
+
+    With records and a `response` Deferred: that Deferred is the answer from the start (the
+    client waits on it like a parked request), and the replay of the records, or on failure
+    `on_appended`, completes it; what `on_appended` returns is ignored. A classic group
+    leader's SyncGroup is answered this way, in the same pass as the followers its record
+    answers.
     """
 
     records: list[R] = field(default_factory=list)

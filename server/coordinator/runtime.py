@@ -131,6 +131,16 @@ class CoordinatorRuntime(Generic[R]):
         if not result.records:
             return result.response
         assert result.on_appended is not None, "a result with records needs on_appended"
+        if isinstance(result.response, Deferred):  # answered by the replay itself (or on_appended)
+            on_appended, on_applied, records = result.on_appended, self.on_applied, result.records
+
+            def done(code: ErrorCode | None) -> None:
+                if code is None and on_applied is not None:
+                    on_applied(records)
+                on_appended(code)
+
+            self.writer.write(records, done, not result.applied, result.undo, result.durable)
+            return result.response
         out = _PendingResponse(self.on_applied, result.records, result.on_appended)
         self.writer.write(result.records, out, not result.applied, result.undo, result.durable)
         return out

@@ -1,8 +1,9 @@
 """kafka-configs.sh: --describe and --alter the configs of topics, brokers (one, or the cluster
 default) and broker loggers, with Kafka's ConfigCommand flags, checks, output and exit codes.
-Client quotas, SCRAM credentials and client metrics (users, clients, ips, client-metrics) use
-APIs kcoord does not serve: their entity types are accepted and answered as a broker without
-them would be (UnsupportedVersionException)."""
+The SCRAM credentials of users go through AlterUserScramCredentials and
+DescribeUserScramCredentials (server/kafkatools/scram_configs.py). Client quotas and client
+metrics (users, clients, ips, client-metrics) use APIs kcoord does not serve: their entity types
+are accepted and answered as a broker without them would be (UnsupportedVersionException)."""
 from __future__ import annotations
 
 import re
@@ -16,6 +17,7 @@ from kafka.protocol.admin.configs import (
 )
 
 from server.config_catalogue import TOPIC_CONFIGS
+from server.kafkatools import scram_configs
 from server.kafkatools.options import ToolParser, check_invalid, load_properties
 from server.kafkatools.wire import Client, KafkaCallError, check
 from server.topics import validate_topic_name
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             describe(client, o)
         return 0
-    except UsageError as e:
+    except (UsageError, scram_configs.ScramUsageError) as e:
         print(e, file=sys.stderr)
         return 1
     except KafkaCallError as e:
@@ -216,6 +218,11 @@ def _api_key(api: str) -> str:
 def describe(client: Client, o: Any) -> None:
     etype = entity_types(o)[0]
     names = entity_names(o)
+    if entity_types(o) == [USERS] and "" not in names:
+        # ConfigCommand prints the users' quota configs (DescribeClientQuotas, not served here),
+        # then their SCRAM credentials (unless describing defaults or clients too)
+        scram_configs.describe(client, names)
+        return
     if etype in UNSUPPORTED_APIS:
         raise KafkaCallError(35, f"The node does not support {_api_key(UNSUPPORTED_APIS[etype])}")
     if names:
@@ -299,7 +306,11 @@ def alter(client: Client, o: Any) -> None:
         if invalid:
             raise UsageError(f"Invalid broker logger(s): {','.join(invalid)}")
         _incremental(client, 8, name, int(name), add, remove)
-    else:
+    elif entity_types(o) == [USERS] and scram_configs.takes_scram_path(add, remove):
+        scram_configs.alter(client, entity_names(o), add, remove)
+    else:  # client quotas
+        if entity_types(o) == [USERS]:
+            scram_configs.check_users(entity_names(o), add, remove)
         raise KafkaCallError(35, f"The node does not support {_api_key('AlterClientQuotas')}")
     if name:
         print(f"Completed updating config for {etype[:-1]} {name}.")
