@@ -16,6 +16,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from protocol.varint import uvarint
+
 __all__ = ["FetchResponseData", "ProduceResponseData", "encode_fetch_response", "encode_produce_response"]
 
 _i16 = struct.Struct(">h").pack
@@ -29,20 +31,11 @@ _FETCH_HEAD = struct.Struct(">ihi")  # throttle, error, session id
 _MINUS_ONE = _i32(-1)
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _string(s: str, flexible: bool) -> bytes:
     b = s.encode()
-    return (_uvarint(len(b) + 1) if flexible else _i16(len(b))) + b
+    return (uvarint(len(b) + 1) if flexible else _i16(len(b))) + b
 
 
 def _nullable_string(s: str | None, flexible: bool) -> bytes:
@@ -52,7 +45,7 @@ def _nullable_string(s: str | None, flexible: bool) -> bytes:
 
 
 def _array_len(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _i32(n)
+    return uvarint(n + 1) if flexible else _i32(n)
 
 
 def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]], throttle_ms: int = 0) -> bytes:
@@ -122,7 +115,7 @@ def encode_fetch_response(version: int, error_code: int, session_id: int, topics
             if records is None:
                 append(b"\x00" if flexible else _MINUS_ONE)
             else:
-                append(_uvarint(len(records) + 1) if flexible else _i32(len(records)))
+                append(uvarint(len(records) + 1) if flexible else _i32(len(records)))
                 append(records)
             if flexible:
                 append(b"\x00")

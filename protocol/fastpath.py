@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from protocol.headers import read_uvarint
+from protocol.varint import uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -316,13 +317,6 @@ def heartbeat_response_body(version: int, error_code: int) -> bytes:
     return bytes(HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error_code).encode())
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 _PARTITION_ERR = struct.Struct(">ih")
@@ -368,12 +362,12 @@ def _encode_commit_topics(version: int, throttle_ms: int, topics: list[tuple[str
     parts: list[bytes] = []
     if version >= 3:
         parts.append(_I32.pack(throttle_ms))
-    parts.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    parts.append(uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     for name, ps in topics:
         raw = name.encode()
-        parts.append(_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
+        parts.append(uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
         parts.append(raw)
-        parts.append(_uvarint(len(ps) + 1) if flexible else _I32.pack(len(ps)))
+        parts.append(uvarint(len(ps) + 1) if flexible else _I32.pack(len(ps)))
         for index, error in ps:
             parts.append(_PARTITION_ERR.pack(index, error))
             if flexible:
@@ -559,7 +553,7 @@ def _cstr(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     b = s.encode()
-    return _uvarint(len(b) + 1) + b
+    return uvarint(len(b) + 1) + b
 
 
 _I16_I32 = struct.Struct(">ih")
@@ -575,10 +569,10 @@ def encode_consumer_group_heartbeat_response(resp: Any, version: int) -> bytes:
     else:
         parts.append(b"\x01")
         tps = a.topic_partitions
-        parts.append(_uvarint(len(tps) + 1))
+        parts.append(uvarint(len(tps) + 1))
         for tp in tps:
             parts.append(tp.topic_id.bytes)
-            parts.append(_uvarint(len(tp.partitions) + 1))
+            parts.append(uvarint(len(tp.partitions) + 1))
             parts.extend(_I32.pack(p) for p in tp.partitions)
             parts.append(b"\x00")
         parts.append(b"\x00")

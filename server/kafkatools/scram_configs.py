@@ -7,12 +7,11 @@ ConfigCommand decides it: quota configs go to the quota APIs, SCRAM-* entries co
 from __future__ import annotations
 
 import re
-import secrets
 
 from kafka.protocol.admin.users import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 
 from server.kafkatools.wire import Client, KafkaCallError, check
-from server.security.scram import ScramMechanism, salted_password
+from server.security.scram import ScramMechanism, salted_password, secure_random_string
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 QUOTA_CONFIGS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
@@ -82,14 +81,7 @@ def _iterations_and_password(mech: ScramMechanism, value: str) -> tuple[int, str
 def _salt() -> bytes:
     """What the Java Admin's UserScramCredentialUpsertion makes when given a password alone
     (ScramFormatter.secureRandomBytes): a 130-bit random number in base 36, as bytes."""
-    n = secrets.randbits(130)
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if n == 0:
-            return out.encode()
+    return secure_random_string().encode()
 
 
 def alter(client: Client, names: list[str], add: dict[str, str], remove: list[str]) -> None:
