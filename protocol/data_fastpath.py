@@ -31,8 +31,6 @@ _FETCH_HEAD = struct.Struct(">ihi")  # throttle, error, session id
 _MINUS_ONE = _i32(-1)
 
 
-
-
 def _string(s: str, flexible: bool) -> bytes:
     b = s.encode()
     return (uvarint(len(b) + 1) if flexible else _i16(len(b))) + b

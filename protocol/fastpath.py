@@ -317,8 +317,6 @@ def heartbeat_response_body(version: int, error_code: int) -> bytes:
     return bytes(HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error_code).encode())
 
 
-
-
 _PARTITION_ERR = struct.Struct(">ih")
 
 # (topic, partition, error code): one row of an OffsetCommit answer

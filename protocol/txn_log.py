@@ -96,8 +96,6 @@ def _str16(s: str) -> bytes:
     return _h.pack(len(b)) + b
 
 
-
-
 def encode_txn_key(key: TxnKey) -> bytes:
     return _h.pack(KEY_VERSION) + _str16(key.transactional_id)
 
