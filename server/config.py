@@ -1,11 +1,12 @@
 """Server configuration with Kafka's setting names and defaults.
 
 Sources, later wins: built-in defaults, a server.properties (Java properties) or .toml file,
-then `--override name=value` flags, exactly like kafka-server-start.
+the environment's KAFKA_<NAME> variables as the apache/kafka image reads them (when given one:
+server/config_env.py), then `--override name=value` flags, as kafka-server-start.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -254,7 +255,10 @@ class Config:
         return self._values[name]
 
     @classmethod
-    def load(cls, path: str | Path | None = None, overrides: Iterable[str] = ()) -> Config:
+    def load(cls, path: str | Path | None = None, overrides: Iterable[str] = (),
+             environ: Mapping[str, str] | None = None) -> Config:
+        """`environ`: the process environment, whose KAFKA_<NAME> variables are settings
+        (the command line passes os.environ; None: no environment layer)."""
         values: dict[str, Any] = {}
         if path is not None:
             p = Path(path)
@@ -265,6 +269,10 @@ class Config:
                 values.update(_flatten_toml(tomllib.loads(text)))
             else:
                 values.update(parse_properties(text))
+        if environ is not None:
+            from server.config_env import env_settings
+
+            values.update(env_settings(environ))
         for ov in overrides:
             name, sep, value = ov.partition("=")
             if not sep:
