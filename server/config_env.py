@@ -2,8 +2,8 @@
 
 `KAFKA_<NAME>=value` sets `<name>`: the `KAFKA_` prefix is dropped, the rest lower-cased, then
 `___` stands for `-`, `__` for `_` and `_` for `.` (KAFKA_LISTENER_SECURITY_PROTOCOL_MAP ->
-listener.security.protocol.map, KAFKA_LISTENER_NAME_EXTERNAL_PLAIN_SASL__JAAS__CONFIG ->
-listener.name.external.plain.sasl_jaas_config). The variables that image keeps for the JVM and
+listener.security.protocol.map, KAFKA_LISTENER_NAME_EXTERNAL_PLAIN_SASL_JAAS_CONFIG ->
+listener.name.external.plain.sasl.jaas.config, KAFKA_A__B___C -> a_b-c). The variables that image keeps for the JVM and
 its logging are not settings. As in that image, with KAFKA_ADVERTISED_LISTENERS given and
 KAFKA_LISTENERS not, the server listens on every advertised port of every interface; CLUSTER_ID
 names the cluster unless KAFKA_CLUSTER_ID does.

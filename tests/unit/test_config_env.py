@@ -12,7 +12,8 @@ from server.config_env import env_settings, setting_name
     ("KAFKA_LOG_DIRS", "log.dirs"),
     ("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "listener.security.protocol.map"),
     ("KAFKA_ADVERTISED_LISTENERS", "advertised.listeners"),
-    ("KAFKA_LISTENER_NAME_EXTERNAL_PLAIN_SASL__JAAS__CONFIG", "listener.name.external.plain.sasl_jaas_config"),
+    ("KAFKA_LISTENER_NAME_EXTERNAL_PLAIN_SASL_JAAS_CONFIG", "listener.name.external.plain.sasl.jaas.config"),
+    ("KAFKA_A__B___C", "a_b-c"),
     ("KAFKA_SOME___DASHED_NAME", "some-dashed.name"),
     ("KAFKA_KCOORD_CONTROL_LISTENER", "kcoord.control.listener"),
 ])
