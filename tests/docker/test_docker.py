@@ -53,7 +53,8 @@ def say(capsys, text: str) -> None:
         print(f"\n[docker] {text}", flush=True)
 
 
-@pytest.fixture(scope="session")
+# module scope: a dockerd started here stops once this module's tests are done
+@pytest.fixture(scope="module")
 def engine(tmp_path_factory):
     try:
         eng = Engine.ensure(tmp_path_factory.mktemp("dockerd"))
@@ -67,7 +68,7 @@ def engine(tmp_path_factory):
     eng.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def images(engine, tmp_path_factory):
     from dockerlib import build_images
 
@@ -243,7 +244,7 @@ def offsets_partition_bytes(stack) -> int:
     return int(r.stdout.strip())
 
 
-def test_sidecar_compacts_offsets_while_the_server_runs(stack):
+def test_sidecar_compacts_offsets_while_the_server_runs(stack, capsys):
     from confluent_kafka import Consumer, TopicPartition
 
     name = "compacted"
@@ -266,6 +267,7 @@ def test_sidecar_compacts_offsets_while_the_server_runs(stack):
     assert after < before / 2, (before, after)
     assert committed(stack.bootstrap, "burst", name) == want
     assert "Could not swap" not in stack.logs("kcoord")
+    say(capsys, f"sidecar: __consumer_offsets-0 {before} -> {after} bytes of segments, offsets unchanged")
 
 
 def test_restart_keeps_offsets_and_down_up_keeps_the_volume(stack):
@@ -330,7 +332,7 @@ def test_sasl_ssl_variant_with_a_host_client(images, tmp_path):
         cons.commit(asynchronous=False)
         cons.close()
         # a wrong password is refused
-        bad = Consumer({**secure, "sasl.password": "wrong", "group.id": "bad"})
+        bad = Consumer({**secure, "sasl.password": "wrong", "group.id": "bad", "log_level": 0})
         with pytest.raises(KafkaException):
             bad.list_topics(timeout=10)
         bad.close()
