@@ -168,6 +168,8 @@ def build_images(workdir: Path) -> Built:
         built.seconds[f"build {target}"] = time.monotonic() - t
         built.sizes[tag] = image_size(tag)
     shutil.rmtree(context / "wheels", ignore_errors=True)
+    # the images these tags named before, and the build stages: no pile-up over reruns
+    docker("image", "prune", "-f", timeout=300, check=False)
     return built
 
 
