@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
 
-.PHONY: setup test-setup clients bytecode rdkafka-setup rdkafka-suite run test test-loaded unit integration bench lint up down clean
+.PHONY: setup test-setup clients docker-setup bytecode rdkafka-setup rdkafka-suite run test test-loaded unit integration docker-test bench lint up down clean
 
 # The server alone: what `make run` needs.
 setup: $(STAMP)
@@ -27,6 +27,11 @@ $(TSTAMP): $(STAMP)
 clients: test-setup
 	bash scripts/setup-clients.sh
 
+# Debian's Docker engine, its compose and debootstrap, and the images' Debian-package bases
+# (.cache/docker); tests/docker starts and stops its own dockerd (scripts/setup-docker.sh).
+docker-setup:
+	bash scripts/setup-docker.sh
+
 # librdkafka 2.14.2 and its C test suite, built from Debian's source package into .cache/rdk.
 rdkafka-setup:
 	bash scripts/setup-rdkafka.sh
@@ -35,7 +40,7 @@ run: setup
 	$(BIN)/kcoord serve $(ARGS)
 
 # pytest, then librdkafka's own test suite against kcoord (both run; either failing fails).
-test: setup clients rdkafka-setup bytecode
+test: setup clients docker-setup rdkafka-setup bytecode
 	@rc=0; $(BIN)/python -m pytest -q -p no:cacheprovider tests || rc=$$?; \
 	$(MAKE) --no-print-directory rdkafka-suite ARGS=--check || rc=$$?; exit $$rc
 
@@ -44,7 +49,7 @@ test: setup clients rdkafka-setup bytecode
 bytecode: setup
 	@$(BIN)/python -m compileall -q protocol server storage sidecar kcoord_testing
 
-# librdkafka's suite against a kcoord it starts; the table in tests/rdkafka/, README section.
+# librdkafka's suite against a kcoord it starts; the table in tests/rdkafka/, shown in docs/compatibility.md.
 # Both group protocols: every broker test under the classic one, then the consumer-group tests
 # again under KIP-848's (RDKAFKA_GROUP_PROTOCOLS=classic runs the first only).
 RDKAFKA_GROUP_PROTOCOLS ?= classic consumer
@@ -69,12 +74,18 @@ integration: setup clients
 bench: test-setup
 	$(BIN)/python bench/report.py
 
-# The same server in Docker (where a Docker engine exists), data in the volume kcoord-data.
+# The images built on a local Docker engine and run with their compose files (docs/docker.md).
+docker-test: test-setup clients docker-setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider -rA tests/docker
+
+# The same server in Docker, data in the volume kcoord-data: `docker compose` where the CLI
+# has the plugin, else Debian's docker-compose.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo docker compose || echo docker-compose)
 up:
-	docker compose up -d --build kcoord sidecar
+	$(COMPOSE) up -d --build kcoord sidecar
 
 down:
-	docker compose down
+	$(COMPOSE) down
 
 lint: test-setup
 	$(BIN)/ruff check protocol server storage sidecar tests bench scripts examples
@@ -82,7 +93,7 @@ lint: test-setup
 clean:
 	rm -rf $(VENV) .cache build *.egg-info tests/compat/node/node_modules
 
-# The README's client compatibility matrix, rewritten from an integration run (failures show as FAILED).
+# docs/compatibility.md's client compatibility matrix, rewritten from an integration run (failures show as FAILED).
 .PHONY: compat
 compat: setup clients
 	$(BIN)/python -m pytest -q tests/integration; rc=$$?; $(BIN)/python scripts/compat_matrix.py && exit $$rc

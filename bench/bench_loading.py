@@ -23,9 +23,10 @@ import uvloop  # noqa: E402
 from protocol.coordinator_codec import decode_record, encode_key, encode_value  # noqa: E402
 from protocol.coordinator_records import OffsetKey, OffsetValue  # noqa: E402
 from server.clock import SystemClock  # noqa: E402
-from server.coordinator_runtime import CoordinatorRuntime  # noqa: E402
+from server.coordinator.runtime import CoordinatorRuntime  # noqa: E402
 from server.group.config import GroupConfig  # noqa: E402
 from server.group.coordinator import GroupCoordinator  # noqa: E402
+from server.group.shard import OffsetsRecords  # noqa: E402
 from storage.log import OFFSETS_SEGMENT_BYTES, PartitionLog  # noqa: E402
 from storage.log_manager import LogManager  # noqa: E402
 
@@ -90,7 +91,7 @@ def main() -> None:
         async def server_load() -> float:
             logs = LogManager(d)
             coord = GroupCoordinator(GroupConfig(), SystemClock(), 1)
-            runtime = CoordinatorRuntime(coord, logs, SystemClock(), 1, 5000, 1048588)
+            runtime = CoordinatorRuntime(lambda _: coord, OffsetsRecords(1), logs, SystemClock(), 5000, 1048588)
             t = time.perf_counter()
             await runtime.load_all()
             elapsed = time.perf_counter() - t

@@ -595,7 +595,8 @@ def commit_route_cost(a: object, reps: int = 200_000) -> float:
     from kafka.protocol.consumer import OffsetCommitRequest
 
     from protocol.api import ApiKey
-    from server.security.enforce import guarded_direct
+    from server.handlers.routes import ROUTES
+    from server.security.guard import guarded_direct
     from server.session import Session
 
     T = OffsetCommitRequest.OffsetCommitRequestTopic
@@ -606,7 +607,8 @@ def commit_route_cost(a: object, reps: int = 200_000) -> float:
 
     def nothing(broker: object, req: object, version: int) -> None:
         return None
-    route = guarded_direct(ApiKey.OFFSET_COMMIT, nothing, lambda: session)
+    commit = ROUTES[ApiKey.OFFSET_COMMIT]
+    route = guarded_direct(ApiKey.OFFSET_COMMIT, nothing, lambda: session, commit.policy(), commit.as_is())
     best = float("inf")
     for _ in range(5):
         t0 = time.thread_time()

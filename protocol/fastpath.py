@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from protocol.headers import read_uvarint
+from protocol.varint import uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -316,15 +317,6 @@ def heartbeat_response_body(version: int, error_code: int) -> bytes:
     return bytes(HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error_code).encode())
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 _PARTITION_ERR = struct.Struct(">ih")
 
 # (topic, partition, error code): one row of an OffsetCommit answer
@@ -368,12 +360,12 @@ def _encode_commit_topics(version: int, throttle_ms: int, topics: list[tuple[str
     parts: list[bytes] = []
     if version >= 3:
         parts.append(_I32.pack(throttle_ms))
-    parts.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    parts.append(uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     for name, ps in topics:
         raw = name.encode()
-        parts.append(_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
+        parts.append(uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
         parts.append(raw)
-        parts.append(_uvarint(len(ps) + 1) if flexible else _I32.pack(len(ps)))
+        parts.append(uvarint(len(ps) + 1) if flexible else _I32.pack(len(ps)))
         for index, error in ps:
             parts.append(_PARTITION_ERR.pack(index, error))
             if flexible:
@@ -423,7 +415,15 @@ class OffsetCommitResponseData:
         return f"OffsetCommitResponseData(version={self.version}, rows={self.rows!r})"
 
 
-HEARTBEAT = FastPath(decode_heartbeat, {4: decode_heartbeat_v4})
+def encode_heartbeat_answer(resp: Any, version: int) -> bytes:
+    """A Heartbeat answer: the cached body the coordinator's answer is (heartbeat_response_body),
+    or a response object (a refusal)."""
+    if type(resp) is bytes:
+        return resp
+    return heartbeat_response_body(version, resp.error_code)
+
+
+HEARTBEAT = FastPath(decode_heartbeat, {4: decode_heartbeat_v4}, encode_heartbeat_answer)
 OFFSET_COMMIT = FastPath(decode_offset_commit, {8: decode_offset_commit_flexible, 9: decode_offset_commit_flexible},
                          encode_offset_commit_response)
 
@@ -551,7 +551,7 @@ def _cstr(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     b = s.encode()
-    return _uvarint(len(b) + 1) + b
+    return uvarint(len(b) + 1) + b
 
 
 _I16_I32 = struct.Struct(">ih")
@@ -567,10 +567,10 @@ def encode_consumer_group_heartbeat_response(resp: Any, version: int) -> bytes:
     else:
         parts.append(b"\x01")
         tps = a.topic_partitions
-        parts.append(_uvarint(len(tps) + 1))
+        parts.append(uvarint(len(tps) + 1))
         for tp in tps:
             parts.append(tp.topic_id.bytes)
-            parts.append(_uvarint(len(tp.partitions) + 1))
+            parts.append(uvarint(len(tp.partitions) + 1))
             parts.extend(_I32.pack(p) for p in tp.partitions)
             parts.append(b"\x00")
         parts.append(b"\x00")
@@ -608,12 +608,22 @@ _KEEPALIVE_TAIL = {0: b"\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00", 1: b"\x00\x00
 
 
 @lru_cache(maxsize=4096)
-def consumer_group_keepalive_body(version: int, member_id: str, epoch: int, interval_ms: int) -> bytes:
-    """The answer to a keep-alive: the same bytes for a member until its epoch changes."""
+def consumer_group_keepalive_body(keepalive: tuple[str, int, int], version: int) -> bytes:
+    """The answer to a keep-alive, (member id, member epoch, heartbeat interval): the same bytes
+    for a member until its epoch changes."""
+    member_id, epoch, interval_ms = keepalive
     return encode_consumer_group_heartbeat_response(
         ConsumerGroupHeartbeatResponseData(version, 0, None, member_id, epoch, interval_ms, None), version)
 
 
+def encode_consumer_group_heartbeat_answer(resp: Any, version: int) -> bytes:
+    """A ConsumerGroupHeartbeat answer: a keep-alive, the tuple (member id, member epoch,
+    heartbeat interval) whose body is cached, or a response object."""
+    if isinstance(resp, tuple):
+        return consumer_group_keepalive_body(resp, version)
+    return encode_consumer_group_heartbeat_response(resp, version)
+
+
 CONSUMER_GROUP_HEARTBEAT = FastPath(decode_consumer_group_heartbeat,
                                     {0: decode_consumer_group_keepalive, 1: decode_consumer_group_keepalive},
-                                    encode_consumer_group_heartbeat_response)
+                                    encode_consumer_group_heartbeat_answer)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from protocol.varint import uvarint
+
 __all__ = [
     "KEY_VERSION",
     "VALUE_VERSION",
@@ -94,15 +96,6 @@ def _str16(s: str) -> bytes:
     return _h.pack(len(b)) + b
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_txn_key(key: TxnKey) -> bytes:
     return _h.pack(KEY_VERSION) + _str16(key.transactional_id)
 
@@ -129,11 +122,11 @@ def encode_txn_value(value: TxnValue | None, version: int = VALUE_VERSION) -> by
     if topics is None:
         parts.append(b"\x00")
     else:
-        parts.append(_uvarint(len(topics) + 1))
+        parts.append(uvarint(len(topics) + 1))
         for topic, ids in topics:
             b = topic.encode()
-            parts.append(_uvarint(len(b) + 1) + b)
-            parts.append(_uvarint(len(ids) + 1))
+            parts.append(uvarint(len(b) + 1) + b)
+            parts.append(uvarint(len(ids) + 1))
             parts.extend(_i.pack(p) for p in ids)
             parts.append(b"\x00")  # the entry's (empty) tagged fields
     parts.append(_q.pack(value.last_update_ms))
@@ -145,9 +138,9 @@ def encode_txn_value(value: TxnValue | None, version: int = VALUE_VERSION) -> by
         tagged.append((1, _q.pack(value.next_producer_id)))
     if value.client_transaction_version != 0:
         tagged.append((2, _h.pack(value.client_transaction_version)))
-    parts.append(_uvarint(len(tagged)))
+    parts.append(uvarint(len(tagged)))
     for tag, data in tagged:
-        parts.append(_uvarint(tag) + _uvarint(len(data)) + data)
+        parts.append(uvarint(tag) + uvarint(len(data)) + data)
     return b"".join(parts)
 
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Rewrite the README's client compatibility matrix from the last test run.
+"""Rewrite the client compatibility matrix of docs/compatibility.md from the last test run.
 
 tests/conftest.py writes .cache/compat-results.json at the end of a pytest session that ran at
 least one test marked `@pytest.mark.compat(client, *features)`. Every cell of the table comes
 from those results: "yes" when all its tests passed, "FAILED" when any failed, "—" when no test
-for it ran. The section between the README's compat-matrix markers is replaced; nothing else.
+for it ran. The section between the page's compat-matrix markers is replaced; nothing else.
 
     python -m pytest -q tests/integration && python scripts/compat_matrix.py   # or: make compat
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / ".cache" / "compat-results.json"
-README = ROOT / "README.md"
+DOC = ROOT / "docs" / "compatibility.md"
 START, END = "<!-- compat-matrix:start -->", "<!-- compat-matrix:end -->"
 
 # (marker name, row label)
@@ -103,16 +103,16 @@ def render(data: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=RESULTS)
-    ap.add_argument("--readme", type=Path, default=README)
-    ap.add_argument("--check", action="store_true", help="exit 1 if the README section differs, write nothing")
+    ap.add_argument("--doc", type=Path, default=DOC, help="the page holding the matrix")
+    ap.add_argument("--check", action="store_true", help="exit 1 if the page's section differs, write nothing")
     args = ap.parse_args(argv)
     if not args.results.exists():
         print(f"{args.results} not found: run `python -m pytest -q tests/integration` first", file=sys.stderr)
         return 2
     data = json.loads(args.results.read_text())
-    text = args.readme.read_text()
+    text = args.doc.read_text()
     if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
-        print(f"{args.readme}: needs exactly one {START} ... {END} section", file=sys.stderr)
+        print(f"{args.doc}: needs exactly one {START} ... {END} section", file=sys.stderr)
         return 2
     head, rest = text.split(START)
     _, tail = rest.split(END)
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return 0 if new == text else 1
     if new != text:
-        args.readme.write_text(new)
+        args.doc.write_text(new)
     return 0
 
 

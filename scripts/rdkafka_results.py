@@ -5,7 +5,7 @@ Pure functions, no processes (scripts/rdkafka_suite.py runs things):
   scenario;
 - `parse_output(text)`: per test, what one test-runner process printed (state, seconds, the
   first failure with its source line);
-- `build_table(...)`, `render_markdown(...)`, `compare(...)`: the table, the README section and
+- `build_table(...)`, `render_markdown(...)`, `compare(...)`: the table, its docs/compatibility.md section and
   the CI verdict (a test that passed in the committed table and failed twice in a row).
 """
 from __future__ import annotations
@@ -232,7 +232,7 @@ def _cell(s: str) -> str:
 
 
 def render_markdown(meta: dict, rows: list[Row], excluded: dict[str, str]) -> str:
-    """The README's section: the count, every test not passing with its reason, the excluded."""
+    """The docs/compatibility.md section: the count, every test not passing with its reason, the excluded."""
     ran = [r for r in rows]
     passing = [r for r in ran if r.passing]
     lines = [

@@ -4,7 +4,7 @@ scripts/setup-rdkafka.sh) against a kcoord it starts, and keeps the table of res
 
     rdkafka_suite.py run [--tests 0001,0045] [--jobs 2] [--group-protocol consumer] [--check] [--update]
     rdkafka_suite.py list                  # what would run, what is excluded and why
-    rdkafka_suite.py readme [--check]      # README section from the committed table
+    rdkafka_suite.py doc [--check]         # docs/compatibility.md's sections from the committed tables
 
 The server is set up as librdkafka's own test clusters are (its tests/scenarios/*.json and
 trivup's broker template): num.partitions=4, auto topic creation on (off for the
@@ -16,7 +16,7 @@ fresh data directory; an id with a test that did not pass runs once more in a fr
 
 --check (CI) exits 1 when a test that passed in the committed table (tests/rdkafka/results.json)
 fails both attempts; tests that newly pass are listed so the table can be regenerated with
---update (which also rewrites the README section). The run's own table, logs and server logs
+--update (which also rewrites its section of docs/compatibility.md). The run's own table, logs and server logs
 go to .cache/rdkafka-suite/.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ SUITE_TOML = ROOT / "tests" / "rdkafka" / "suite.toml"
 COMMITTED = {"classic": ROOT / "tests" / "rdkafka" / "results.json",
              "consumer": ROOT / "tests" / "rdkafka" / "results-consumer.json"}
 OUT = ROOT / ".cache" / "rdkafka-suite"
-README = ROOT / "README.md"
+DOC = ROOT / "docs" / "compatibility.md"  # the page holding the suite's tables
 MARKERS = {"classic": ("<!-- rdkafka-suite:start -->", "<!-- rdkafka-suite:end -->"),
            "consumer": ("<!-- rdkafka-suite-consumer:start -->", "<!-- rdkafka-suite-consumer:end -->")}
 
@@ -543,7 +543,7 @@ def run(args: argparse.Namespace) -> int:
                                         key=lambda t: t["name"])
                 table["meta"] = {**old["meta"], "date": meta["date"]}
         COMMITTED[args.group_protocol].write_text(json.dumps(table, indent=1) + "\n")
-        update_readme(args.group_protocol)
+        update_doc(args.group_protocol)
     return rc
 
 
@@ -561,7 +561,7 @@ def load_committed(protocol: str) -> dict[str, dict]:
     return {t["name"]: t for t in json.loads(path.read_text())["tests"]}
 
 
-def readme_section(protocol: str) -> str:
+def doc_section(protocol: str) -> str:
     data = json.loads(COMMITTED[protocol].read_text())
     rows = [res.Row(**t) for t in data["tests"]]
     # Reasons are re-read from suite.toml so a diagnosis can be written after the run.
@@ -573,18 +573,18 @@ def readme_section(protocol: str) -> str:
     return res.render_markdown(data["meta"], rows, data["excluded"])
 
 
-def update_readme(protocol: str, check: bool = False) -> int:
+def update_doc(protocol: str, check: bool = False) -> int:
     start, end = MARKERS[protocol]
-    text = README.read_text()
+    text = DOC.read_text()
     if start not in text:
         if protocol != "classic":
             return 0
-        raise SystemExit(f"README.md has no {start} section")
-    new = res.replace_section(text, start, end, readme_section(protocol))
+        raise SystemExit(f"{DOC.relative_to(ROOT)} has no {start} section")
+    new = res.replace_section(text, start, end, doc_section(protocol))
     if check:
         return 0 if new == text else 1
     if new != text:
-        README.write_text(new)
+        DOC.write_text(new)
     return 0
 
 
@@ -624,9 +624,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--build", type=Path, help="a librdkafka tree whose tests/test-runner to run instead of "
                    "the cached build (a scratch copy with one test patched, to check a diagnosis)")
     r.add_argument("--check", action="store_true", help="exit 1 on a regression against the committed table")
-    r.add_argument("--update", action="store_true", help="write the committed table and the README section")
+    r.add_argument("--update", action="store_true", help="write the committed table and its section of docs/compatibility.md")
     sub.add_parser("list")
-    rd = sub.add_parser("readme")
+    rd = sub.add_parser("doc")
     rd.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     if args.cmd == "run":
@@ -641,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     rc = 0
     for protocol in COMMITTED:
         if COMMITTED[protocol].exists():
-            rc |= update_readme(protocol, check=args.check)
+            rc |= update_doc(protocol, check=args.check)
     return rc
 
 

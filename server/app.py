@@ -89,6 +89,8 @@ class Server:
         _raise_open_files_limit()
         for name in sorted(self.config.unknown):
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+        for name in sorted(self.config.ignored):
+            log.debug("The configuration '%s' is a Kafka broker config kcoord does not use; ignored.", name)
         await self.broker.start()
         control_at = self.config["kcoord.control.listener"]
         virtual = self.config["kcoord.virtual.brokers"]

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import gc
 import logging
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
 from server.clock import SystemClock
 from server.config import Config
 from server.config_layers import BrokerConfigs
@@ -23,12 +25,13 @@ from server.metrics import Metrics
 from server.quotas.manager import QuotaManager
 from server.security.state import SecurityState
 from server.topic_deletion import TopicDeleter
-from server.topics import OFFSETS_TOPIC, TXN_TOPIC, Topic, TopicRegistry, load_or_create_meta
+from server.topics import Topic, TopicRegistry, load_or_create_meta
 from storage.log_manager import LogManager
 
 if TYPE_CHECKING:
+    from protocol.coordinator_records import CoordinatorRecord
     from server.connection import KafkaConnection
-    from server.coordinator_runtime import CoordinatorRuntime
+    from server.coordinator.runtime import CoordinatorRuntime
     from server.data_plane import DataPlane
     from server.group.config import GroupConfig
     from server.group.coordinator import GroupCoordinator
@@ -57,7 +60,7 @@ class Broker:
         self.configs: BrokerConfigs  # dynamic broker configs, topic values (open_state)
         # built at their first use (_PARTS), or by open_state when there is state to load
         self.coordinator: GroupCoordinator
-        self.runtime: CoordinatorRuntime
+        self.runtime: CoordinatorRuntime[CoordinatorRecord]
         self.data_plane: DataPlane
         self.txn: TxnService
         self._background: list[asyncio.Task[None]] = []
@@ -155,6 +158,7 @@ class Broker:
         self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
         self._background.append(asyncio.ensure_future(self._finish_deletions_after(loading)))
         self._background.append(asyncio.ensure_future(self._topic_retention()))
+        self._background.append(asyncio.ensure_future(self._log_flush()))
         if runtime is not None:
             _start_runtime(self)
         if self.built("txn") is not None:
@@ -167,6 +171,12 @@ class Broker:
         from server.data_plane import topic_retention_loop
 
         await topic_retention_loop(self)
+
+    async def _log_flush(self) -> None:
+        """flush.ms: data partitions' time-based flushes (server/log_flush.py)."""
+        from server.log_flush import log_flush_loop
+
+        await log_flush_loop(self)
 
     async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
         """Once __consumer_offsets is loaded, keep putting in place the segments the
@@ -363,30 +373,48 @@ def _build_data_plane(b: Broker) -> None:
 
 def _build_coordinator(b: Broker) -> None:
     """The group coordinator and its runtime, which writes and loads its __consumer_offsets."""
-    from server.coordinator_runtime import CoordinatorRuntime
+    from server.coordinator.runtime import CoordinatorRuntime
     from server.group.coordinator import GroupCoordinator
+    from server.group.shard import OffsetsRecords
 
     cfg = b.config
-    b.coordinator = GroupCoordinator(group_config(cfg), b.clock, b.offsets_partitions)
-    b.coordinator.set_topics(b.topics)
+    partitions = b.offsets_partitions
     b.runtime = CoordinatorRuntime(
-        b.coordinator,
+        # writes no request asked for (a group emptied by a session timeout) and the work of
+        # the end of a loop turn (one target assignment for its heartbeats) go to the runtime
+        lambda runtime: GroupCoordinator(group_config(cfg), b.clock, partitions,
+                                         background_writer=runtime.write_background,
+                                         end_of_turn=runtime.end_of_turn, topics=b.topics),
+        OffsetsRecords(partitions),
         b.logs,  # type: ignore[arg-type]
         b.clock,
-        b.offsets_partitions,
         cfg["offsets.commit.timeout.ms"],
         cfg["message.max.bytes"],
         cfg["offsets.load.buffer.size"],
         # commit records are fetchable: wake long polls on __consumer_offsets (kcat, lag tools)
         on_append=lambda p: b.data_plane.appended(OFFSETS_TOPIC, p),
-        metrics=b.metrics,
+        on_applied=b.metrics.records_applied,
+        load_hooks=[lambda p, plog: _txn_offsets_loaded(b, p, plog)],
+        load_seconds=b.metrics.partition_load_seconds,
     )
+    b.coordinator = b.runtime.shard  # type: ignore[assignment]
     if b._loading is not None:  # built after start-up: nothing was on disk to load
         _start_runtime(b)
 
 
+def _txn_offsets_loaded(b: Broker, partition: int, plog: Any) -> None:
+    """A __consumer_offsets partition is replayed: the transaction coordinator (when there is
+    one) adds the offsets of transactions still open in it."""
+    txn = b.built("txn")
+    if txn is not None:
+        txn.group_log.on_partition_loaded(partition, plog)
+
+
 def _start_runtime(b: Broker) -> None:
-    b.runtime.start_retention(b.config["offsets.retention.check.interval.ms"])
+    from server.group.shard import expire_offsets
+
+    b.runtime.every(b.config["offsets.retention.check.interval.ms"],
+                    functools.partial(expire_offsets, b.runtime, b.coordinator, b.metrics))
 
 
 def _build_txn(b: Broker) -> None:

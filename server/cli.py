@@ -1,6 +1,7 @@
 """`kcoord` command line, shaped like kafka-server-start:
 
     kcoord serve [server.properties|server.toml] [--override name=value ...]
+                 (and KAFKA_<NAME> environment variables: server/config_env.py)
     kcoord compact [server.properties|server.toml] [--override name=value ...] [--master URL]
                    [--output DIR] [--no-verify]
     kcoord sidecar [server.properties|server.toml] [--override name=value ...] [--master URL]
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from server.config import Config
@@ -40,7 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _load(args: argparse.Namespace) -> Config | None:
     try:
-        return Config.load(args.config, args.override or [])
+        return Config.load(args.config, args.override or [], environ=os.environ)
     except (OSError, ValueError) as e:
         print(f"kcoord: {e}", file=sys.stderr)
         return None

@@ -1,15 +1,17 @@
 """Server configuration with Kafka's setting names and defaults.
 
 Sources, later wins: built-in defaults, a server.properties (Java properties) or .toml file,
-then `--override name=value` flags, exactly like kafka-server-start.
+the environment's KAFKA_<NAME> variables as the apache/kafka image reads them (when given one:
+server/config_env.py), then `--override name=value` flags, as kafka-server-start.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server.config_catalogue import BROKER_CONFIGS, check_static
+from server.kafka_config_names import known_to_kafka
 from server.security.settings import LISTENER_SCOPED, MECHANISM_SCOPED, SECURITY_SETTINGS, SENSITIVE
 
 if TYPE_CHECKING:
@@ -192,7 +194,8 @@ class Config:
 
     def __init__(self, values: dict[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {k: d for k, (_, d) in SETTINGS.items()}
-        self.unknown: dict[str, Any] = {}
+        self.unknown: dict[str, Any] = {}  # names Kafka does not know either: warned about
+        self.ignored: dict[str, Any] = {}  # Kafka's names kcoord does not use: a DEBUG note
         # every name given (file or --override) as text: Kafka's STATIC_BROKER_CONFIG layer
         self.given: dict[str, str] = {}
         # listener.name.<listener>.[<mechanism>.]<setting>: listener (lower case) -> {"[mechanism.]setting": value}
@@ -214,7 +217,7 @@ class Config:
             return
         if name not in SETTINGS:
             if name not in BROKER_CONFIGS:  # the broker defaults of topic configs are known
-                self.unknown[name] = value
+                self._not_used(name, value)
             return
         self._values[name] = _parse(name, SETTINGS[name][0], value)
 
@@ -240,18 +243,24 @@ class Config:
         elif after in MECHANISM_SCOPED and mechanism:
             key, parser = f"{mechanism.lower()}.{after}", MECHANISM_SCOPED[after]
         else:
-            self.unknown[name] = value
+            self._not_used(name, value)
             return
         if not listener:
             self.unknown[name] = value
             return
         self.listener_overrides.setdefault(listener.lower(), {})[key] = _parse(name, parser, value)
 
+    def _not_used(self, name: str, value: Any) -> None:
+        (self.ignored if known_to_kafka(name) else self.unknown)[name] = value
+
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
 
     @classmethod
-    def load(cls, path: str | Path | None = None, overrides: Iterable[str] = ()) -> Config:
+    def load(cls, path: str | Path | None = None, overrides: Iterable[str] = (),
+             environ: Mapping[str, str] | None = None) -> Config:
+        """`environ`: the process environment, whose KAFKA_<NAME> variables are settings
+        (the command line passes os.environ; None: no environment layer)."""
         values: dict[str, Any] = {}
         if path is not None:
             p = Path(path)
@@ -262,6 +271,10 @@ class Config:
                 values.update(_flatten_toml(tomllib.loads(text)))
             else:
                 values.update(parse_properties(text))
+        if environ is not None:
+            from server.config_env import env_settings
+
+            values.update(env_settings(environ))
         for ov in overrides:
             name, sep, value = ov.partition("=")
             if not sep:

@@ -13,11 +13,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
+from protocol.topics import OFFSETS_TOPIC
 from server.config_catalogue import LONG_MAX
 from server.partition_txns import PartitionTxnStates
 from server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
 from server.purgatory import Purgatory
-from server.topics import OFFSETS_TOPIC, Topic
+from server.topics import Topic
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -91,7 +92,11 @@ def cleanup_policy(broker: Broker, topic: Topic) -> set[str]:
 def timestamp_bounds(broker: Broker, topic: Topic) -> tuple[int, int]:
     """(before, after): how far a CreateTime timestamp may lie behind / ahead of the broker's
     clock. LogConfig: the deprecated difference.max.ms applies while a bound is at its default."""
-    v = topic_values(broker, topic)
+    return timestamp_bounds_of(topic_values(broker, topic))
+
+
+def timestamp_bounds_of(v: dict[str, Any]) -> tuple[int, int]:
+    """timestamp_bounds from a topic's effective values (topic_values)."""
     diff = v["message.timestamp.difference.max.ms"]
     before, after = v["message.timestamp.before.max.ms"], v["message.timestamp.after.max.ms"]
     return (before if before != LONG_MAX else diff), (after if after != LONG_MAX else diff)

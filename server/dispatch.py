@@ -11,18 +11,15 @@ per-request work is kept to what the request itself changes.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import struct
 import time
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.api_message import ApiMessage
-
 from protocol.api import API_TABLE, ApiKey, ApiSpec
 from protocol.errors import ErrorCode
-from protocol.fastpath import OffsetCommitResponseData, encode_commit_rows
 from protocol.headers import (
     HeaderError,
     encode_response_header,
@@ -81,9 +78,10 @@ class _Route:
         # (frame, body offset, version) -> request: the hand decoder for this very version
         # where there is one
         self.decode: Callable[[bytes, int, int], Any] = spec.decode if fast is None else fast.decoder(version)
-        # (response object, version) -> body
+        # (answer, version) -> body: the fast path's encoder takes the light answers its
+        # handler returns (cached bodies, commit rows) as well as response objects
         self.encode: Callable[[Any, int], bytes] = (
-            spec.encode if fast is None or fast.encode is None else fast.encode)
+            _general_encoder(spec) if fast is None or fast.encode is None else fast.encode)
         self.name = spec.name
         self.request_header = spec.request_header_version(version)
         # after the echoed correlation id: header v1 adds an empty tagged-field section
@@ -94,6 +92,15 @@ class _Route:
         tail = self.header_tail
         size = 4 + len(tail) + len(body)
         return b"".join((size.to_bytes(4, "big"), correlation, tail, body))
+
+
+def _general_encoder(spec: ApiSpec) -> Callable[[Any, int], bytes]:
+    """A response object's body, or the body a handler encoded itself (ApiVersions' cached one)."""
+    encode = spec.encode
+
+    def encode_answer(answer: Any, version: int) -> bytes:
+        return answer if type(answer) is bytes else encode(answer, version)
+    return encode_answer
 
 
 def _body_start(frame: bytes, header_version: int) -> int:
@@ -115,7 +122,7 @@ def _body_start(frame: bytes, header_version: int) -> int:
 
 def _route(key: int, version: int, dispatcher: Dispatcher) -> _Route | None:
     """The route of a served (API key, version), else None. For an authorizing dispatcher,
-    the handler (and direct call) runs behind its API's policy (server/security/enforce.py).
+    the handler (and direct call) runs behind the policy its route names (server/security/guard.py).
     Loads the API's handler module and classes: the dispatcher calls this at the first
     request of each (key, version), and keeps the answer."""
     spec = API_TABLE.get(key)
@@ -123,12 +130,17 @@ def _route(key: int, version: int, dispatcher: Dispatcher) -> _Route | None:
         return None
     route = ROUTES[key]
     if dispatcher.authorizing:
-        from server.security.enforce import guarded, guarded_direct
+        from server.security.guard import guarded, guarded_direct
 
-        direct = route.direct
-        route = route._replace(handler=guarded(spec.key, route.handler), direct=None if direct is None else
-                               guarded_direct(spec.key, direct, dispatcher.current_client))
+        direct, policy = route.direct, route.policy()
+        route = route._replace(handler=guarded(spec.key, route.handler, policy), direct=None if direct is None else
+                               guarded_direct(spec.key, direct, dispatcher.current_client, policy, route.as_is()))
     return _Route(spec, version, route)
+
+
+# what a handler may answer besides a response: nothing, a refusal closing the connection, or
+# the answer later (async handlers' coroutines; a Future)
+_NOT_A_RESPONSE = (type(NO_RESPONSE), CloseConnection, Deferred, types.CoroutineType, asyncio.Future)
 
 
 class _Framed(Deferred[bytes | None]):
@@ -148,13 +160,10 @@ class _Framed(Deferred[bytes | None]):
     def __call__(self, response: Any) -> None:
         """The handler's answer arrived."""
         route = self._route
-        if type(response) is OffsetCommitResponseData:  # a durable commit, the usual answer
-            framed = route.frame(self._correlation, encode_commit_rows(route.version, response.rows))
-        else:
-            framed = self._dispatcher._finish(route, self._correlation, response)
-            if isinstance(framed, Deferred):  # answered with yet another Deferred
-                framed.add_callback(self._complete_timed)
-                return
+        framed = self._dispatcher._finish(route, self._correlation, response)
+        if isinstance(framed, Deferred):  # answered with yet another Deferred
+            framed.add_callback(self._complete_timed)
+            return
         self._dispatcher.broker.metrics.observe_request(route.name, _perf_counter() - self._started)
         self.complete(framed)
 
@@ -225,10 +234,6 @@ class Dispatcher:
 
         if route.direct is not None:
             result = route.direct(self.broker, request, version)
-            if type(result) is bytes:  # a heartbeat
-                framed = route.frame(correlation, result)
-                self.broker.metrics.observe_request(route.name, _perf_counter() - started)
-                return framed
         else:
             if type(client) is str:
                 ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id, client)
@@ -275,13 +280,9 @@ class Dispatcher:
         )
 
     def _finish(self, route: _Route, correlation: bytes, result: Any) -> Any:
-        # The common answers first: an encoded body or a response object.
-        kind = type(result)
-        if kind is bytes:
-            return route.frame(correlation, result)
-        if kind is OffsetCommitResponseData:
-            return route.frame(correlation, encode_commit_rows(route.version, result.rows))
-        if isinstance(result, ApiMessage):
+        """A handler's answer framed: a response (encoded by its route), nothing (NO_RESPONSE),
+        a refusal that closes the connection, or a Deferred or awaitable of one of those."""
+        if not isinstance(result, _NOT_A_RESPONSE):  # the usual answer: one isinstance
             return route.frame(correlation, route.encode(result, route.version))
         if result is NO_RESPONSE:
             return None
@@ -291,9 +292,7 @@ class Dispatcher:
             out: Deferred[bytes | None] = Deferred()
             result.add_callback(lambda r: out.complete(self._finish(route, correlation, r)))
             return out
-        if inspect.isawaitable(result):
-            return self._await(route, correlation, result)
-        return route.frame(correlation, route.encode(result, route.version))
+        return self._await(route, correlation, result)
 
     def _await(self, route: _Route, correlation: bytes, result: Any) -> Deferred[Any]:
         out: Deferred[Any] = Deferred()

@@ -14,12 +14,11 @@ import time
 from typing import Any
 
 from protocol.coordinator_codec import CodecError, decode_record
+from protocol.topics import OFFSETS_TOPIC
 from server.clock import FakeClock
 from server.group.config import GroupConfig
 from server.group.coordinator import GroupCoordinator
 from storage.dump import read_records
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def rebuild(log_dir: str) -> GroupCoordinator:

@@ -146,6 +146,16 @@ class _Collector:
             latency.add_metric([api], buckets, lat.total)
         yield latency
         yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(broker.connections))
+        syncs = CounterMetricFamily("kcoord_log_fsyncs", "fdatasync/fsync calls made by the open partition "
+                                    "logs, internal topics (__consumer_offsets, ...) apart from data topics",
+                                    labels=["kind"])
+        counts = {"internal": 0, "data": 0}
+        for (name, _), plog in (broker.logs if broker.logs is not None else ()):
+            topic = broker.topics.get(name)
+            counts["internal" if topic is not None and topic.internal else "data"] += plog.sync_count
+        for kind, n in counts.items():
+            syncs.add_metric([kind], n)
+        yield syncs
         yield from txn_metric_families(broker)
         yield from quota_metric_families(broker)
 

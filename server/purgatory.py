@@ -34,6 +34,11 @@ class DelayedOperation:
         """Check whether the operation can complete now; if so call force_complete()."""
         return False
 
+    def try_complete_key(self, key: Hashable) -> bool:
+        """try_complete after an event on `key` only (check_and_complete's call): override
+        when the operation can look at just what changed."""
+        return self.try_complete()
+
     def on_complete(self) -> None:
         """Runs exactly once, on completion or on expiration (before on_expiration)."""
 
@@ -109,7 +114,7 @@ class Purgatory:
             return 0
         done = 0
         for op in list(ops):
-            if not op.is_completed and op.try_complete():
+            if not op.is_completed and op.try_complete_key(key):
                 done += 1
         return done
 

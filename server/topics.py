@@ -25,8 +25,6 @@ from protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from protocol.coordinator_records import TopicMetadata
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"  # the transaction coordinator's (server/txn/)
 REGISTRY_FILE = "kcoord-topics.json"
 DYNAMIC_FILE = "kcoord-broker-configs.json"  # the dynamic broker configs (server/config_layers.py)
 MAX_NAME_LENGTH = 249

@@ -29,6 +29,7 @@ if __package__ in (None, ""):
     # spark-submit runs this file as a script: make the project importable from its checkout.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
 from sidecar.compaction import DEFAULT_DELETE_RETENTION_MS, DEFAULT_SEGMENT_BYTES
 from sidecar.pipeline import PartitionPlan, code_zip, get_spark, run_spark
 
@@ -37,8 +38,6 @@ log = logging.getLogger("kcoord.compact")
 __all__ = ["CompactedTopic", "compacted_topics", "default_cleanup_policy", "find_partitions", "get_spark", "main", "parse_args",
            "pass_settings", "plan_pass", "run", "run_pass"]
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
 REGISTRY_FILE = "kcoord-topics.json"
 BROKER_CONFIGS_FILE = "kcoord-broker-configs.json"  # dynamic broker configs (server/config_layers.py)
 LOG_SEGMENT_BYTES = 1_073_741_824  # log.segment.bytes: other topics' default segment size

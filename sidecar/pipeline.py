@@ -59,7 +59,9 @@ class PartitionPlan:
 
 
 def code_zip(tmpdir: str) -> str:
-    """The project's packages as a zip for the executors (spark.addPyFile)."""
+    """The project's packages as a zip for the executors (spark.addPyFile), with their data
+    files (protocol/schemas/*.json and the like): an executor imports the project from this
+    zip first, whether or not the project's source directory is also on its path."""
     import importlib
 
     path = os.path.join(tmpdir, "kcoord_code.zip")
@@ -70,7 +72,7 @@ def code_zip(tmpdir: str) -> str:
             for dirpath, dirnames, files in os.walk(root):
                 dirnames[:] = [d for d in dirnames if d != "__pycache__"]
                 for fn in files:
-                    if fn.endswith(".py"):
+                    if not fn.endswith((".pyc", ".pyo")):
                         full = os.path.join(dirpath, fn)
                         z.write(full, os.path.relpath(full, base))
     return path

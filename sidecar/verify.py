@@ -2,8 +2,8 @@
 replay the server uses at start-up, and compare what comes out.
 
 When `server.group.coordinator.GroupCoordinator` is importable, each side is replayed into a
-fresh coordinator exactly as CoordinatorRuntime._load_partition does (begin_loading, decode,
-replay, end_loading; undecodable records skipped) with a frozen FakeClock, and the resulting
+fresh coordinator exactly as the coordinator runtime's _load_partition does (begin_loading,
+decode, replay, end_loading; undecodable records skipped) with a frozen FakeClock, and the resulting
 groups (state, generation, protocol, leader, members, committed offsets) are compared.
 Otherwise the check falls back to the decoded last-value-per-key state (OffsetKey ->
 OffsetValue, GroupKey -> GroupValue, tombstones removing the key), which is what a
@@ -110,8 +110,8 @@ def _last_value_state(records):
 
 
 def _transaction_state(records, partition: int, num_partitions: int):
-    """A __transaction_state partition replayed as TxnRuntime loads it: the latest record of
-    each transactional id into a TransactionCoordinator (undecodable records skipped)."""
+    """A __transaction_state partition replayed as the coordinator runtime loads it: the latest
+    record of each transactional id into a TransactionCoordinator (undecodable records skipped)."""
     from protocol.txn_log import TxnCodecError, decode_txn_record
     from server.clock import FakeClock
     from server.txn.coordinator import TransactionCoordinator

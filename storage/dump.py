@@ -1,5 +1,5 @@
-"""`kcoord dump PATH... [--json]`: print __consumer_offsets and __transaction_state records
-from segment files.
+"""`kcoord dump PATH... [--json]`: print __consumer_offsets, __transaction_state and
+__share_group_state records from segment files.
 
 Owns turning segment files into readable lines, in the spirit of Kafka's
 OffsetsMessageFormatter / GroupMetadataMessageFormatter / TransactionLogMessageFormatter.
@@ -9,8 +9,10 @@ Records of transactional batches carry their producer id; transaction markers (c
 batches) are printed as such.
 
 PATH is a .log segment, a partition directory holding .log files, or a log directory (every
-`__consumer_offsets-N`, then every `__transaction_state-N` inside, in partition order). A
-segment's records are decoded by the topic its directory names.
+`__consumer_offsets-N`, then every `__transaction_state-N`, then every `__share_group_state-N`
+inside, in partition order). A segment's records are decoded by the topic its directory names.
+Share-group records (__consumer_offsets key versions 10-15, __share_group_state) are decoded by
+protocol/share_records.py; other unknown key versions are listed as skipped.
 """
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ import uuid
 from collections.abc import Iterator
 from typing import TextIO
 
+from protocol import share_records
 from protocol.coordinator_codec import CodecError, decode_key, decode_value
+from protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from protocol.txn_log import TxnCodecError, TxnValue, decode_txn_key, decode_txn_value
 from storage.batch import BatchHeader, iter_batch_records
 from storage.segment import scan_batches
@@ -33,8 +37,9 @@ from storage.transactions import ABORT, COMMIT, control_type
 
 __all__ = ["main", "read_records", "segment_files"]
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
+
+
+_DUMPED_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC)  # in this order
 
 
 def _segment_files(path: str) -> Iterator[str]:
@@ -50,8 +55,8 @@ def _segment_files(path: str) -> Iterator[str]:
     parts = []
     for n in names:
         topic, _, part = n.rpartition("-")
-        if topic in (OFFSETS_TOPIC, TXN_TOPIC) and part.isdigit() and os.path.isdir(os.path.join(path, n)):
-            parts.append((topic != OFFSETS_TOPIC, int(part), n))
+        if topic in _DUMPED_TOPICS and part.isdigit() and os.path.isdir(os.path.join(path, n)):
+            parts.append((_DUMPED_TOPICS.index(topic), int(part), n))
     for _, _, n in sorted(parts):
         yield from _segment_files(os.path.join(path, n))
 
@@ -154,7 +159,8 @@ def _dump_file(path: str, as_json: bool, out: TextIO, err: TextIO, progress: _Pr
         end = 0
         if not as_json:
             out.write(f"# {path}\n")
-        decode = _decode_txn if _is_txn_segment(path) else _decode_group
+        decode = {TXN_TOPIC: _decode_txn, SHARE_STATE_TOPIC: _decode_share_state}.get(
+            _segment_topic(path), _decode_group)
         for h, body in scan_batches(fd, 0, size):
             end = h.position + h.size
             if h.is_control:
@@ -175,14 +181,27 @@ def _dump_file(path: str, as_json: bool, out: TextIO, err: TextIO, progress: _Pr
     return bad
 
 
-def _is_txn_segment(path: str) -> bool:
-    topic = os.path.basename(os.path.dirname(os.path.abspath(path))).rpartition("-")[0]
-    return topic == TXN_TOPIC
+def _segment_topic(path: str) -> str:
+    return os.path.basename(os.path.dirname(os.path.abspath(path))).rpartition("-")[0]
 
 
 def _decode_group(kb: bytes, vb: bytes | None) -> tuple[object, object] | None:
+    if len(kb) >= 2 and int.from_bytes(kb[:2], "big", signed=True) in share_records.SHARE_GROUP_KEY_VERSIONS:
+        try:
+            key = share_records.decode_group_key(kb)
+            return key, share_records.decode_value(key, vb)
+        except share_records.ShareRecordError as e:
+            raise CodecError(str(e)) from None
     key = decode_key(kb)
     return None if key is None else (key, decode_value(key, vb))
+
+
+def _decode_share_state(kb: bytes, vb: bytes | None) -> tuple[object, object] | None:
+    try:
+        key = share_records.decode_state_key(kb)
+        return key, share_records.decode_value(key, vb)
+    except share_records.ShareRecordError as e:
+        raise CodecError(str(e)) from None
 
 
 def _decode_txn(kb: bytes, vb: bytes | None) -> tuple[object, object] | None:

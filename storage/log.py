@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from storage.batch import (
+    BatchHeader,
     CorruptBatchError,
     build_batch,
     crc_ok,
@@ -109,6 +110,7 @@ class PartitionLog:
                 seg.close()
             raise
         self.durable_offset = self.log_end_offset  # what survived recovery is on disk
+        self.last_flush_ms = self.clock_ms()  # flush.ms counts from here (Kafka's lastFlushTime)
 
     # ------------------------------------------------------------------ opening
 
@@ -245,21 +247,26 @@ class PartitionLog:
         return seg
 
     def append_batches(self, buf: bytes | bytearray, log_append_time_ms: int | None = None,
-                       leader_epoch: int = 0) -> tuple[int, int, int]:
+                       leader_epoch: int = 0, checked: list[BatchHeader] | None = None) -> tuple[int, int, int]:
         """Append producer-written batches: assign offsets, stamp the leader epoch (and
         LogAppendTime if given). Returns (base offset, last offset, log append time or -1).
 
         Raises CorruptBatchError for bytes that are not whole valid batches (callers should
         validate first to pick the error code; this check keeps garbage out of the log,
-        where recovery would otherwise cut it and everything after it).
+        where recovery would otherwise cut it and everything after it). `checked`: the
+        headers of `buf` (split_batches) whose framing, CRC and lastOffsetDelta the caller
+        has already checked (the Produce handler's validation); they are patched in place.
         """
         data = bytearray(buf)
-        headers = split_batches(data)
-        for h in headers:
-            if not crc_ok(data, h):
-                raise CorruptBatchError(f"CRC mismatch in batch at position {h.position}")
-            if h.last_offset_delta < 0:
-                raise CorruptBatchError(f"negative lastOffsetDelta in batch at {h.position}")
+        if checked is not None:
+            headers = checked
+        else:
+            headers = split_batches(data)
+            for h in headers:
+                if not crc_ok(data, h):
+                    raise CorruptBatchError(f"CRC mismatch in batch at position {h.position}")
+                if h.last_offset_delta < 0:
+                    raise CorruptBatchError(f"negative lastOffsetDelta in batch at {h.position}")
         first = next_offset = self.log_end_offset
         for h in headers:
             set_base_offset(data, h, next_offset)
@@ -473,6 +480,7 @@ class PartitionLog:
                 seg.synced_size = size
         if ticket.end_offset > self.durable_offset:
             self.durable_offset = ticket.end_offset
+        self.last_flush_ms = self.clock_ms()
 
     def flush(self) -> None:
         """fdatasync every segment with unsynced bytes, now, on this thread."""

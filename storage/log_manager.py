@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from protocol.topics import OFFSETS_TOPIC
 from storage.files import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES
 from storage.log_dir_failure import LogDirFailureChannel
 from storage.offset_checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
@@ -26,9 +27,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OFFSETS_TOPIC", "LogManager", "parse_partition_dir"]
+__all__ = ["LogManager", "parse_partition_dir"]
 
-OFFSETS_TOPIC = "__consumer_offsets"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 # Errors of the device rather than of one request: creating a log that fails with one of these
 # takes the directory offline (appends and syncs take it offline on any error).

@@ -11,6 +11,12 @@ whole batches, locating the batch holding an offset or timestamp, and reading by
   the last offset of the (first) batch that reached it; plus a final entry when the segment
   is sealed at roll.
 
+The active segment also keeps a dense index in memory: every batch's last offset and end
+position (two int64 arrays, 16 bytes a batch, up to DENSE_LIMIT batches), so a fetch finds its position and cuts its
+answer at a batch boundary with two binary searches and reads the bytes with one pread, where
+the sparse index alone costs a pread per batch header. Sealing a segment drops it (reads of
+closed segments are catch-up reads: the sparse index and header reads serve them).
+
 Every batch is scanned (CRC included) when a segment opens, so the indexes are always rebuilt
 in memory from the .log; the files on disk are rewritten only when they differ (missing,
 stale, or Kafka's preallocated trailing zeros). That is also why index files are never
@@ -25,7 +31,7 @@ import struct
 import time
 import zlib
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from aiokafka.record.default_records import DefaultRecordBatch
@@ -40,6 +46,7 @@ __all__ = ["INDEX_INTERVAL_BYTES", "LogSegment", "UnsupportedLogFormatError", "s
 INDEX_INTERVAL_BYTES = 4096
 SCAN_CHUNK = 8 * 1024 * 1024
 MAX_RELATIVE_OFFSET = 2**31 - 1
+DENSE_LIMIT = 1 << 20
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _INDEX_ENTRY = struct.Struct(">ii")
@@ -110,6 +117,9 @@ class UnsupportedLogFormatError(Exception):
 
 class LogSegment:
     """A segment's three files and its in-memory offset and time indexes."""
+
+    # most batches the dense index holds (16 bytes each: 16 MiB); past it, the sparse index
+    dense_limit = DENSE_LIMIT
 
     def __init__(self, dir_path: str, base_offset: int, *,
                  index_interval_bytes: int = INDEX_INTERVAL_BYTES, create: bool = False,
@@ -192,6 +202,11 @@ class LogSegment:
         self._ti_ts = array("q")
         self._ti_off = array("q")
         self._last_index_pos = 0
+        # the dense index of an active segment: last offset and end position of every batch
+        # (batches are contiguous from position 0, so batch i starts where i-1 ends)
+        self._dense = not getattr(self, "sealed", False)
+        self._b_last = array("q")
+        self._b_end = array("q")
 
     def _track_batch(self, h: BatchHeader, pos: int) -> tuple[bytes, bytes]:
         """Account for a batch at file position `pos`; returns index/timeindex bytes to add."""
@@ -203,6 +218,12 @@ class LogSegment:
         if h.max_timestamp > self.max_timestamp:
             self.max_timestamp = h.max_timestamp
             self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
+        if self._dense:
+            if len(self._b_end) >= self.dense_limit:  # a segment of tiny batches: the sparse index serves it
+                self._drop_dense()
+            else:
+                self._b_last.append(self.next_offset - 1)
+                self._b_end.append(pos + h.batch_length + LOG_OVERHEAD)
         if pos - self._last_index_pos <= self.index_interval_bytes:
             return b"", b""
         self._last_index_pos = pos
@@ -281,6 +302,11 @@ class LogSegment:
         if tidx_parts:
             os.write(self._timeindex_fd, b"".join(tidx_parts))
 
+    def _drop_dense(self) -> None:
+        self._dense = False
+        self._b_last = array("q")
+        self._b_end = array("q")
+
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """Kafka's LogSegment.timeWaitedForRoll: how far the records being appended lie after
         the segment's first batch (by their timestamps), or, when that batch has none, how long
@@ -294,6 +320,7 @@ class LogSegment:
         """The segment stops being active: record its final max timestamp, as Kafka does at roll."""
         if not self.sealed:
             self.sealed = True
+            self._drop_dense()
             tidx = self._maybe_time_entry()
             if tidx and self._timeindex_fd >= 0:  # during recovery the files are synced after
                 os.write(self._timeindex_fd, tidx)
@@ -323,8 +350,28 @@ class LogSegment:
                 return h
             pos += h.size
 
+    def batch_start(self, offset: int) -> int | None:
+        """File position of the first batch whose last offset is >= offset, or None."""
+        if offset >= self.next_offset:
+            return None
+        if self._dense:
+            i = bisect_left(self._b_last, offset)
+            return self._b_end[i - 1] if i else 0
+        h = self.find_batch(offset)
+        return None if h is None else h.position
+
     def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
         """Whole batches from the one holding `offset`, at most max_bytes (but see min_one_batch)."""
+        if self._dense:
+            if offset >= self.next_offset:
+                return b""
+            ends = self._b_end
+            i = bisect_left(self._b_last, offset)
+            start = ends[i - 1] if i else 0
+            j = bisect_right(ends, start + max_bytes)  # batches i..j-1 fit in max_bytes
+            if j <= i:
+                return _pread_exact(self.fd, ends[i] - start, start) if min_one_batch else b""
+            return _pread_exact(self.fd, ends[j - 1] - start, start)
         h = self.find_batch(offset)
         if h is None:
             return b""

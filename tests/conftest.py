@@ -94,12 +94,12 @@ def pytest_collection_modifyitems(config, items):  # noqa: ARG001
             item.add_marker(pytest.mark.timeout(int(os.environ.get("KCOORD_TEST_TIMEOUT", "180"))))
 
 
-# ---- the README's client compatibility matrix (scripts/compat_matrix.py) ----
+# ---- the client compatibility matrix of docs/compatibility.md (scripts/compat_matrix.py) ----
 #
 # A test marked `@pytest.mark.compat(client, *features)` backs those cells of the matrix. The
 # markers travel with each test's reports (user_properties, so they survive xdist too); at the
 # end of a session that ran at least one such test, .cache/compat-results.json records every
-# (client, features, outcome), which scripts/compat_matrix.py turns into the README's table.
+# (client, features, outcome), which scripts/compat_matrix.py turns into docs/compatibility.md's table.
 
 COMPAT_RESULTS = ROOT / ".cache" / "compat-results.json"
 _compat_outcomes: dict[str, dict] = {}

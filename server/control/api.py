@@ -1,6 +1,6 @@
 """The control API's routes: method and path -> a ControlPlane operation, with the request's
-JSON checked on the way in. Every route is declared once, in ROUTES; README.md's "Testing with
-kcoord" documents them.
+JSON checked on the way in. Every route is declared once, in ROUTES; docs/testing.md
+("The control API") documents them.
 
     GET    /status                                     the server, its faults, topics, groups
     POST   /reset                                      back to a new server (no restart)
@@ -113,7 +113,7 @@ def make_handler(plane: ControlPlane) -> Callable[..., Awaitable[tuple[int, Any]
             return 200, answer
         if allowed:
             raise HttpError(405, f"use {' or '.join(sorted(set(allowed)))} for /{'/'.join(segments)}")
-        raise HttpError(404, f"no control route /{'/'.join(segments)} (GET /status; README: Testing with kcoord)")
+        raise HttpError(404, f"no control route /{'/'.join(segments)} (GET /status; docs/testing.md: The control API)")
 
     return handle
 

@@ -11,7 +11,7 @@
 
 AsyncControlClient has the same methods as coroutines. Every method returns the answer's
 JSON; a refused request raises ControlError (its HTTP status and the server's message).
-Clients in other languages speak the same HTTP API (README.md, "Testing with kcoord").
+Clients in other languages speak the same HTTP API (docs/testing.md, "From Java, Go or Node tests").
 """
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.api import API_TABLE, ApiKey
+from protocol.error_response import present
 from protocol.errors import ErrorCode
-from server.control.error_response import present
 
 _ids = itertools.count(1)
 

@@ -3,7 +3,7 @@ connection's `hook`; otherwise requests go straight to the dispatcher, see plane
 
 In order: the client id is noted on the connection; a stalled client's request is held
 unanswered; the request is recorded; an error rule that matches answers it with Kafka's error
-response for it (error_response.py) instead of the handler; latency rules that match delay it
+response for it (protocol/error_response.py) instead of the handler; latency rules that match delay it
 (the sum of their delays) before it is served. Anything that does not parse or decode goes to
 the dispatcher untouched, which refuses it as it would have anyway.
 """
@@ -14,8 +14,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from protocol.api import API_TABLE, ApiKey, ApiSpec
+from protocol.error_response import body_version, error_response
 from protocol.headers import HeaderError, encode_response_header, peek_api, read_client_id
-from server.control.error_response import body_version, error_response
 from server.control.faults import Facts
 from server.deferred import Deferred
 from server.dispatch import CloseConnection

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.api import API_TABLE, ApiKey
 from protocol.errors import ErrorCode
+from protocol.topics import OFFSETS_TOPIC
 from server.control.faults import (
     BadRule,
     ErrorRule,
@@ -31,7 +32,6 @@ from server.control.faults import (
 from server.control.intercept import Interceptor
 from server.control.recorder import Recorder
 from server.deferred import Deferred
-from server.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from server.app import Server

@@ -49,7 +49,7 @@ def reset_broker(broker: Broker) -> dict[str, int]:
     broker.stop_background()
     broker.deleter.stop()
     if runtime is not None:
-        runtime.stop_retention()
+        runtime.stop_tasks()
     # every timer of the old state (sessions, joins, long polls, commit timeouts) becomes a no-op
     broker.clock.close()
     broker.clock = SystemClock()

@@ -14,7 +14,7 @@ members joining during a rebalance) changes directly, as in Kafka.
 Routing: every result's records belong to one group, except expire_offsets() and
 delete_groups(), whose records are contiguous per group: route each record by
 partition_of(record.key.group). Writes nobody asked for (a group emptied by a session timeout)
-go to set_background_writer().
+go to the background writer given at construction (the runtime's write_background).
 """
 from __future__ import annotations
 
@@ -31,7 +31,11 @@ from server.group.classic.membership import ClassicMembership
 from server.group.config import GroupConfig
 from server.group.consumer.classic_members import ClassicMembersOfConsumerGroups
 from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.protocol import ConsumerGroupProtocol, TopicSource
+from server.group.consumer.protocol import ConsumerGroupProtocol
+from server.group.consumer.records import ConsumerGroupRecords
+from server.group.consumer.timers import Timers
+from server.group.consumer.topics import GroupTopics, TopicSource
+from server.group.consumer.writes import ConsumerGroupWrites
 from server.group.group_manager import GroupMetadataManager, log
 from server.group.migration import GroupMigration
 from server.group.offset_manager import OffsetMetadataManager
@@ -41,20 +45,30 @@ from server.group.types import Group, GroupType
 
 
 class GroupCoordinator:
-    def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50) -> None:
+    def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50,
+                 background_writer: Callable[[CoordinatorResult], None] | None = None,
+                 end_of_turn: Callable[[Callable[[], None]], None] | None = None,
+                 topics: TopicSource | None = None) -> None:
+        """background_writer, end_of_turn: see GroupMetadataManager (the runtime's
+        write_background and end_of_turn); topics: the broker's topics (set_topics)."""
         self.config = config
         self.clock = clock
         self.num_partitions = num_partitions
-        self.group_manager = groups = GroupMetadataManager(config, clock, num_partitions)
+        self.group_manager = groups = GroupMetadataManager(config, clock, num_partitions, background_writer,
+                                                           end_of_turn)
         self.offset_manager = offsets = OffsetMetadataManager(groups)
         self.classic = classic = ClassicMembership(groups)
-        self.consumer = consumer = ConsumerGroupProtocol(groups)
-        consumer.replay_any = self.replay
-        consumer.classic_record = self._classic_record
-        # online migration between the two (KIP-848): conversions, and classic members served
-        # inside consumer groups
-        self.migration = consumer.migration = GroupMigration(classic, consumer)
-        self.classic_in_consumer = ClassicMembersOfConsumerGroups(consumer, self.migration)
+        # the consumer group protocol (KIP-848) and the online migration between the two types
+        # (conversions, and classic members served inside consumer groups) share the broker's
+        # topics (set_topics), how consumer group records are applied (undone by replaying what
+        # memory held: a classic group's record for a conversion) and the members' timers
+        group_topics = GroupTopics()
+        records = ConsumerGroupRecords(groups)
+        writes = ConsumerGroupWrites(groups, records, replay=self.replay, classic_record=self._classic_record)
+        timers = Timers(clock)
+        self.migration = migration = GroupMigration(groups, classic, writes, timers, group_topics)
+        self.consumer = consumer = ConsumerGroupProtocol(groups, group_topics, records, writes, timers, migration)
+        self.classic_in_consumer = ClassicMembersOfConsumerGroups(consumer, migration)
         offsets.commit_hooks[ClassicGroup] = classic.on_offset_commit
         # what finishing a partition's load does to a group, by type
         self._on_loaded: dict[GroupType, Callable[[Any], None]] = {
@@ -71,7 +85,7 @@ class GroupCoordinator:
         self.describe_groups = groups.describe_groups
         self.list_groups = groups.list_groups
         self.consumer_group_heartbeat = consumer.heartbeat  # (request, version, client_id, client_host)
-        self.consumer_group_keepalive = consumer.keepalive  # its steady state: the body, or None
+        self.consumer_group_keepalive = consumer.keepalive  # its steady state: a KeepAlive, or None
         self.consumer_group_describe = consumer.describe
         # delete_groups (below) needs both managers
         self.expire_offsets = offsets.expire_offsets  # the retention task, no request
@@ -89,8 +103,9 @@ class GroupCoordinator:
         self.partition_of = groups.partition_of
         self.set_background_writer = groups.set_background_writer
         self.drain_background = groups.drain_background
-        self.set_end_of_turn = groups.set_end_of_turn
         self.run_end_of_turn = groups.run_end_of_turn
+        if topics is not None:
+            self.set_topics(topics)
 
     # ====================================================================== the classic APIs
 
@@ -144,7 +159,7 @@ class GroupCoordinator:
 
     def set_topics(self, topics: TopicSource) -> None:
         """The broker's topics, which consumer groups subscribe to (by name or regex)."""
-        self.consumer.topics = topics
+        self.consumer.topics.source = topics
 
     def _classic_record(self, key: GroupKey) -> CoordinatorRecord:
         group = self.group_manager.group(key.group)

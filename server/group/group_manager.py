@@ -36,15 +36,24 @@ _EMPTY_ID_OK = frozenset({"offset_commit", "offset_fetch", "describe_groups", "d
 
 
 class GroupMetadataManager:
-    def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50) -> None:
+    def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50,
+                 background_writer: Callable[[CoordinatorResult], None] | None = None,
+                 end_of_turn: Callable[[Callable[[], None]], None] | None = None) -> None:
+        """background_writer: where writes that no request asked for go (the GroupMetadata
+        record of a group that became Empty when its last member timed out or left). It must
+        handle the result like any handler's result (append, replay, on_appended), but later:
+        it must not call back into the coordinator before returning. Without one they queue
+        up for drain_background(). end_of_turn: how work deferred to the end of the current
+        event-loop turn is scheduled (the runtime's loop.call_soon); without it, it queues up
+        for run_end_of_turn()."""
         self.config = config
         self.clock = clock
         self.num_partitions = num_partitions
         self.groups_by_id: dict[str, Any] = {}  # group id -> a Group of any type
         self.loading: set[int] = set()
-        self._writer: Callable[[CoordinatorResult], None] | None = None
+        self._writer = background_writer
         self._background: list[CoordinatorResult] = []
-        self._soon: Callable[[Callable[[], None]], None] | None = None
+        self._soon = end_of_turn
         self._later: list[Callable[[], None]] = []
 
     # ---- routing / validation ------------------------------------------------------------
@@ -117,21 +126,13 @@ class GroupMetadataManager:
     # ---- background writes -----------------------------------------------------------------
 
     def set_background_writer(self, writer: Callable[[CoordinatorResult], None] | None) -> None:
-        """Where writes that no request asked for go (the GroupMetadata record of a group that
-        became Empty when its last member timed out or left). The writer must handle the
-        result like any handler's result (append, replay, on_appended), but later: it must not
-        call back into the coordinator before returning. Without a writer they queue up for
-        drain_background()."""
+        """Replace the background writer (tests and benches that drive a coordinator without
+        a runtime collect the writes); what queued up meanwhile goes to it."""
         self._writer = writer
         if writer is not None:
             queued, self._background = self._background, []
             for r in queued:
                 writer(r)
-
-    def set_end_of_turn(self, schedule: Callable[[Callable[[], None]], None] | None) -> None:
-        """How work deferred to the end of the current event-loop turn is scheduled (the
-        runtime passes loop.call_soon). Without it, it queues up for run_end_of_turn()."""
-        self._soon = schedule
 
     def at_end_of_turn(self, fn: Callable[[], None]) -> None:
         if self._soon is not None:

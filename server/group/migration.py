@@ -53,10 +53,13 @@ from server.group.classic.member import JoinResult, MemberMetadata, SyncResult
 from server.group.classic.state import GroupState
 from server.group.consumer.group import ConsumerGroup
 from server.group.consumer.member import ConsumerGroupMember, MemberState
+from server.group.consumer.timers import Timers, cancel_member_timers
 
 if TYPE_CHECKING:
     from server.group.classic.membership import ClassicMembership
-    from server.group.consumer.protocol import ConsumerGroupProtocol
+    from server.group.consumer.topics import GroupTopics
+    from server.group.consumer.writes import ConsumerGroupWrites
+    from server.group.group_manager import GroupMetadataManager
 
 log = logging.getLogger("kcoord.group")
 
@@ -83,12 +86,19 @@ class MigrationError(Exception):
 
 
 class GroupMigration:
-    def __init__(self, classic: ClassicMembership, consumer: ConsumerGroupProtocol) -> None:
+    """`writes` applies the conversion's records as the consumer group unit does
+    (server/group/consumer/writes.py); `timers` holds the consumer-group members' timers, which
+    a downgrade cancels; `topics` maps topic names to ids and back."""
+
+    def __init__(self, manager: GroupMetadataManager, classic: ClassicMembership, writes: ConsumerGroupWrites,
+                 timers: Timers, topics: GroupTopics) -> None:
+        self.manager = manager
         self.classic = classic
-        self.consumer = consumer
-        self.manager = consumer.manager
-        self.config = consumer.config
-        self.clock = consumer.clock
+        self.writes = writes
+        self.timers = timers
+        self.topics = topics
+        self.config = manager.config
+        self.clock = manager.clock
         self.policy = MigrationPolicy(self.config.group_consumer_migration_policy)
 
     # ====================================================================== upgrade
@@ -112,7 +122,8 @@ class GroupMigration:
     def upgrade(self, group: ClassicGroup, records: list[CoordinatorRecord],
                 undo: list[CoordinatorRecord]) -> ConsumerGroup:
         """The classic group's tombstone and the consumer group's records, applied; raises
-        MigrationError (nothing applied) when the classic members' metadata cannot be read."""
+        MigrationError (nothing applied) when the classic members' metadata cannot be read.
+        The caller starts the converted members' sessions."""
         gid = group.group_id
         generation = group.generation_id
         members = [self._from_classic_member(group, m, generation) for m in group.members.values()]
@@ -130,7 +141,7 @@ class GroupMigration:
             group.maybe_invoke_sync(m, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         log.info("[GroupId %s] Converting the classic group (generation %d, %d members) to a consumer group.",
                  gid, generation, len(members))
-        self.consumer.apply(records, undo, [CoordinatorRecord(GroupKey(gid), None)])
+        self.writes.apply(records, undo, [CoordinatorRecord(GroupKey(gid), None)])
         # undone after the consumer group's records, before the classic group comes back
         undo.append(CoordinatorRecord(ConsumerGroupMetadataKey(gid), None))
         # Kafka's createConsumerGroupRecords, in its order
@@ -143,11 +154,9 @@ class GroupMigration:
                                      ConsumerGroupTargetAssignmentMetadataValue(generation)))
         new += [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(gid, m.member_id), m.assignment_value())
                 for m in members]
-        self.consumer.apply(records, undo, new)
+        self.writes.apply(records, undo, new)
         converted = self.manager.group(gid)
         assert isinstance(converted, ConsumerGroup), converted
-        for m in members:
-            self.consumer.schedule_session(gid, m.member_id)
         return converted
 
     def _from_classic_member(self, group: ClassicGroup, m: MemberMetadata, generation: int) -> ConsumerGroupMember:
@@ -176,7 +185,7 @@ class GroupMigration:
     def topic_ids(self, partitions: list[tuple[str, list[int]]]) -> Assignment:
         """Topic names to ids (Kafka's toTopicPartitionMap: unknown topics are left out)."""
         out: dict = {}
-        topics = self.consumer.topics
+        topics = self.topics.source
         for name, ps in partitions:
             meta = topics.metadata(name)
             if meta is not None and ps:
@@ -184,7 +193,7 @@ class GroupMigration:
         return out
 
     def topic_names(self, assignment: Assignment) -> list[tuple[str, list[int]]]:
-        topics = self.consumer.topics
+        topics = self.topics.source
         out = []
         for topic_id, ps in assignment.items():
             name = topics.name_of(topic_id)
@@ -257,8 +266,8 @@ class GroupMigration:
         log.info("[GroupId %s] Converting the consumer group (epoch %d) to a classic group with %d members.",
                  gid, group.group_epoch, len(classic.members))
         for mid in group.members:
-            self.consumer.cancel_member_timers(gid, mid, keep_session=True)
-        self.consumer.apply(records, undo, group.tombstones() + [self.classic.group_record(classic, assignments)])
+            cancel_member_timers(self.timers, gid, mid, keep_session=True)
+        self.writes.apply(records, undo, group.tombstones() + [self.classic.group_record(classic, assignments)])
         converted = self.manager.group(gid)
         assert isinstance(converted, ClassicGroup), converted
         if rebalance:

@@ -1,34 +1,9 @@
-"""What a coordinator handler hands back to the runtime."""
+"""What a group-coordinator handler hands back to the runtime: the coordinator runtime's
+result (server/coordinator/result.py) with __consumer_offsets records (CoordinatorRecord).
+Consumer groups apply their records as they make them (applied=True, with undo); offsets
+and classic groups change state in replay once the records are durable."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from server.coordinator.result import CoordinatorResult
 
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode
-
-
-@dataclass(slots=True)
-class CoordinatorResult:
-    """records: to append to the group's __consumer_offsets partition before answering.
-
-    With no records, `response` is the answer (a kafka-python response object, or a
-    Deferred completed later, e.g. a parked JoinGroup).
-
-    With records, the runtime appends them durably, replays each through
-    GroupCoordinator.replay (the only way persisted state changes), then calls
-    `on_appended(None)`; if the append fails it calls `on_appended(code)` with the code the
-    client should see (already mapped by protocol.errors.coordinator_append_error) and replays
-    nothing. `on_appended` returns the response (or a Deferred).
-    """
-
-    records: list[CoordinatorRecord] = field(default_factory=list)
-    response: Any = None
-    on_appended: Callable[[ErrorCode | None], Any] | None = None
-    # True when the records were already replayed as they were made (consumer groups, as
-    # Kafka's timeline): the runtime then does not replay them again once durable, and if
-    # the append fails (the records never reached the log) it calls `undo` first, which
-    # replays the previous value of every key they touched, newest first.
-    applied: bool = False
-    undo: Callable[[], None] | None = None
+__all__ = ["CoordinatorResult"]

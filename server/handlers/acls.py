@@ -2,7 +2,7 @@
 
 Without an authorizer (authorizer.class.name unset) they answer SECURITY_DISABLED, as Kafka
 does. With one, changes are made durable (kcoord-acls.json) before they are answered; who may
-call them (DESCRIBE / ALTER on the cluster) is in server/security/enforce.py. Kafka refuses
+call them (DESCRIBE / ALTER on the cluster) is in server/security/policies/cluster.py. Kafka refuses
 (closes the connection on) a v0 request with a pattern type other than LITERAL (DescribeAcls
 and DeleteAcls v0 read ANY as LITERAL), and any request naming an UNKNOWN type, operation or
 permission.

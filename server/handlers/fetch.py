@@ -26,8 +26,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kafka.protocol.consumer import FetchResponse
-
+from protocol.data_fastpath import FetchResponseData
 from protocol.errors import ErrorCode
 from server.context import RequestContext
 from server.data_plane import data_plane, leader_epoch_error, partition_log
@@ -36,9 +35,6 @@ from server.handlers import fetch_txn
 from server.purgatory import DelayedOperation
 from storage.log import OffsetOutOfRangeError, PartitionLog
 
-TopicOut = FetchResponse.FetchableTopicResponse
-PartitionOut = TopicOut.PartitionData
-
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -46,7 +42,7 @@ ZERO_UUID = uuid.UUID(int=0)
 class _Part:
     """One requested partition, resolved."""
 
-    __slots__ = ("topic", "index", "offset", "max_bytes", "plog", "error", "start_seg", "start_pos")
+    __slots__ = ("topic", "index", "offset", "max_bytes", "plog", "error", "start_seg", "start_pos", "available")
 
     def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int, plog: PartitionLog | None,
                  error: ErrorCode) -> None:
@@ -58,6 +54,7 @@ class _Part:
         self.error = error
         self.start_seg: Any = None
         self.start_pos = 0
+        self.available = 0  # bytes counted toward min_bytes at the last check (DelayedFetch)
 
 
 def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
@@ -127,31 +124,27 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
     return out, total, failed
 
 
-def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], rows: list[list[tuple]]) -> Any:
+def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]],
+              rows: list[list[tuple]]) -> FetchResponseData:
+    """The response (encoded by protocol/data_fastpath.py)."""
     topics = []
     for (t, parts), trows in zip(resolved, rows, strict=True):
         partitions = []
         for part, (err, hw, log_start, data, stable, aborted) in zip(parts, trows, strict=True):
-            partitions.append(PartitionOut(
-                partition_index=part.index,
-                error_code=err,
-                high_watermark=hw,
-                last_stable_offset=stable,
-                log_start_offset=log_start,
-                aborted_transactions=aborted if err == ErrorCode.NONE else None,
-                preferred_read_replica=-1,
-                records=data,
-            ))
-        if version >= 13:
-            topics.append(TopicOut(topic_id=t.topic_id, partitions=partitions))
-        else:
-            topics.append(TopicOut(topic=t.topic, partitions=partitions))
-    return FetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
-                         responses=topics)
+            if aborted is not None:
+                aborted = [(a.producer_id, a.first_offset) for a in aborted] if err == ErrorCode.NONE else None
+            partitions.append((part.index, err, hw, stable, log_start, aborted, data))
+        topics.append((t.topic_id if version >= 13 else t.topic, partitions))
+    return FetchResponseData(version, ErrorCode.NONE, 0, topics)
 
 
 class DelayedFetch(DelayedOperation):
-    __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred", "dp", "read_committed")
+    """A parked fetch. try_complete checks every partition; an append wakes it through
+    try_complete_key, which looks again only at the partition that grew and keeps the running
+    total of available bytes (each partition's share is remembered in _Part.available)."""
+
+    __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred", "dp", "read_committed",
+                 "by_key", "acc")
 
     def __init__(self, version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], dp: Any) -> None:
         super().__init__(req.max_wait_ms)
@@ -163,39 +156,64 @@ class DelayedFetch(DelayedOperation):
         self.max_bytes = req.max_bytes
         self.read_committed = req.isolation_level == READ_COMMITTED
         self.deferred: Deferred[Any] = Deferred()
+        self.by_key: dict[tuple[str, int], list[_Part]] = {}
+        self.acc = 0
         for _, parts in resolved:
             for part in parts:
                 plog = part.plog
                 if plog is None:
                     continue
+                self.by_key.setdefault((part.topic, part.index), []).append(part)
                 seg = plog.active
                 part.start_seg = seg
                 if part.offset >= plog.log_end_offset:
                     part.start_pos = seg.size
                 elif part.offset >= seg.base_offset:
-                    h = seg.find_batch(part.offset)
-                    part.start_pos = h.position if h is not None else seg.size
+                    pos = seg.batch_start(part.offset)
+                    part.start_pos = pos if pos is not None else seg.size
                 else:
                     part.start_seg = None  # on an older segment: answer at the first check
 
+    def _available(self, part: _Part) -> int:
+        """Bytes `part` adds toward min_bytes now; -1: answer at once (deleted, out of range,
+        rolled past the fetch offset)."""
+        plog = part.plog
+        if plog.deleted or part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
+            return -1
+        if self.read_committed and fetch_txn.lso(self.dp, part.topic, part.index, plog) <= part.offset:
+            return 0  # nothing committed to read yet (a marker will retry this)
+        seg = plog.active
+        if part.start_seg is not seg:
+            if part.offset < plog.log_end_offset:
+                return -1  # rolled (Kafka's case F)
+            return 0
+        return min(seg.size - part.start_pos, max(part.max_bytes, 0))
+
     def try_complete(self) -> bool:
         acc = 0
-        for _, parts in self.resolved:
+        for parts in self.by_key.values():
             for part in parts:
-                plog = part.plog
-                if plog is None:
-                    continue
-                if plog.deleted or part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
+                n = self._available(part)
+                if n < 0:
                     return self.force_complete()
-                if self.read_committed and fetch_txn.lso(self.dp, part.topic, part.index, plog) <= part.offset:
-                    continue  # nothing committed to read yet (a marker will retry this)
-                seg = plog.active
-                if part.start_seg is not seg:
-                    if part.offset < plog.log_end_offset:
-                        return self.force_complete()  # rolled (Kafka's case F)
-                    continue
-                acc += min(seg.size - part.start_pos, max(part.max_bytes, 0))
+                part.available = n
+                acc += n
+        self.acc = acc
         if acc >= self.min_bytes:
+            return self.force_complete()
+        return False
+
+    def try_complete_key(self, key: tuple[str, int]) -> bool:  # type: ignore[override]
+        parts = self.by_key.get(key)
+        if parts is None:
+            return self.try_complete()
+        for part in parts:
+            n = self._available(part)
+            if n < 0:
+                return self.force_complete()
+            self.acc += n - part.available
+            part.available = n
+        if self.acc >= self.min_bytes:
             return self.force_complete()
         return False
 
@@ -207,8 +225,7 @@ class DelayedFetch(DelayedOperation):
 
 def handle_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
     if version >= 7 and req.session_epoch not in (0, -1):
-        return FetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                             session_id=0, responses=[])
+        return FetchResponseData(version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
     resolved = _resolve(ctx, req, version)
     dp = data_plane(ctx.broker)
     rows, total, failed = _read(resolved, req.max_bytes, dp, req.isolation_level)

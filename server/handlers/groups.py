@@ -59,9 +59,9 @@ def handle_delete_groups(ctx: RequestContext, req: Any, version: int) -> Any:
 def handle_consumer_group_heartbeat(ctx: RequestContext, req: Any, version: int) -> Any:
     coordinator = ctx.broker.coordinator
     client_id, host = ctx.client_id or "", "/" + ctx.client_host
-    body = coordinator.consumer_group_keepalive(req, version, client_id, host)  # the steady state
-    if body is not None:
-        return body
+    steady = coordinator.consumer_group_keepalive(req, version, client_id, host)  # a keep-alive, or None
+    if steady is not None:
+        return steady  # the route's encoder answers its cached body
     return ctx.broker.runtime.submit(coordinator.consumer_group_heartbeat(req, version, client_id, host))
 
 

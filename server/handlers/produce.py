@@ -3,10 +3,13 @@
 transaction, server/handlers/produce_txn.py.)
 
 - acks 0: nothing is sent back; on any partition error the connection is closed (as Kafka
-  does, so the producer refreshes metadata). acks 1: answered after the append. acks -1:
-  answered once the appended offsets are on disk (group-commit fdatasync, the same durability
-  as offset commits), bounded by the request's timeout_ms (REQUEST_TIMED_OUT). Other values:
-  INVALID_REQUIRED_ACKS.
+  does, so the producer refreshes metadata). acks 1 and -1 (one replica: the same): answered
+  after the append. Other values: INVALID_REQUIRED_ACKS.
+- Flushing follows Kafka (server/log_flush.py): a partition is fsynced before the answer only
+  when its topic's flush.messages (log.flush.interval.messages) records are unflushed (Kafka's
+  default, Long.MAX: never; flush.messages=1: before every acknowledgement), through the group
+  commit and bounded by the request's timeout_ms (REQUEST_TIMED_OUT); with acks 0 that flush
+  is started and not waited for.
 - Validation, in Kafka's order and with its codes: UNKNOWN_TOPIC_OR_PARTITION; v3+ wants
   exactly one magic-2 batch per partition (INVALID_RECORD), no zstd below v7
   (UNSUPPORTED_COMPRESSION_TYPE); client writes to internal topics are refused with
@@ -34,23 +37,15 @@ import logging
 from typing import Any
 
 from aiokafka.errors import UnsupportedCodecError
-from kafka.protocol.producer import ProduceResponse
 
+from protocol.data_fastpath import ProduceResponseData
 from protocol.errors import ErrorCode, KafkaError, error_code_of
 from server.context import RequestContext
-from server.data_plane import (
-    LEADER_EPOCH,
-    cleanup_policy,
-    data_plane,
-    log_append_time,
-    max_message_bytes,
-    partition_log,
-    segment_bytes,
-    timestamp_bounds,
-)
+from server.data_plane import LEADER_EPOCH, data_plane, partition_log, timestamp_bounds_of, topic_values
 from server.deferred import Deferred
 from server.handlers import produce_txn
 from server.handlers.registry import NO_RESPONSE
+from server.log_flush import flush_rolled, needs_flush
 from server.record_validation import validate_records
 from server.txn.markers import wait
 from storage.batch import (
@@ -59,13 +54,9 @@ from storage.batch import (
     crc_ok,
     split_batches,
 )
-from storage.flusher import sync
+from storage.flusher import group_commit, sync
 
 log = logging.getLogger("kcoord.produce")
-
-TopicOut = ProduceResponse.TopicProduceResponse
-PartitionOut = TopicOut.PartitionProduceResponse
-RecordError = PartitionOut.BatchIndexAndErrorMessage
 
 _MAGIC_OFFSET = 16
 _ZSTD = 4
@@ -74,7 +65,7 @@ _MAX_COMPRESSION = 4
 
 class _Result:
     __slots__ = ("error", "message", "base_offset", "last_offset", "log_append_time", "log_start_offset",
-                 "record_errors", "plog")
+                 "record_errors", "plog", "flush")
 
     def __init__(self, error: ErrorCode = ErrorCode.NONE, message: str | None = None) -> None:
         self.error = error
@@ -85,6 +76,7 @@ class _Result:
         self.log_start_offset = -1
         self.record_errors: list[tuple[int, str | None]] = []
         self.plog = None
+        self.flush = False  # flush.messages reached: fsynced before the answer
 
 
 def _records_problem(records: Any, version: int) -> KafkaError | None:
@@ -125,13 +117,14 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     if h.compression == _ZSTD and version < 7:
         return _Result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                        f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    values = topic_values(broker, topic)  # the topic's effective configs, looked up once
     if topic.internal:
         return _Result(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_name}")
     if h.base_offset != 0:
         return _Result(ErrorCode.INVALID_RECORD,
                        f"The baseOffset of the record batch in the append to {topic_name}-{index} should be 0, "
                        f"but it is {h.base_offset}")
-    limit = max_message_bytes(broker, topic)
+    limit = values["max.message.bytes"]
     if h.size > limit:
         return _Result(ErrorCode.MESSAGE_TOO_LARGE,
                        f"The record batch size in the append to {topic_name}-{index} is {h.size} bytes which "
@@ -142,17 +135,17 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     why = client_batch_problem(h)
     if why is not None:
         return _Result(ErrorCode.INVALID_RECORD, f"{why} in topic partition {topic_name}-{index}")
-    seg_limit = segment_bytes(broker, topic)
+    seg_limit = values["segment.bytes"]
     if h.size > seg_limit:
         return _Result(ErrorCode.RECORD_LIST_TOO_LARGE,
                        f"Message batch size is {h.size} bytes in append to partition {topic_name}-{index}, which "
                        f"exceeds the maximum configured segment size of {seg_limit}.")
-    append_time = log_append_time(broker, topic)
-    before_max_ms, after_max_ms = timestamp_bounds(broker, topic)
+    append_time = values["message.timestamp.type"] == "LogAppendTime"
+    before_max_ms, after_max_ms = timestamp_bounds_of(values)
     now = broker.clock.now_ms()
     try:
         bad = validate_records(
-            records, f"{topic_name}-{index}", compacted="compact" in cleanup_policy(broker, topic),
+            records, f"{topic_name}-{index}", compacted=_compacted(values),
             create_time=not append_time,
             before_max_ms=before_max_ms, after_max_ms=after_max_ms, now=now)
         if bad is not None:
@@ -189,9 +182,11 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
             res.log_append_time = dup.timestamp if append_time else -1
             res.log_start_offset = plog.log_start_offset
             res.plog = plog
+            res.flush = plog.durable_offset <= dup.last_offset and needs_flush(values, plog)
             return res
+    active = plog.active
     try:
-        base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH)
+        base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH, checked=headers)
     except CorruptBatchError as e:
         return _Result(ErrorCode.CORRUPT_MESSAGE, str(e))
     except OSError as e:  # the log directory is offline (logged once by the failure channel)
@@ -202,26 +197,23 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     res.base_offset, res.last_offset, res.log_append_time = base, last, lat
     res.log_start_offset = plog.log_start_offset
     res.plog = plog
+    res.flush = needs_flush(values, plog)
+    if plog.active is not active and not res.flush:
+        flush_rolled(plog)
     dp.appended(topic_name, index)
     return res
 
 
-def _response(version: int, req: Any, results: list[list[_Result]]) -> Any:
-    topics = []
-    for t, rs in zip(req.topic_data, results, strict=True):
-        parts = []
-        for p, r in zip(t.partition_data, rs, strict=True):
-            parts.append(PartitionOut(
-                index=p.index,
-                error_code=r.error,
-                base_offset=r.base_offset,
-                log_append_time_ms=r.log_append_time,
-                log_start_offset=r.log_start_offset,
-                record_errors=[RecordError(batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
-                error_message=r.message if r.error else None,
-            ))
-        topics.append(TopicOut(name=t.name, partition_responses=parts))
-    return ProduceResponse(version=version, responses=topics, throttle_time_ms=0)
+def _compacted(values: dict[str, Any]) -> bool:
+    return any(p.lower() == "compact" for p in values["cleanup.policy"])
+
+
+def _response(version: int, req: Any, results: list[list[_Result]]) -> ProduceResponseData:
+    """The response (encoded by protocol/data_fastpath.py)."""
+    return ProduceResponseData(version, [
+        (t.name, [(p.index, r.error, r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors,
+                   r.message if r.error else None) for p, r in zip(t.partition_data, rs, strict=True)])
+        for t, rs in zip(req.topic_data, results, strict=True)])
 
 
 def _whole_request_error(version: int, req: Any, code: ErrorCode, message: str | None = None) -> Any:
@@ -237,7 +229,7 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
     waits: dict[int, tuple[Any, int]] = {}  # id(plog) -> (plog, highest offset to sync)
     for rs in results:
         for r in rs:
-            if r.error == ErrorCode.NONE and r.plog is not None:
+            if r.error == ErrorCode.NONE and r.flush:
                 prev = waits.get(id(r.plog))
                 if prev is None or prev[1] < r.last_offset:
                     waits[id(r.plog)] = (r.plog, r.last_offset)
@@ -261,7 +253,7 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
                 outcome[k] = ErrorCode.REQUEST_TIMED_OUT
     for rs in results:
         for r in rs:
-            if r.error == ErrorCode.NONE and r.plog is not None:
+            if r.error == ErrorCode.NONE and r.flush:
                 code = outcome.get(id(r.plog))
                 if code is not None:
                     r.error, r.message = code, f"{code.name} while waiting for the append to be durable"
@@ -311,10 +303,19 @@ def _append_all(ctx: RequestContext, req: Any, version: int, acks: int,
             from server.dispatch import CloseConnection  # dispatch imports the handlers
 
             raise CloseConnection(f"error during produce request with acks=0: {', '.join(sorted(set(errors)))}")
+        for rs in results:
+            for r in rs:
+                if r.flush:
+                    group_commit(r.plog).when_durable(r.last_offset, _flush_failed)
         return NO_RESPONSE
-    if acks == 1:
+    if not any(r.flush for rs in results for r in rs):
         return _response(version, req, results)
     return _await_durable(version, req, results, req.timeout_ms)
+
+
+def _flush_failed(exc: BaseException | None) -> None:
+    if exc is not None and not isinstance(exc, OSError):  # an OSError was logged by the failure channel
+        log.error("flush after an acks=0 produce failed: %r", exc)
 
 
 def _close_or(acks: int, ctx: RequestContext, response: Any, code: ErrorCode) -> Any:

@@ -1,13 +1,21 @@
-"""How each API is served, declared once: its handler, its hand-written fast path (a
-protocol/fastpath codec for the hottest requests) and whether it is called directly — as
-(broker, request, version), without building a RequestContext or decoding the client id. The
-dispatcher (server/dispatch.py) builds its per-(key, version) routes from this table and
+"""Everything about how each API is served, declared once, one row per API: its handler, its
+hand-written fast path (a protocol/fastpath codec for the hottest requests), whether it is
+called directly — as (broker, request, version), without building a RequestContext or decoding
+the client id —, its authorization policy (server/security/policies/; with the quick check a
+direct route's usual case takes) and how virtual brokers route it (server/virtual/routing.py).
+The dispatcher (server/dispatch.py) builds its per-(key, version) routes from this table and
 ApiVersions advertises exactly the APIs it holds (with protocol/api.py's version ranges).
 
-Handlers and direct calls are named ("module.function" under server/handlers/), not imported:
-an API's handler module, and what it imports, loads at that API's first request
-(`ROUTES[key]`), so a server answers its first ApiVersions without loading the code of the
+Functions are named ("module.function"), not imported: handlers under server/handlers/,
+policies under server/security/policies/. An API's handler module, and what it imports, loads
+at that API's first request (`ROUTES[key]`), and a policy only when an authorizer is
+configured, so a server answers its first ApiVersions without loading the code of the
 forty-odd APIs it also serves (tests/unit/test_api_table.py resolves every route).
+
+Virtual-broker routing kinds: "group" (answered NOT_COORDINATOR by a node that does not
+coordinate the request's groups), "partitioned" (partitions another node leads answered
+NOT_LEADER_OR_FOLLOWER), and the rewritten answers "metadata", "find_coordinator",
+"describe_cluster", "list_groups"; none: served as usual on any node.
 """
 from __future__ import annotations
 
@@ -16,86 +24,127 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.api import ApiKey
-from server.handlers.registry import DECLARED, Handler
+from server.handlers.registry import Handler
 
 if TYPE_CHECKING:
     from protocol.fastpath import FastPath
     from server.broker import Broker
+    from server.security.guard import AsIs, Policy
 
 
 class Route(NamedTuple):
-    """An API's route with its functions loaded."""
+    """An API's route with its handler functions loaded (its policy loads on demand:
+    `policy()`, `as_is()`)."""
 
     key: ApiKey
     handler: Handler  # (ctx, request, version) -> answer
     fast: FastPath | None = None  # hand-written decoders / encoder
     direct: Callable[[Broker, Any, int], Any] | None = None  # served without a RequestContext
+    declared: Declared | None = None
+
+    def policy(self) -> Policy | None:
+        return None if self.declared is None or self.declared.policy is None else _policy(self.declared.policy)
+
+    def as_is(self) -> AsIs | None:
+        return None if self.declared is None or self.declared.as_is is None else _policy(self.declared.as_is)
 
 
 class Declared(NamedTuple):
-    """An API's route as declared: "module.function" names under server/handlers/, the fast
-    path by its name in protocol/fastpath."""
+    """An API's route as declared: "module.function" names (handlers under server/handlers/,
+    policies under server/security/policies/), the fast path by its name in protocol/fastpath,
+    the virtual-broker routing kind."""
 
     key: ApiKey
     handler: str
     fast: str | None = None
     direct: str | None = None
+    policy: str | None = None
+    as_is: str | None = None
+    virtual: str | None = None
 
 
 _TABLE = (
-    Declared(ApiKey.PRODUCE, "produce.handle_produce"),
-    Declared(ApiKey.FETCH, "fetch.handle_fetch"),
-    Declared(ApiKey.LIST_OFFSETS, "list_offsets.handle_list_offsets"),
-    Declared(ApiKey.METADATA, "metadata.handle_metadata"),
-    Declared(ApiKey.OFFSET_COMMIT, "groups.handle_offset_commit", "OFFSET_COMMIT", "groups.commit_offsets"),
-    Declared(ApiKey.OFFSET_FETCH, "groups.handle_offset_fetch"),
-    Declared(ApiKey.FIND_COORDINATOR, "find_coordinator.handle_find_coordinator"),
-    Declared(ApiKey.JOIN_GROUP, "groups.handle_join_group"),
-    Declared(ApiKey.HEARTBEAT, "groups.handle_heartbeat", "HEARTBEAT", "groups.heartbeat_body"),
-    Declared(ApiKey.LEAVE_GROUP, "groups.handle_leave_group"),
-    Declared(ApiKey.SYNC_GROUP, "groups.handle_sync_group"),
-    Declared(ApiKey.DESCRIBE_GROUPS, "groups.handle_describe_groups"),
-    Declared(ApiKey.LIST_GROUPS, "groups.handle_list_groups"),
-    Declared(ApiKey.API_VERSIONS, "api_versions.handle_api_versions"),
-    Declared(ApiKey.CREATE_TOPICS, "create_topics.handle_create_topics"),
-    Declared(ApiKey.INIT_PRODUCER_ID, "init_producer_id.handle_init_producer_id"),
-    Declared(ApiKey.DELETE_GROUPS, "groups.handle_delete_groups"),
-    Declared(ApiKey.OFFSET_DELETE, "groups.handle_offset_delete"),
-    Declared(ApiKey.CONSUMER_GROUP_HEARTBEAT, "groups.handle_consumer_group_heartbeat", "CONSUMER_GROUP_HEARTBEAT"),
-    Declared(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups.handle_consumer_group_describe"),
-    Declared(ApiKey.DELETE_TOPICS, "delete_topics.handle_delete_topics"),
-    Declared(ApiKey.DELETE_RECORDS, "delete_records.handle_delete_records"),
-    Declared(ApiKey.CREATE_PARTITIONS, "create_partitions.handle_create_partitions"),
-    # transactions (issue 13)
-    Declared(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn.handle_add_partitions_to_txn"),
-    Declared(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn.handle_add_offsets_to_txn"),
-    Declared(ApiKey.END_TXN, "end_txn.handle_end_txn"),
-    Declared(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit.handle_txn_offset_commit"),
-    Declared(ApiKey.DESCRIBE_PRODUCERS, "describe_producers.handle_describe_producers"),
-    Declared(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions.handle_describe_transactions"),
-    Declared(ApiKey.LIST_TRANSACTIONS, "list_transactions.handle_list_transactions"),
-    # configs and the cluster, as the single broker (issue 12)
-    Declared(ApiKey.DESCRIBE_CONFIGS, "describe_configs.handle_describe_configs"),
-    Declared(ApiKey.ALTER_CONFIGS, "alter_configs.handle_alter_configs"),
-    Declared(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs.handle_incremental_alter_configs"),
-    Declared(ApiKey.DESCRIBE_CLUSTER, "describe_cluster.handle_describe_cluster"),
-    Declared(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "describe_topic_partitions.handle_describe_topic_partitions"),
-    Declared(ApiKey.DESCRIBE_LOG_DIRS, "describe_log_dirs.handle_describe_log_dirs"),
-    Declared(ApiKey.ELECT_LEADERS, "elect_leaders.handle_elect_leaders"),
-    Declared(ApiKey.LIST_PARTITION_REASSIGNMENTS, "list_partition_reassignments.handle_list_partition_reassignments"),
-    Declared(ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-             "alter_partition_reassignments.handle_alter_partition_reassignments"),
-    # security (issue 11)
-    Declared(ApiKey.SASL_HANDSHAKE, "sasl.handle_sasl_handshake"),
-    Declared(ApiKey.SASL_AUTHENTICATE, "sasl.handle_sasl_authenticate"),
-    Declared(ApiKey.DESCRIBE_ACLS, "acls.handle_describe_acls"),
-    Declared(ApiKey.CREATE_ACLS, "acls.handle_create_acls"),
-    Declared(ApiKey.DELETE_ACLS, "acls.handle_delete_acls"),
+    Declared(ApiKey.PRODUCE, "produce.handle_produce", policy="data.produce", virtual="partitioned"),
+    Declared(ApiKey.FETCH, "fetch.handle_fetch", policy="data.fetch", virtual="partitioned"),
+    Declared(ApiKey.LIST_OFFSETS, "list_offsets.handle_list_offsets",
+             policy="data.list_offsets", virtual="partitioned"),
+    Declared(ApiKey.METADATA, "metadata.handle_metadata", policy="data.metadata", virtual="metadata"),
+    Declared(ApiKey.OFFSET_COMMIT, "groups.handle_offset_commit",
+             fast="OFFSET_COMMIT", direct="groups.commit_offsets", policy="groups.offset_commit",
+             as_is="groups.offset_commit_as_is", virtual="group"),
+    Declared(ApiKey.OFFSET_FETCH, "groups.handle_offset_fetch",
+             policy="groups.offset_fetch", virtual="group"),
+    Declared(ApiKey.FIND_COORDINATOR, "find_coordinator.handle_find_coordinator",
+             policy="groups.find_coordinator", virtual="find_coordinator"),
+    Declared(ApiKey.JOIN_GROUP, "groups.handle_join_group", policy="groups.join_group", virtual="group"),
+    Declared(ApiKey.HEARTBEAT, "groups.handle_heartbeat",
+             fast="HEARTBEAT", direct="groups.heartbeat_body", policy="groups.heartbeat",
+             as_is="groups.heartbeat_as_is", virtual="group"),
+    Declared(ApiKey.LEAVE_GROUP, "groups.handle_leave_group", policy="groups.leave_group", virtual="group"),
+    Declared(ApiKey.SYNC_GROUP, "groups.handle_sync_group", policy="groups.sync_group", virtual="group"),
+    Declared(ApiKey.DESCRIBE_GROUPS, "groups.handle_describe_groups",
+             policy="groups.describe_groups", virtual="group"),
+    Declared(ApiKey.LIST_GROUPS, "groups.handle_list_groups",
+             policy="groups.list_groups", virtual="list_groups"),
+    Declared(ApiKey.API_VERSIONS, "api_versions.handle_api_versions", policy="cluster.api_versions"),
+    Declared(ApiKey.CREATE_TOPICS, "create_topics.handle_create_topics", policy="topics.create_topics"),
+    Declared(ApiKey.INIT_PRODUCER_ID, "init_producer_id.handle_init_producer_id",
+             policy="txn.init_producer_id"),
+    Declared(ApiKey.DELETE_GROUPS, "groups.handle_delete_groups",
+             policy="groups.delete_groups", virtual="group"),
+    Declared(ApiKey.OFFSET_DELETE, "groups.handle_offset_delete",
+             policy="groups.offset_delete", virtual="group"),
+    Declared(ApiKey.CONSUMER_GROUP_HEARTBEAT, "groups.handle_consumer_group_heartbeat",
+             fast="CONSUMER_GROUP_HEARTBEAT", policy="groups.consumer_group_heartbeat", virtual="group"),
+    Declared(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups.handle_consumer_group_describe",
+             policy="groups.consumer_group_describe", virtual="group"),
+    Declared(ApiKey.DELETE_TOPICS, "delete_topics.handle_delete_topics", policy="topics.delete_topics"),
+    Declared(ApiKey.DELETE_RECORDS, "delete_records.handle_delete_records", policy="topics.delete_records"),
+    Declared(ApiKey.CREATE_PARTITIONS, "create_partitions.handle_create_partitions",
+             policy="topics.create_partitions"),
+    Declared(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn.handle_add_partitions_to_txn",
+             policy="txn.add_partitions_to_txn"),
+    Declared(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn.handle_add_offsets_to_txn",
+             policy="txn.add_offsets_to_txn"),
+    Declared(ApiKey.END_TXN, "end_txn.handle_end_txn", policy="txn.end_txn"),
+    Declared(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit.handle_txn_offset_commit",
+             policy="txn.txn_offset_commit"),
+    Declared(ApiKey.DESCRIBE_PRODUCERS, "describe_producers.handle_describe_producers",
+             policy="txn.describe_producers"),
+    Declared(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions.handle_describe_transactions",
+             policy="txn.describe_transactions"),
+    Declared(ApiKey.LIST_TRANSACTIONS, "list_transactions.handle_list_transactions",
+             policy="txn.list_transactions"),
+    Declared(ApiKey.DESCRIBE_CONFIGS, "describe_configs.handle_describe_configs",
+             policy="configs.describe_configs"),
+    Declared(ApiKey.ALTER_CONFIGS, "alter_configs.handle_alter_configs", policy="configs.alter_configs"),
+    Declared(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs.handle_incremental_alter_configs",
+             policy="configs.incremental_alter_configs"),
+    Declared(ApiKey.DESCRIBE_CLUSTER, "describe_cluster.handle_describe_cluster",
+             policy="topics.describe_cluster", virtual="describe_cluster"),
+    Declared(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "describe_topic_partitions.handle_describe_topic_partitions",
+             policy="topics.describe_topic_partitions"),
+    Declared(ApiKey.DESCRIBE_LOG_DIRS, "describe_log_dirs.handle_describe_log_dirs",
+             policy="cluster.describe_log_dirs"),
+    Declared(ApiKey.ELECT_LEADERS, "elect_leaders.handle_elect_leaders", policy="cluster.elect_leaders"),
+    Declared(ApiKey.LIST_PARTITION_REASSIGNMENTS, "list_partition_reassignments.handle_list_partition_reassignments",
+             policy="cluster.list_partition_reassignments"),
+    Declared(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "alter_partition_reassignments.handle_alter_partition_reassignments",
+             policy="cluster.alter_partition_reassignments"),
+    Declared(ApiKey.SASL_HANDSHAKE, "sasl.handle_sasl_handshake", policy="cluster.sasl_handshake"),
+    Declared(ApiKey.SASL_AUTHENTICATE, "sasl.handle_sasl_authenticate", policy="cluster.sasl_authenticate"),
+    Declared(ApiKey.DESCRIBE_ACLS, "acls.handle_describe_acls", policy="cluster.describe_acls"),
+    Declared(ApiKey.CREATE_ACLS, "acls.handle_create_acls", policy="cluster.create_acls"),
+    Declared(ApiKey.DELETE_ACLS, "acls.handle_delete_acls", policy="cluster.delete_acls"),
     # client quotas (issue 27)
-    Declared(ApiKey.DESCRIBE_CLIENT_QUOTAS, "client_quotas.handle_describe_client_quotas"),
-    Declared(ApiKey.ALTER_CLIENT_QUOTAS, "client_quotas.handle_alter_client_quotas"),
-    Declared(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "scram_credentials.handle_describe_user_scram_credentials"),
-    Declared(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "scram_credentials.handle_alter_user_scram_credentials"),
+    Declared(ApiKey.DESCRIBE_CLIENT_QUOTAS, "client_quotas.handle_describe_client_quotas",
+             policy="quotas.describe_client_quotas"),
+    Declared(ApiKey.ALTER_CLIENT_QUOTAS, "client_quotas.handle_alter_client_quotas",
+             policy="quotas.alter_client_quotas"),
+    Declared(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "scram_credentials.handle_describe_user_scram_credentials",
+             policy="cluster.describe_user_scram_credentials"),
+    Declared(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "scram_credentials.handle_alter_user_scram_credentials",
+             policy="cluster.alter_user_scram_credentials"),
 )
 
 
@@ -104,35 +153,41 @@ def _function(name: str) -> Any:
     return getattr(importlib.import_module("server.handlers." + module), fn)
 
 
+def _policy(name: str) -> Any:
+    module, _, fn = name.rpartition(".")
+    return getattr(importlib.import_module("server.security.policies." + module), fn)
+
+
 def _load(d: Declared) -> Route:
     fast = None
     if d.fast is not None:
         from protocol import fastpath
 
         fast = getattr(fastpath, d.fast)
-    return Route(d.key, _function(d.handler), fast, None if d.direct is None else _function(d.direct))
+    return Route(d.key, _function(d.handler), fast, None if d.direct is None else _function(d.direct), d)
 
 
 class Routes(Mapping[int, Route]):
-    """API key -> Route of every served API. Which keys it holds is known without importing
-    anything; a route's functions load at its first lookup."""
+    """API key -> Route of every served API. Which keys it holds, and what each declares, is
+    known without importing anything; a route's functions load at its first lookup."""
 
-    def __init__(self, declared: tuple[Declared, ...], plain: dict[int, Handler]) -> None:
+    def __init__(self, declared: tuple[Declared, ...]) -> None:
         self._declared: dict[int, Declared] = {}
         self._loaded: dict[int, Route] = {}
         for d in declared:
-            if d.key in self._declared or d.key in plain:
+            if d.key in self._declared:
                 raise RuntimeError(f"two routes for API key {d.key!r}")
             self._declared[d.key] = d
-        for key, handler in plain.items():  # declared with registry.handles: already loaded
-            self._declared[key] = Declared(ApiKey(key), "")
-            self._loaded[key] = Route(ApiKey(key), handler)
 
     def __getitem__(self, key: int) -> Route:
         route = self._loaded.get(key)
         if route is None:
             route = self._loaded[key] = _load(self._declared[key])
         return route
+
+    def declared(self, key: int) -> Declared | None:
+        """What the API declares, with nothing loaded (None for an API not served)."""
+        return self._declared.get(key)
 
     def __contains__(self, key: object) -> bool:
         return key in self._declared
@@ -144,21 +199,31 @@ class Routes(Mapping[int, Route]):
         return len(self._declared)
 
 
-class Handlers(Mapping[int, Handler]):
-    """API key -> handler of every served API (the handler of ROUTES[key])."""
+class _View(Mapping[int, Any]):
+    """API key -> one loaded part of every served API's route (a Mapping over ROUTES)."""
 
-    def __getitem__(self, key: int) -> Handler:
-        return ROUTES[key].handler
+    def __init__(self, part: Callable[[int], Any], has: Callable[[Declared], bool] = lambda d: True) -> None:
+        self._part = part
+        self._has = has
+
+    def __getitem__(self, key: int) -> Any:
+        d = ROUTES.declared(key)
+        if d is None or not self._has(d):
+            raise KeyError(key)
+        return self._part(key)
 
     def __contains__(self, key: object) -> bool:
-        return key in ROUTES
+        d = ROUTES.declared(key)  # type: ignore[arg-type]
+        return d is not None and self._has(d)
 
     def __iter__(self) -> Iterator[int]:
-        return iter(ROUTES)
+        return (k for k in ROUTES if self._has(ROUTES.declared(k)))  # type: ignore[arg-type]
 
     def __len__(self) -> int:
-        return len(ROUTES)
+        return sum(1 for _ in self)
 
 
-ROUTES = Routes(_TABLE, DECLARED)
-HANDLERS = Handlers()
+ROUTES = Routes(_TABLE)
+HANDLERS: Mapping[int, Handler] = _View(lambda k: ROUTES[k].handler)
+POLICIES: Mapping[int, Policy] = _View(lambda k: ROUTES[k].policy(), lambda d: d.policy is not None)
+ALLOWED_AS_IS: Mapping[int, AsIs] = _View(lambda k: ROUTES[k].as_is(), lambda d: d.as_is is not None)

@@ -22,12 +22,12 @@ from typing import Any
 from kafka.protocol.producer.transaction import TxnOffsetCommitResponse
 
 from protocol.errors import ErrorCode
+from protocol.topics import OFFSETS_TOPIC
 from server.context import RequestContext
 from server.data_plane import partition_log
 from server.deferred import Deferred, then
 from server.group.txn_offset_commit import Row, txn_offset_records, validate_txn_offset_commit
 from server.txn.settling import after_completion
-from storage.log_manager import OFFSETS_TOPIC
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition

@@ -1,8 +1,10 @@
 """kafka-configs.sh: --describe and --alter the configs of topics, brokers (one, or the cluster
 default) and broker loggers, with Kafka's ConfigCommand flags, checks, output and exit codes.
-Client quotas (users, clients, ips) go through the quota APIs (server/kafkatools/quota_configs.py).
-SCRAM credentials and client metrics use APIs kcoord does not serve here: their entity types
-are accepted and answered as a broker without them would be (UnsupportedVersionException)."""
+The SCRAM credentials of users go through AlterUserScramCredentials and
+DescribeUserScramCredentials (server/kafkatools/scram_configs.py), client quotas (users, clients,
+ips) through DescribeClientQuotas and AlterClientQuotas (server/kafkatools/quota_configs.py).
+Client metrics use APIs kcoord does not serve: that entity type is accepted and answered as a
+broker without them would be (UnsupportedVersionException)."""
 from __future__ import annotations
 
 import re
@@ -16,7 +18,7 @@ from kafka.protocol.admin.configs import (
 )
 
 from server.config_catalogue import TOPIC_CONFIGS
-from server.kafkatools import quota_configs
+from server.kafkatools import quota_configs, scram_configs
 from server.kafkatools.options import ToolParser, check_invalid, load_properties
 from server.kafkatools.wire import Client, KafkaCallError, check
 from server.topics import validate_topic_name
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             describe(client, o)
         return 0
-    except (UsageError, quota_configs.QuotaUsageError) as e:
+    except (UsageError, scram_configs.ScramUsageError, quota_configs.QuotaUsageError) as e:
         print(e, file=sys.stderr)
         return 1
     except KafkaCallError as e:
@@ -217,7 +219,11 @@ def describe(client: Client, o: Any) -> None:
     etype = entity_types(o)[0]
     names = entity_names(o)
     if etype in (USERS, CLIENTS, IPS):
+        # ConfigCommand prints the quota configs, then the users' SCRAM credentials (unless
+        # describing defaults or clients too)
         quota_configs.describe(client, entity_types(o), names)
+        if entity_types(o) == [USERS] and "" not in names:
+            scram_configs.describe(client, names)
         return
     if etype in UNSUPPORTED_APIS:
         raise KafkaCallError(35, f"The node does not support {_api_key(UNSUPPORTED_APIS[etype])}")
@@ -302,10 +308,14 @@ def alter(client: Client, o: Any) -> None:
         if invalid:
             raise UsageError(f"Invalid broker logger(s): {','.join(invalid)}")
         _incremental(client, 8, name, int(name), add, remove)
-    elif etype in (USERS, CLIENTS, IPS) and quota_configs.takes_quota_path(entity_types(o), add, remove):
+    elif etype == METRICS:
+        raise KafkaCallError(35, f"The node does not support {_api_key(UNSUPPORTED_APIS[METRICS])}")
+    elif entity_types(o) == [USERS] and scram_configs.takes_scram_path(add, remove):
+        scram_configs.alter(client, entity_names(o), add, remove)
+    else:  # client quotas
+        if entity_types(o) == [USERS]:
+            scram_configs.check_users(entity_names(o), add, remove)
         quota_configs.alter(client, entity_types(o), entity_names(o), add, remove)
-    else:
-        raise KafkaCallError(35, f"The node does not support {_api_key('AlterUserScramCredentials')}")
     if name:
         print(f"Completed updating config for {etype[:-1]} {name}.")
     else:

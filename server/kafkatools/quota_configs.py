@@ -2,7 +2,7 @@
 clients together): --describe through DescribeClientQuotas (a strict filter of the named
 entities, or of every entity of the given types), --alter through AlterClientQuotas, with
 ConfigCommand's checks, output and messages. SCRAM credentials of users go elsewhere
-(server/kafkatools/configs.py decides which path a users command takes)."""
+(server/kafkatools/scram_configs.py; configs.py decides which path a users command takes)."""
 from __future__ import annotations
 
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
@@ -28,14 +28,6 @@ def is_scram(key: str) -> bool:
 
 def is_quota(key: str) -> bool:
     return key in USER_CLIENT_KEYS
-
-
-def takes_quota_path(types: list[str], add: dict[str, str], remove: list[str]) -> bool:
-    """ConfigCommand.alterConfig: clients and ips always alter quotas; users alter quotas when
-    the command adds or deletes a quota config (else it is about SCRAM credentials)."""
-    if types[0] != USERS or len(types) == 2:
-        return True
-    return any(is_quota(k) for k in add) or any(is_quota(k) for k in remove)
 
 
 def _check_keys(types: list[str], add: dict[str, str], remove: list[str]) -> None:

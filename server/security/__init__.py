@@ -11,5 +11,6 @@
     credentials.py  the SCRAM credential store (AlterUserScramCredentials / DescribeUserScramCredentials)
     acl.py          ACL bindings and filters (Kafka's resource types, operations, pattern types)
     authorizer.py   StandardAuthorizer: super.users, deny before allow, prefixed/literal/wildcard
-    enforce.py      per-API authorization policies: one table, applied by the dispatcher
+    guard.py        what a policy is, and the policy put in front of a handler by the dispatcher
+    policies/       each API's authorization policy (named by its route), one module per family
 """

@@ -118,7 +118,7 @@ class Authorizer:
         # resource type -> (LITERAL name -> ACLs, PREFIXED name -> ACLs)
         self._index: dict[ResourceType, tuple[dict[str, list[StandardAcl]], dict[str, list[StandardAcl]]]] = {}
         self._cache: dict[tuple[str, str, AclOperation, ResourceType, str], tuple[bool, str]] = {}
-        # composite decisions of the hot direct routes (server/security/enforce.py ALLOWED_AS_IS,
+        # composite decisions of the hot direct routes (the `as_is` checks routes.py names,
         # e.g. a commit's group and topic together), dropped with the cache when the ACLs change
         self.memo: dict[tuple[str, ...], bool] = {}
 

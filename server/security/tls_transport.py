@@ -156,36 +156,36 @@ class TlsProtocol(asyncio.Protocol):
         if not self.handshaken:
             if not self._handshake():
                 return
-        try:
-            n = self.sslobj.read(_RECORD, _BUFFER)
-        except _WantRead:
-            n = 0
-        except _ZeroReturn:  # the client's close_notify
+        parts: list[bytes] = []
+        notified = False  # the client's close_notify was read
+        failure: ssl.SSLError | None = None
+        while True:
+            try:
+                n = self.sslobj.read(_RECORD, _BUFFER)
+            except _WantRead:
+                break
+            except _ZeroReturn:
+                notified = True
+                break
+            except ssl.SSLError as e:
+                failure = e
+                break
+            if not n:  # OpenSSL's read gives 0 bytes, not SSLZeroReturnError, for close_notify
+                notified = True
+                break
+            parts.append(_VIEW[:n].tobytes())
+            if not self.incoming.pending:  # the usual case: one record, one read
+                break
+        if self.outgoing.pending and not self.queued and failure is None:  # OpenSSL's own answer (a key update)
             self.flush()
-            self.close()
-            return
-        except ssl.SSLError as e:
-            log.info("TLS error on the connection from /%s: %s", self.peer, e.reason or e)
-            self.abort()
-            return
-        chunk = _VIEW[:n].tobytes()
-        if self.incoming.pending:  # more than one record arrived at once
-            parts = [chunk]
-            while True:
-                try:
-                    n = self.sslobj.read(_RECORD, _BUFFER)
-                except (_WantRead, _ZeroReturn):
-                    break
-                except ssl.SSLError:
-                    break
-                if not n:
-                    break
-                parts.append(_VIEW[:n].tobytes())
-            chunk = b"".join(parts)
-        if self.outgoing.pending and not self.queued:  # OpenSSL's own answer (a key update)
-            self.flush()
-        if chunk:
-            self.app.data_received(chunk)
+        if parts:
+            self.app.data_received(parts[0] if len(parts) == 1 else b"".join(parts))
+        if failure is not None:
+            if not self.closed:
+                log.info("TLS error on the connection from /%s: %s", self.peer, failure.reason or failure)
+                self.abort()
+        elif notified:
+            self.close()  # what waits in the batch, our close_notify, then the socket (Kafka's answer)
 
     def _handshake(self) -> bool:
         try:

@@ -30,12 +30,12 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from protocol.coordinator_codec import CodecError, decode_record, encode_key, encode_value
 from protocol.coordinator_records import CoordinatorRecord, OffsetKey
 from protocol.errors import ErrorCode, coordinator_append_error, error_code_of
+from protocol.topics import OFFSETS_TOPIC
 from server.deferred import Deferred
 from server.group.txn_offsets import PendingTxnOffsets
 from storage.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from storage.flusher import group_commit
 from storage.log import PartitionLog
-from storage.log_manager import OFFSETS_TOPIC
 from storage.segment import scan_batches
 from storage.transactions import transaction_outcomes
 from storage.txn_batches import build_marker, build_transactional_batch

@@ -19,13 +19,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode, KafkaError, error_code_of
+from protocol.topics import OFFSETS_TOPIC
 from server.crash_points import crash_point
 from server.data_plane import partition_log
 from server.deferred import Deferred
 from server.txn.result import MarkerJob
 from server.txn.state import TxnState
 from storage.flusher import group_commit
-from storage.log_manager import OFFSETS_TOPIC
 from storage.txn_batches import build_marker
 
 if TYPE_CHECKING:

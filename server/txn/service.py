@@ -14,14 +14,15 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from protocol.topics import TXN_TOPIC
+from server.coordinator.runtime import CoordinatorRuntime
 from server.group.txn_offsets import PendingTxnOffsets
 from server.txn.coordinator import TransactionCoordinator
 from server.txn.group_log import GroupTxnLog
-from server.txn.log_writer import TXN_TOPIC
 from server.txn.markers import MarkerWriter
 from server.txn.metadata import TxnConfig
 from server.txn.metrics import TxnCounters
-from server.txn.runtime import TxnRuntime
+from server.txn.shard import TxnRecords
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -36,8 +37,8 @@ class TxnService:
         assert broker.logs is not None
         self.pending = PendingTxnOffsets()
         broker.coordinator.offset_manager.txn_offsets = self.pending
+        # its on_partition_loaded runs as the group runtime's load hook (server/broker.py)
         self.group_log = GroupTxnLog(broker, self.pending)
-        broker.runtime.load_hooks.append(self.group_log.on_partition_loaded)
         ids = broker.data_plane.producer_ids
         self.coordinator = TransactionCoordinator(
             TxnConfig(cfg["transaction.max.timeout.ms"], cfg["transactional.id.expiration.ms"],
@@ -45,17 +46,18 @@ class TxnService:
             broker.clock, self.num_partitions, ids.generate, ids.ensure_above)
         self.coordinator.answer_end_when_prepared = cfg["kcoord.transaction.end.answer.on.prepare"]
         self.counters = TxnCounters()
-        self.runtime = TxnRuntime(self.coordinator, broker.logs, broker.clock, cfg["request.timeout.ms"],
-                                  cfg["message.max.bytes"], cfg["transaction.state.log.load.buffer.size"],
-                                  self.counters)
+        coordinator = self.coordinator
         # Kafka writes TransactionLogValue v1 (flexible, tagged fields) from transaction.version 1
-        self.runtime.writer.value_version = 1 if cfg["kcoord.transaction.version"] >= 1 else 0
+        records = TxnRecords(coordinator.partition_of, 1 if cfg["kcoord.transaction.version"] >= 1 else 0)
+        self.runtime = CoordinatorRuntime(lambda _: coordinator, records, broker.logs, broker.clock,
+                                          cfg["request.timeout.ms"], cfg["message.max.bytes"],
+                                          cfg["transaction.state.log.load.buffer.size"])
         self.markers = MarkerWriter(broker, self)
         self.coordinator.set_marker_writer(self.markers)
         self.loaded = False  # __transaction_state's records are replayed (or there are none)
         if broker.topics.get(TXN_TOPIC) is not None:
             self.coordinator.active = True
-            self.runtime.begin_loading_all(self.num_partitions)
+            self.runtime.begin_loading_all()
             self._needs_load = True
         else:
             self._needs_load = False
@@ -83,11 +85,26 @@ class TxnService:
         """Background: load (after __consumer_offsets), then the periodic tasks."""
         await group_loading
         if self._needs_load:
-            await self.runtime.load_all(self.num_partitions)
+            await self.runtime.load_all()
         self.loaded = True
         cfg = self.broker.config
-        self.runtime.start_periodic(cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-                                    cfg["transaction.remove.expired.transaction.cleanup.interval.ms"])
+        self.runtime.every(cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"], self.abort_timed_out)
+        self.runtime.every(cfg["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                           self.expire_transactional_ids)
+
+    def abort_timed_out(self) -> int:
+        """Abort the transactions open longer than their timeout (a periodic task)."""
+        results = self.coordinator.abort_timed_out()
+        for r in results:
+            self.runtime.submit(r)
+        self.counters.timed_out += len(results)
+        return len(results)
+
+    def expire_transactional_ids(self) -> int:
+        """Forget ids idle longer than transactional.id.expiration.ms (a periodic task)."""
+        result = self.coordinator.expire_transactional_ids()
+        self.runtime.submit(result)
+        return len(result.records)
 
     async def stop(self) -> None:
         for t in list(self.markers.in_flight):

@@ -22,8 +22,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from protocol.topics import OFFSETS_TOPIC
 from server.listeners import EndPoint, Listener
-from server.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from server.app import Server

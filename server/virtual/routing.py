@@ -19,20 +19,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from protocol.api import ApiKey, ApiSpec
+from protocol.error_response import encode, error_response, present
 from protocol.errors import ErrorCode
-from server.control.error_response import encode, error_response, present
 from server.control.faults import request_groups
 from server.deferred import Deferred
+from server.handlers.routes import ROUTES
 
 if TYPE_CHECKING:
     from server.virtual.cluster import VirtualCluster, VirtualNode
 
-_GROUP_APIS = frozenset({ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
-                         ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.OFFSET_DELETE, ApiKey.DESCRIBE_GROUPS,
-                         ApiKey.DELETE_GROUPS, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
-_PARTITIONED = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS})
-_REWRITTEN = frozenset({ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER, ApiKey.LIST_GROUPS})
-ROUTED = _GROUP_APIS | _PARTITIONED | _REWRITTEN
+# API key -> how it is routed: the `virtual` of its route (server/handlers/routes.py)
+_KINDS: dict[int, str] = {k: d.virtual for k in ROUTES if (d := ROUTES.declared(k)) is not None and d.virtual}
+ROUTED = frozenset(_KINDS)
 
 _TOPIC_ARRAYS = ("topic_data", "topics")
 _PARTITION_ARRAYS = ("partition_data", "partitions")
@@ -46,15 +44,15 @@ class Routing:
 
     def serve(self, conn: Any, frame: bytes, spec: ApiSpec, version: int, body_at: int, request: Any) -> Any:
         node = self.cluster.node_of(conn)
-        key = spec.key
-        if node is None or request is None or key not in ROUTED:
+        kind = _KINDS.get(spec.key)
+        if node is None or request is None or kind is None:
             return self.handle(frame, conn.session)
-        if key in _GROUP_APIS:
+        if kind == "group":
             return self._group_api(conn, frame, spec, version, request, node)
-        if key in _PARTITIONED:
+        if kind == "partitioned":
             return self._partitioned(conn, frame, spec, version, body_at, request, node)
-        rewrite = {ApiKey.METADATA: self._metadata, ApiKey.FIND_COORDINATOR: self._find_coordinator,
-                   ApiKey.DESCRIBE_CLUSTER: self._describe_cluster, ApiKey.LIST_GROUPS: self._list_groups}[key]
+        rewrite = {"metadata": self._metadata, "find_coordinator": self._find_coordinator,
+                   "describe_cluster": self._describe_cluster, "list_groups": self._list_groups}[kind]
         listener = conn.session.listener.name
         return _after(self.handle(frame, conn.session), spec, version,
                       lambda resp: rewrite(resp, request, version, listener, node))

@@ -1,4 +1,4 @@
-"""Cells of the README's client compatibility matrix that no other integration test covers.
+"""Cells of the client compatibility matrix (docs/compatibility.md) that no other integration test covers.
 
 Each test drives one real client against a kcoord process and carries the `compat` marker of
 the cell it backs: static membership and restart resume for kafka-python and aiokafka; reading

@@ -11,9 +11,12 @@ import asyncio
 import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from clientlib import kcat, run_java, run_node, sarama
@@ -522,6 +525,73 @@ def test_confluent_kafka_admin_manages_scram_credentials(secure):
         refused.poll(0.2)
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
     assert "Authentication failed during authentication due to invalid credentials" in errors[0].str(), errors
+
+
+def _configs_tool(*args: str) -> subprocess.CompletedProcess[str]:
+    """`kcoord configs` (kafka-configs.sh) of this venv."""
+    return subprocess.run([str(Path(sys.executable).parent / "kcoord"), "configs", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_kafka_configs_tool_manages_scram_users(secure):
+    """kafka-configs.sh --alter --entity-type users --add-config 'SCRAM-SHA-512=[password=...]'
+    (what client projects' CI scripts run to make a SCRAM user) sends AlterUserScramCredentials;
+    the user then logs in with librdkafka; --describe prints the credentials as ConfigCommand
+    does; --delete-config removes one."""
+    from confluent_kafka.admin import AdminClient
+
+    user, b = SCRAM_USER + "-tool", secure.plaintext
+    r = _configs_tool("--bootstrap-server", b, "--alter", "--entity-type", "users", "--entity-name", user,
+                      "--add-config", f"SCRAM-SHA-512=[password={SCRAM_PASSWORD}]")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"Completed updating config for user {user}.\n", "")
+    r = _configs_tool("--bootstrap-server", b, "--alter", "--entity-type", "users", "--entity-name", user,
+                      "--add-config", f"SCRAM-SHA-256=[iterations=8192,password={SCRAM_PASSWORD}]")
+    assert r.returncode == 0, r.stderr
+
+    def login(mechanism: str) -> list:
+        errors: list = []
+        admin = AdminClient({"bootstrap.servers": secure.bootstrap(Case("", "SASL_PLAINTEXT", mechanism)),
+                             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                             "sasl.username": user, "sasl.password": SCRAM_PASSWORD, "error_cb": errors.append})
+        md = admin.list_topics(timeout=20) if not errors else None
+        return [] if md is not None and md.cluster_id else errors
+
+    assert login("SCRAM-SHA-512") == [] and login("SCRAM-SHA-256") == []
+    r = _configs_tool("--bootstrap-server", b, "--describe", "--entity-type", "users", "--entity-name", user)
+    assert (r.returncode, r.stdout) == (0, f"SCRAM credential configs for user-principal '{user}' are "
+                                           "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n"), r.stderr
+    every = _configs_tool("--bootstrap-server", b, "--describe", "--entity-type", "users").stdout.splitlines()
+    assert f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=8192, " \
+           "SCRAM-SHA-512=iterations=4096" in every
+    assert _configs_tool("--bootstrap-server", b, "--describe", "--entity-type", "users", "--entity-name",
+                         "nobody-at-all").stdout == ""  # a user without credentials prints nothing
+    r = _configs_tool("--bootstrap-server", b, "--alter", "--entity-type", "users", "--entity-name", user,
+                      "--delete-config", "SCRAM-SHA-256")
+    assert r.returncode == 0, r.stderr
+    r = _configs_tool("--bootstrap-server", b, "--describe", "--entity-type", "users", "--entity-name", user)
+    assert r.stdout == f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-512=iterations=4096\n"
+    # ConfigCommand's refusals, its messages on stderr and exit code 1
+    for extra, message in [
+        (["--entity-name", user, "--add-config", "SCRAM-SHA-512=[iterations=1000,password=x]"],
+         "Iterations 1000 is less than the minimum 4096 required for SCRAM-SHA-512"),
+        (["--entity-default", "--add-config", "SCRAM-SHA-512=[password=x]"],
+         "The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials using "
+         "--bootstrap-server."),
+        (["--entity-name", user, "--add-config", "SCRAM-SHA-512=[password=x],producer_byte_rate=1024"],
+         "Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using --bootstrap-server."),
+        (["--entity-name", user, "--add-config", "widgets=3"],
+         "Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. Unexpected "
+         "config names: Set(widgets)"),
+    ]:
+        r = _configs_tool("--bootstrap-server", b, "--alter", "--entity-type", "users", *extra)
+        assert (r.returncode, r.stderr) == (1, message + "\n"), extra
+    # the server's refusal: the Java tool's ExecutionException
+    r = _configs_tool("--bootstrap-server", b, "--alter", "--entity-type", "users", "--entity-name", user,
+                      "--delete-config", "SCRAM-SHA-256")
+    assert r.returncode == 1 and r.stderr.splitlines()[1] == (
+        "java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.ResourceNotFoundException: "
+        "Attempt to delete a user credential that does not exist"), r.stderr
+    assert login("SCRAM-SHA-512") == []
 
 
 def test_every_refusal_was_logged_once_with_the_address(secure):

@@ -243,8 +243,14 @@ def end_offsets(bootstrap: str) -> dict[int, int]:
         c.close()
 
 
-def start_server(log_dir: Path, output: Path, port: int | None = None) -> KcoordProcess:
-    srv = KcoordProcess(log_dir, port=port, overrides={"offsets.topic.num.partitions": "3"})
+def start_server(log_dir: Path, output: Path, port: int | None = None, flush_every_message: bool = False) -> KcoordProcess:
+    """flush_every_message: log.flush.interval.messages=1, so every acknowledged record was
+    fsynced first (Kafka's default leaves data records to the page cache, which a failed
+    writeback may drop: only flush.messages=1 promises they survive it)."""
+    overrides = {"offsets.topic.num.partitions": "3"}
+    if flush_every_message:
+        overrides["log.flush.interval.messages"] = "1"
+    srv = KcoordProcess(log_dir, port=port, overrides=overrides)
     srv.output = output  # not on the disk that is about to fail
     return srv.start()
 
@@ -298,7 +304,7 @@ def check_recovered(srv: KcoordProcess, writers: Writers) -> None:
 
 def test_a_failed_fdatasync_takes_the_log_dir_offline_and_halts(loop_disk, tmp_path):
     log_dir = loop_disk.mnt / "data"
-    srv = start_server(log_dir, tmp_path / "kcoord.log")
+    srv = start_server(log_dir, tmp_path / "kcoord.log", flush_every_message=True)
     try:
         create_topic(srv)
         writers = Writers(srv).start()
@@ -317,7 +323,7 @@ def test_a_failed_fdatasync_takes_the_log_dir_offline_and_halts(loop_disk, tmp_p
     assert writers.acked and writers.commit_acked >= 20
 
     fsck = loop_disk.repair()
-    again = start_server(log_dir, tmp_path / "kcoord-again.log", port=srv.port)
+    again = start_server(log_dir, tmp_path / "kcoord-again.log", port=srv.port, flush_every_message=True)
     try:
         check_recovered(again, writers)
     finally:

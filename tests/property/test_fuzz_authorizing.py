@@ -1,5 +1,5 @@
 """The codec fuzzing of test_fuzz_dispatch.py against an authorizing dispatcher: every request
-passes through its API's authorization policy (server/security/enforce.py) first. Two
+passes through its API's authorization policy (server/security/guard.py) first. Two
 principals: one the ACLs allow everything (a super user), one they allow nothing, so both the
 policies' pass-through and their refusals meet every valid and mutated request. The property is
 the same: a response that decodes, None, or a closed connection — never an escaped error."""

@@ -17,7 +17,7 @@ from test_group_replay import apply, op, snapshot  # noqa: E402
 
 from protocol.coordinator_codec import decode_record, encode_key, encode_value  # noqa: E402
 from server.clock import FakeClock  # noqa: E402
-from server.coordinator_runtime import keep_latest  # noqa: E402
+from server.coordinator.runtime import keep_latest  # noqa: E402
 from server.group.coordinator import GroupCoordinator  # noqa: E402
 
 

@@ -69,3 +69,20 @@ def test_every_served_api_has_a_route_declared_once_whose_functions_load():
             assert ROUTES[d.key].fast is getattr(importlib.import_module("protocol.fastpath"), d.fast)
         if d.direct is not None:
             assert callable(ROUTES[d.key].direct)
+
+
+def test_every_route_names_an_authorization_policy_that_loads_and_a_known_virtual_routing():
+    """Everything about an API is on its route: its policy (and the quick check of a direct
+    route's usual case) resolves to a function under server/security/policies/, and its
+    virtual-broker routing is one server/virtual/routing.py knows."""
+    from server.virtual.routing import ROUTED
+
+    kinds = {"group", "partitioned", "metadata", "find_coordinator", "describe_cluster", "list_groups"}
+    for d in _TABLE:
+        assert d.policy is not None, f"{d.key.name} names no authorization policy"
+        assert callable(ROUTES[d.key].policy())
+        if d.as_is is not None:
+            assert d.direct is not None, f"{d.key.name}: a quick check only serves a direct route"
+            assert callable(ROUTES[d.key].as_is())
+        assert d.virtual is None or d.virtual in kinds
+        assert (d.key in ROUTED) == (d.virtual is not None)

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from server.handlers import HANDLERS
+from server.handlers.routes import POLICIES
 from server.security.acl import (
     AclFilter,
     AclOperation,
@@ -17,7 +18,6 @@ from server.security.acl import (
     StandardAcl,
 )
 from server.security.authorizer import Authorizer, parse_super_users
-from server.security.enforce import POLICIES
 
 Op, Perm, Pat, Res = AclOperation, AclPermissionType, PatternType, ResourceType
 HOST = "10.0.0.1"
@@ -108,7 +108,7 @@ def test_the_commit_fast_path_follows_acl_changes(tmp_path):
     from kafka.protocol.consumer import OffsetCommitRequest
 
     from protocol.api import ApiKey
-    from server.security.enforce import ALLOWED_AS_IS
+    from server.handlers.routes import ALLOWED_AS_IS
 
     T = OffsetCommitRequest.OffsetCommitRequestTopic
 
@@ -196,7 +196,7 @@ def test_acls_are_durable(tmp_path):
 
 
 def test_every_served_api_has_an_authorization_policy():
-    """A new API must say who may call it (server/security/enforce.py POLICIES), or it is
+    """A new API must say who may call it (the policy of its route, server/handlers/routes.py), or it is
     refused while an authorizer is configured."""
     missing = sorted(int(k) for k in HANDLERS if k not in POLICIES)
     assert not missing, f"API keys without an authorization policy: {missing}"

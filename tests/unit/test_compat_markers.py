@@ -1,5 +1,5 @@
 """Every `@pytest.mark.compat(client, *features)` in the suite names a client and features the
-README's matrix knows (scripts/compat_matrix.py), so `make compat` cannot stop on a marker
+matrix of docs/compatibility.md knows (scripts/compat_matrix.py), so `make compat` cannot stop on a marker
 added later with a new name."""
 from __future__ import annotations
 

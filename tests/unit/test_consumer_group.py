@@ -139,13 +139,30 @@ def test_steady_heartbeat_writes_nothing_and_omits_the_assignment() -> None:
     r = done(h.cg_heartbeat(G, "m", 1))  # a keep-alive: nothing but the epoch
     assert r.error_code == 0 and r.assignment is None and len(h.log) == n
     # the server's fast path for it answers the same bytes
+    from protocol.fastpath import encode_consumer_group_heartbeat_answer
     from protocol.messages import ConsumerGroupHeartbeatRequest as R
 
     req = R(version=1, group_id=G, member_id="m", member_epoch=1, instance_id=None, rack_id=None,
             rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
             topic_partitions=None)
-    assert h.coord.consumer_group_keepalive(req, 1, "client", "/127.0.0.1") == r.encode()
+    assert encode_consumer_group_heartbeat_answer(h.coord.consumer_group_keepalive(req, 1, "client", "/127.0.0.1"),
+                                                  1) == r.encode()
     assert h.coord.consumer_group_keepalive(req, 1, "other-client", "/127.0.0.1") is None  # a change: the full path
+
+
+def test_keepalive_answers_a_value_not_bytes() -> None:
+    """Domain code answers a keep-alive with what it says (member id, epoch, interval); the
+    ConsumerGroupHeartbeat route's encoder makes the bytes."""
+    h = ConsumerHarness()
+    Client(h, "m").join()
+    from protocol.messages import ConsumerGroupHeartbeatRequest as R
+
+    req = R(version=1, group_id=G, member_id="m", member_epoch=1, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+            topic_partitions=None)
+    answer = h.coord.consumer_group_keepalive(req, 1, "client", "/127.0.0.1")
+    assert (answer.member_id, answer.member_epoch, answer.heartbeat_interval_ms) == \
+        ("m", 1, h.config.group_consumer_heartbeat_interval_ms)
 
 
 def test_subscription_change_bumps_the_epoch_and_reassigns() -> None:

@@ -1,4 +1,4 @@
-"""server/control/error_response.py: for every API and version kcoord serves, an injected
+"""protocol/error_response.py: for every API and version kcoord serves, an injected
 error is answered where Kafka's getErrorResponse puts it (top level, per topic, per partition,
 per group, per key), the requested items mirrored, unknown numbers -1, and the response
 encodes and decodes at that version."""
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from protocol.api import API_TABLE, ApiKey
+from protocol.error_response import body_version, error_response
 from protocol.errors import ErrorCode
-from server.control.error_response import body_version, error_response
 
 CODE = ErrorCode.NOT_COORDINATOR
 TOPIC_ID = uuid.uuid4()
@@ -162,3 +162,25 @@ def test_items_mirror_the_request_and_unknown_numbers_are_minus_one():
     assert (resp.producer_id, resp.producer_epoch) == (-1, -1)
     _, resp = roundtrip(ApiKey.DELETE_GROUPS, 2)
     assert [r.group_id for r in resp.results] == ["g-0", "g-1"]
+
+
+@pytest.mark.parametrize(("key", "array", "per_item"), [
+    (ApiKey.CREATE_ACLS, "results", 2),  # one result per creation
+    (ApiKey.DELETE_ACLS, "filter_results", 2),  # one per filter
+    (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "results", 2),  # one per user named (deletions and upsertions)
+    (ApiKey.ELECT_LEADERS, "replica_election_results", 2),  # one per topic, each partition inside
+])
+def test_arrays_without_a_top_level_home_mirror_the_request(key, array, per_item):
+    spec = API_TABLE[key]
+    for v in range(spec.min_version, spec.max_version + 1):
+        req, resp = roundtrip(key, v)
+        items = getattr(resp, array)
+        assert len(items) == per_item, (key, v)
+        if key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+            # the sample names the same two users in deletions and upsertions: one result each
+            assert sorted(r.user for r in items) == sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+            assert all(r.error_code == CODE for r in items)
+        if key == ApiKey.ELECT_LEADERS:
+            assert [t.topic for t in items] == [t.topic for t in req.topic_partitions]
+            assert [[p.partition_id for p in t.partition_result] for t in items] == [list(t.partitions) for t in req.topic_partitions]
+            assert all(p.error_code == CODE for t in items for p in t.partition_result)

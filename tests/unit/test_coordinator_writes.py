@@ -8,11 +8,12 @@ import threading
 from protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
 from protocol.errors import ErrorCode
 from protocol.partitioner import partition_for
+from protocol.topics import OFFSETS_TOPIC
 from server.clock import SystemClock
-from server.coordinator_writes import CoordinatorWriter
+from server.group.shard import OffsetsLogWriter as CoordinatorWriter
 from storage.batch import split_batches
 from storage.flusher import GroupCommit, _commits
-from storage.log_manager import OFFSETS_TOPIC, LogManager
+from storage.log_manager import LogManager
 
 N = 4
 

@@ -151,6 +151,21 @@ async def test_delayed_fetch_waits_for_min_bytes(broker):
     assert len(decode_records(p.records)) == 2
 
 
+async def test_min_bytes_counts_each_partition_once_across_wakes(broker):
+    # An append wakes the fetch for its own partition only; the running total must count a
+    # partition that grew twice once (its latest size), and add the other partitions'.
+    b1, b2, b3 = batch([b"x" * 300]), batch([b"y" * 10]), batch([b"z" * 200])
+    need = len(b1) + len(b2) + len(b3)
+    res = await call(broker, ApiKey.FETCH, fetch_req([("t", 0, 0), ("t", 1, 0)], max_wait_ms=500, min_bytes=need), 12)
+    await produce(broker, "t", 0, b1)
+    await produce(broker, "t", 0, b2)  # counting b1 twice would reach `need` here
+    assert not res.done
+    await produce(broker, "t", 1, b3)
+    assert res.done
+    (_, a), (_, b) = parts_of(res.result())
+    assert len(decode_records(a.records)) == 2 and len(decode_records(b.records)) == 1
+
+
 async def test_enough_data_answers_at_once_and_errors_do_not_wait(broker):
     await fill(broker, n=1)
     res = await call(broker, ApiKey.FETCH, fetch_req([("t", 0, 0)], max_wait_ms=500), 12)

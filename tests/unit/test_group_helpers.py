@@ -67,16 +67,20 @@ class Harness:
             self.held.append(result)
             return None
         assert result.on_appended is not None
+        # a Deferred response is the answer itself, which the replay (or on_appended) completes
+        parked = result.response if isinstance(result.response, Deferred) else None
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
             if result.undo is not None:  # applied ahead of an append that failed
                 result.undo()
-            return result.on_appended(err)
+            answer = result.on_appended(err)
+            return parked if parked is not None else answer
         self.log.extend(result.records)
         if not result.applied:  # consumer group records are applied as they are made
             for r in result.records:
                 self.coord.replay(r)
-        return result.on_appended(None)
+        answer = result.on_appended(None)
+        return parked if parked is not None else answer
 
     def release(self) -> list[Any]:
         held, self.held, self.hold = self.held, [], False

@@ -12,11 +12,12 @@ import pytest
 
 from protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
 from protocol.errors import ErrorCode, error_code_of
+from protocol.topics import OFFSETS_TOPIC
 from server.clock import SystemClock
-from server.coordinator_writes import CoordinatorWriter
+from server.group.shard import OffsetsLogWriter as CoordinatorWriter
 from storage.flusher import GroupCommit
 from storage.log_dir_failure import LogDirFailureChannel, LogDirOfflineError
-from storage.log_manager import OFFSETS_TOPIC, LogManager
+from storage.log_manager import LogManager
 
 
 def _manager(tmp_path) -> LogManager:

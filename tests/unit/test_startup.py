@@ -11,7 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from storage.log_manager import OFFSETS_TOPIC, LogManager
+from protocol.topics import OFFSETS_TOPIC
+from storage.log_manager import LogManager
 
 ROOT = Path(__file__).resolve().parents[2]
 

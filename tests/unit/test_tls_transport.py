@@ -179,3 +179,60 @@ async def test_an_abort_drops_what_waits_and_the_batch_writes_nothing_after_it(
     assert raw.closed and raw.sent == []
     assert other[2].read_all() == b"reply-0:r"  # the batch's other connection is served
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def close_notify(client: Client) -> bytes:
+    """The client's close_notify alert, as it goes on the wire."""
+    try:
+        client.tls.unwrap()
+    except ssl.SSLWantReadError:  # waits for the server's own close_notify
+        pass
+    return client.out.read()
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3], ids=["TLSv1.2", "TLSv1.3"])
+async def test_the_clients_close_notify_is_answered_with_close_notify_and_a_close(
+        pki: Pki, version: ssl.TLSVersion) -> None:
+    """OpenSSL's read returns 0 bytes (not SSLZeroReturnError) for close_notify; without an answer
+    a client that waits for it (aiokafka, librdkafka) hangs until its own timeout."""
+    ctx = server_ctx(pki)
+    ctx.maximum_version = ctx.minimum_version = version
+    tls = TlsProtocol(ctx, Echo(), batch=WriteBatch())
+    raw = Raw()
+    tls.connection_made(raw)
+    client = Client(pki, tls, raw)
+    await asyncio.sleep(0)
+    client.read_all()
+    assert client.tls.version() == {ssl.TLSVersion.TLSv1_2: "TLSv1.2", ssl.TLSVersion.TLSv1_3: "TLSv1.3"}[version]
+    tls.data_received(close_notify(client))
+    assert raw.closed and tls.closed
+    client.take()
+    client.tls.unwrap()  # completes: the server's close_notify arrived (else SSLWantReadError)
+
+
+async def test_answers_waiting_for_the_batch_go_out_before_the_close_notify(pki: Pki) -> None:
+    tls, raw, client = await connect(pki, Echo(), WriteBatch())
+    client.send(b"last")  # answered into the batch, not yet on the socket
+    assert raw.sent == []
+    tls.data_received(close_notify(client))
+    assert raw.closed
+    await asyncio.sleep(0)  # the batch writes nothing after the close
+    client.take()
+    assert client.tls.read(16384) == b"reply-0:last"
+    client.tls.unwrap()
+
+
+async def test_a_request_and_the_close_notify_in_one_segment_are_both_read(pki: Pki) -> None:
+    tls, raw, client = await connect(pki, Echo(), WriteBatch())
+    client.tls.write(b"final")
+    tls.data_received(client.out.read() + close_notify(client))
+    assert raw.closed
+    client.take()
+    assert client.tls.read(16384) == b"reply-0:final"
+    client.tls.unwrap()
+
+
+async def test_a_fin_without_close_notify_closes_at_once(pki: Pki) -> None:
+    tls, raw, client = await connect(pki, Echo(), WriteBatch())
+    assert not tls.eof_received()  # falsy: asyncio closes the socket now
+    assert not raw.sent

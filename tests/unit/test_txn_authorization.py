@@ -3,7 +3,7 @@ WRITE on the TransactionalId for InitProducerId, AddPartitionsToTxn v0-v3, AddOf
 TxnOffsetCommit, EndTxn and a Produce carrying transactional batches; CLUSTER_ACTION for the
 brokers' AddPartitionsToTxn v4+; DESCRIBE for DescribeTransactions and ListTransactions).
 
-Each policy of server/security/enforce.py is run against a real Authorizer: a principal
+Each policy of server/security/policies/ is run against a real Authorizer: a principal
 without the ACL is refused with the API's own error shape, and the refusal encodes and decodes
 at that version with the error where a client looks for it; with the ACL the request passes
 unchanged. The allowed paths through the handlers are in tests/integration/test_acls.py."""
@@ -29,6 +29,7 @@ from kafka.protocol.producer.transaction import (
 
 from protocol.api import API_TABLE, ApiKey
 from protocol.errors import ErrorCode as E
+from server.handlers.routes import POLICIES
 from server.security.acl import (
     CLUSTER_NAME,
     AclOperation,
@@ -38,7 +39,8 @@ from server.security.acl import (
     StandardAcl,
 )
 from server.security.authorizer import Authorizer
-from server.security.enforce import _PASS, POLICIES, Access, Guarded
+from server.security.guard import PASS as _PASS
+from server.security.guard import Access, Guarded
 
 Op, Res = AclOperation, ResourceType
 TXN_AUTH = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

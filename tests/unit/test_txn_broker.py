@@ -10,8 +10,8 @@ from test_produce_helpers import make_broker
 from txn_client import TxnClient
 
 from protocol.errors import ErrorCode as E
+from protocol.topics import OFFSETS_TOPIC
 from server.txn.state import TxnState
-from storage.log_manager import OFFSETS_TOPIC
 from storage.segment import scan_batches
 from storage.transactions import control_type
 from storage.txn_index import read_entries, txn_index_path

@@ -1,14 +1,17 @@
-"""Appends to __transaction_state (server/txn/log_writer.py): one batch per partition per loop
+"""Appends to __transaction_state (server/coordinator/writer.py): one batch per partition per loop
 turn, replayed and answered once durable; CompleteX records (durable=False) at their append."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 
 from protocol.errors import ErrorCode
 from protocol.partitioner import partition_for
+from protocol.topics import TXN_TOPIC
 from protocol.txn_log import TxnKey, TxnRecord, TxnValue, decode_txn_record
 from server.clock import SystemClock
-from server.txn.log_writer import TXN_TOPIC, TxnLogWriter
+from server.txn.shard import TxnLogWriter
 from storage.batch import split_batches
 from storage.log_manager import LogManager
 
@@ -73,3 +76,16 @@ async def test_failures_are_mapped_and_replay_nothing(tmp_path):
     w2.write([_rec("a")], done.append)
     assert done[-1] == ErrorCode.COORDINATOR_NOT_AVAILABLE and replayed == []
     logs.close()
+
+
+async def test_a_complete_record_whose_append_fails_is_answered(tmp_path):
+    """A durable=False write hears of a failed append too (it used to wait forever, holding
+    the writer's pending count and so the coordinator's shutdown)."""
+    logs, replayed, writer = _setup(tmp_path)
+    plog = logs.get(TXN_TOPIC, partition_for("a", N))
+    logs.failures.fail(os.path.abspath(logs.log_dir), "Error while syncing test", OSError(errno.EIO, "EIO"))
+    done: list = []
+    writer.write([_rec("a", 4)], done.append, durable=False)
+    writer.flush()
+    assert done == [ErrorCode.NOT_COORDINATOR] and replayed == [] and writer.pending == 0
+    assert plog.log_end_offset == 0

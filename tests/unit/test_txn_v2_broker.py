@@ -13,10 +13,10 @@ from txn_client import TxnClient
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode as E
+from protocol.topics import OFFSETS_TOPIC
 from server.txn import settling
 from server.txn.state import TxnState
 from storage.batch import iter_batch_records
-from storage.log_manager import OFFSETS_TOPIC
 from storage.segment import scan_batches
 
 

@@ -635,7 +635,12 @@ class ClassicMembership:
         ok = error == ErrorCode.NONE
         ptype = group.protocol_type if ok else None
         pname = group.protocol_name if ok else None
-        for m in list(group.members.values()):
+        members = list(group.members.values())
+        leader = group.members.get(group.leader_id) if group.leader_id else None
+        if leader is not None and members[0] is not leader:  # the leader first, as Kafka never lags it
+            members.remove(leader)
+            members.insert(0, leader)
+        for m in members:
             if group.maybe_invoke_sync(m, SyncResult(error, ptype, pname, m.assignment)):
                 # sessions that lapsed while waiting for the assignment restart now
                 self._complete_and_schedule_next_heartbeat(group, m)
@@ -730,17 +735,19 @@ class ClassicMembership:
                 record = self.group_record(group, full)
                 generation = group.generation_id
 
-                def on_appended(error: ErrorCode | None) -> Any:
-                    # success was applied by replay(); only a failure is handled here
+                def on_appended(error: ErrorCode | None) -> None:
+                    # success was applied by replay(), which answered every member; only a
+                    # failure is handled here
                     if error is not None and group.state is COMPLETING and generation == group.generation_id:
                         self._reset_and_propagate_assignment_error(group, group_write_error(error))
                         self._maybe_prepare_rebalance(
                             group, f"Error {error.name} when storing group assignment during SyncGroup "
                                    f"(member: {member_id})"
                         )
-                    return d.result() if d.done else d
 
-                return CoordinatorResult(records=[record], on_appended=on_appended)
+                # `d` is the leader's answer from now on (not on_appended's return value, which
+                # comes after the replay): the replay answers it with its followers, leader first
+                return CoordinatorResult(records=[record], response=d, on_appended=on_appended)
         else:  # STABLE
             self._remove_pending_sync_member(group, member_id)
             member = group.members[member_id]

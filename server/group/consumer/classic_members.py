@@ -25,17 +25,13 @@ from protocol.consumer_protocol import (
     encode_assignment,
     read_version,
 )
-from protocol.coordinator_records import (
-    ClassicMemberMetadata,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    CoordinatorRecord,
-)
+from protocol.coordinator_records import ClassicMemberMetadata, CoordinatorRecord
 from protocol.errors import ErrorCode
 from server.group.classic.member import JoinResult, SyncResult
 from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.member import ConsumerGroupMember, MemberState
-from server.group.consumer.protocol import ConsumerGroupProtocol, kafka_uuid
+from server.group.consumer.member import ConsumerGroupMember, MemberState, kafka_uuid
+from server.group.consumer.protocol import ConsumerGroupProtocol
+from server.group.consumer.records import epoch_bump, removal_records
 from server.group.migration import GroupMigration, MigrationError
 from server.group.responses import join_response, leave_response, sync_response
 from server.group.result import CoordinatorResult
@@ -47,9 +43,14 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 
 class ClassicMembersOfConsumerGroups:
     def __init__(self, consumer: ConsumerGroupProtocol, migration: GroupMigration) -> None:
-        self.consumer = consumer
         self.migration = migration
         self.config = consumer.config
+        # the consumer group protocol's units, whose steps a classic member takes too
+        self.members = consumer.members
+        self.assignment = consumer.assignment
+        self.subscriptions = consumer.subscriptions
+        self.timers = consumer.timers
+        self.writes = consumer.writes
 
     # ---------------------------------------------------------------- shared checks
 
@@ -73,8 +74,8 @@ class ClassicMembersOfConsumerGroups:
     def _rejoin_timeout(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """Kafka's scheduleConsumerGroupJoinTimeoutIfAbsent: a member told to rejoin that does
         not within its rebalance timeout is fenced."""
-        self.consumer.schedule_once("join", group.group_id, member.member_id, member.rebalance_timeout_ms,
-                                    "the classic member failed to join within the rebalance timeout.")
+        self.timers.schedule_once("join", group.group_id, member.member_id, member.rebalance_timeout_ms,
+                                  "the classic member failed to join within the rebalance timeout.")
 
     # ---------------------------------------------------------------- JoinGroup
 
@@ -131,7 +132,7 @@ class ClassicMembersOfConsumerGroups:
                     # the last consumer-protocol member replaced by a classic one: the group
                     # becomes classic after this join (Kafka's step 4)
                     downgrade = self.migration.can_downgrade_replacing(group, existing.member_id)
-                    member = self.consumer.replace_static_member(group, existing, member_id, records, undo)
+                    member = self.members.replace_static_member(group, existing, member_id, records, undo)
             elif existing is None:
                 return fail(ErrorCode.UNKNOWN_MEMBER_ID)
             elif existing.member_id != member_id:
@@ -147,12 +148,12 @@ class ClassicMembersOfConsumerGroups:
             subscribed_topic_names=tuple(sorted(set(subscription.topics))),
             rebalance_timeout_ms=member.rebalance_timeout_ms if rebalance_timeout == -1 else rebalance_timeout,
             classic=ClassicMemberMetadata(session, protocols))
-        self.consumer.update_member(group, old, updated, records, undo)
+        self.members.update_member(group, old, updated, records, undo)
         owned = list(self.migration.topic_ids(subscription.owned_partitions).items())
         protocol_name = protocols[0][0]
 
         def answer(g: ConsumerGroup, records: list[CoordinatorRecord], undo: list[CoordinatorRecord]) -> tuple:
-            reconciled = self.consumer.reconcile_member(g, member_id, owned, records, undo)
+            reconciled = self.members.reconcile_member(g, member_id, owned, records, undo)
             converted = False
             if downgrade:
                 try:
@@ -165,16 +166,16 @@ class ClassicMembersOfConsumerGroups:
                 protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=protocol_name))
 
             def after() -> None:
-                consumer = self.consumer
-                consumer.timers.cancel(("join", gid, member_id))
+                timers = self.timers
+                timers.cancel("join", gid, member_id)
                 if not converted:
-                    consumer.schedule_session(gid, member_id)
-                    consumer.schedule_fencing("sync", gid, member_id, req.rebalance_timeout_ms if version >= 1
-                                              else session, "the member failed to sync within timeout.")
+                    timers.restart_session(gid, member_id)
+                    timers.schedule("sync", gid, member_id, req.rebalance_timeout_ms if version >= 1 else session,
+                                    "the member failed to sync within timeout.")
 
             return response, after
 
-        return self.consumer.answer_after_assignment(
+        return self.assignment.answer_after(
             group, member_id, records, undo, answer,
             lambda code, message: join_response(version, JoinResult("", code)))
 
@@ -205,8 +206,8 @@ class ClassicMembersOfConsumerGroups:
             self._rejoin_timeout(group, member)
             return answer(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         gid = group.group_id
-        self.consumer.timers.cancel(("sync", gid, member.member_id))
-        self.consumer.schedule_session(gid, member.member_id)
+        self.timers.cancel("sync", gid, member.member_id)
+        self.timers.restart_session(gid, member.member_id)
         try:
             version_of_member = read_version(metadata)
         except ConsumerProtocolError:
@@ -224,7 +225,7 @@ class ClassicMembersOfConsumerGroups:
             return member
         if req.generation_id != member.member_epoch:
             return ErrorCode.ILLEGAL_GENERATION
-        self.consumer.schedule_session(group.group_id, member.member_id)
+        self.timers.restart_session(group.group_id, member.member_id)
         state = member.state
         # rejoin: to catch up with a new group epoch, to finish revoking, or to pick up
         # partitions that other members have released meanwhile
@@ -244,7 +245,7 @@ class ClassicMembersOfConsumerGroups:
         if group.dead:
             return CoordinatorResult(response=leave_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, []))
         gid = group.group_id
-        consumer = self.consumer
+        apply = self.writes.apply
         records: list[CoordinatorRecord] = []
         undo: list[CoordinatorRecord] = []
         out: list[tuple[str, str | None, ErrorCode]] = []
@@ -267,14 +268,13 @@ class ClassicMembersOfConsumerGroups:
             else:
                 log.info("[Group %s] Static Member %s with instance id %s has left group through explicit "
                          "`LeaveGroup` request; client reason: %s", gid, member.member_id, instance_id, why)
-            consumer.apply(records, undo, consumer.removal_records(gid, member.member_id))
-            consumer.cancel_member_timers(gid, member.member_id)
+            apply(records, undo, removal_records(gid, member.member_id))
+            self.timers.cancel_all(gid, member.member_id)
             out.append((member.member_id, instance_id, ErrorCode.NONE))
         if records:
-            consumer.refresh_metadata(group, records, undo)
-            consumer.apply(records, undo, [CoordinatorRecord(ConsumerGroupMetadataKey(gid),
-                                                             ConsumerGroupMetadataValue(group.group_epoch + 1))])
+            self.subscriptions.refresh_metadata(group, records, undo)
+            apply(records, undo, [epoch_bump(group)])
             if group.members:
-                consumer.schedule_assignment(group)
-        return consumer.result(records, undo, leave_response(version, ErrorCode.NONE, out),
-                               error=lambda code, message: leave_response(version, code, []))
+                self.assignment.schedule(group)
+        return self.writes.result(records, undo, leave_response(version, ErrorCode.NONE, out),
+                                  lambda code, message: leave_response(version, code, []))

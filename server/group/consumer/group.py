@@ -70,7 +70,7 @@ class ConsumerGroup:
         self._reconciled_to = -1
         # the topic registry's change count when the subscription metadata was last computed
         self.metadata_version = -1
-        # members whose heartbeat waits for the next target assignment (see protocol.py)
+        # members whose heartbeat waits for the next target assignment (see assignment.py)
         self.awaiting_assignment: list = []
         self.assignment_scheduled = False
         self.regex_resolution_scheduled = False

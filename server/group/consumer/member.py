@@ -5,6 +5,8 @@ ConsumerGroupCurrentMemberAssignment record). Treated as immutable: a change mak
 dataclass only because building one that way costs several times more, per heartbeat."""
 from __future__ import annotations
 
+import base64
+import uuid
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any
@@ -20,6 +22,12 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 EMPTY_ASSIGNMENT: Assignment = {}
+
+
+def kafka_uuid() -> str:
+    """A new member id, as Kafka's Uuid.randomUuid().toString(): 16 random bytes, URL-safe
+    base64, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 class MemberState(IntEnum):

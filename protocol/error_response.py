@@ -34,7 +34,10 @@ _MIRRORS: dict[str, tuple[str, ...]] = {
     "partition_responses": ("partition_data",),  # Produce
     "partitions": ("partitions", "partition_indexes"),  # Fetch, ListOffsets, OffsetFetch v0-v7
     "coordinators": ("coordinator_keys",),  # FindCoordinator v4+
-    "results": ("groups_names",),  # DeleteGroups
+    "results": ("groups_names", "creations"),  # DeleteGroups, CreateAcls
+    "filter_results": ("filters",),  # DeleteAcls
+    "replica_election_results": ("topic_partitions",),  # ElectLeaders
+    "partition_result": ("partitions",),  # ElectLeaders
     "groups": ("groups", "group_ids"),  # DescribeGroups, OffsetFetch v8+, ConsumerGroupDescribe
     "topics": ("topics",),
 }
@@ -45,6 +48,8 @@ _IDENTITY: dict[str, tuple[str, ...]] = {
     "topic": ("topic", "name"),
     "topic_id": ("topic_id",),
     "partition_index": ("partition_index", "partition"),
+    "partition_id": (),  # ElectLeaders: the request's partitions are plain ints
+    "user": ("name",),
     "index": ("index",),
     "group_id": ("group_id",),
     "key": ("key",),
@@ -54,7 +59,11 @@ _IDENTITY: dict[str, tuple[str, ...]] = {
 _ECHOED = {ApiKey.FETCH: ("session_id",)}
 
 # APIs whose error answer also fills the items under a top-level code, below a version
-_ALSO_ITEMS_BELOW = {ApiKey.FETCH: 13}
+_ALSO_ITEMS_BELOW = {ApiKey.FETCH: 13, ApiKey.ELECT_LEADERS: 1 << 15}
+
+# responses with one entry per distinct name across several request arrays (AlterUserScram-
+# Credentials: a result per user named in its deletions or upsertions)
+_UNION_BY_NAME = {ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ("deletions", "upsertions")}
 
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -95,8 +104,10 @@ def error_response(spec: ApiSpec, version: int, request: Any, code: int, message
         if attr in values and present(request, attr) is not None:
             values[attr] = present(request, attr)
     mirror = not top_error or version < _ALSO_ITEMS_BELOW.get(spec.key, -1)
+    union = _UNION_BY_NAME.get(spec.key)
     for attr, field in _arrays(top, version):
-        values[attr] = _items(field, version, _request_array(request, attr), code, message) if mirror else []
+        requested = _request_array(request, attr) if union is None else _union_by_name(request, union)
+        values[attr] = _items(field, version, requested, code, message) if mirror else []
     return spec.response(version=version, **values)
 
 
@@ -180,6 +191,16 @@ def _request_array(request: Any, response_attr: str) -> list[Any] | None:
         if isinstance(value, list):
             return value
     return None
+
+
+def _union_by_name(request: Any, arrays: tuple[str, ...]) -> list[Any] | None:
+    if request is None:
+        return None
+    by_name: dict[str, Any] = {}
+    for name in arrays:
+        for item in present(request, name) or ():
+            by_name.setdefault(item.name, item)
+    return list(by_name.values())
 
 
 def _items(field: Any, version: int, requested: list[Any] | None, code: int, message: str | None) -> list[Any]:

@@ -1,49 +1,73 @@
-"""Durable, coalesced appends of coordinator records to __consumer_offsets.
+"""Durable, coalesced appends of a coordinator's records to its topic (__consumer_offsets,
+__transaction_state).
 
 Every write is staged, and at the end of the event-loop turn each partition's staged records
 go to its log as ONE batch (one write(2), one CRC) that then waits for the partition's next
 fdatasync round (group commit). A hundred commits arriving together thus cost one batch and
-share one sync. When the batch is durable, each writer's records are replayed in append
-order and its `done(None)` runs; a failure answers `done(code)` and replays nothing.
-offsets.commit.timeout.ms bounds the wait per batch.
+share one sync. When the batch is durable, each write's records are replayed in append order
+and its `done(None)` runs; a failure answers `done(code)` (mapped by the format's
+append_error) and replays nothing. The shard's commit timeout (offsets.commit.timeout.ms,
+request.timeout.ms) bounds the wait per batch.
+
+A write made with durable=False (CompleteCommit / CompleteAbort) is replayed and answered as
+soon as it is appended. A write made with replay=False was applied by its caller already
+(consumer groups); its `undo` takes it back if its records never reach the log.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from functools import lru_cache
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
-from protocol.coordinator_codec import encode_key, encode_value
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode, KafkaError, coordinator_append_error, error_code_of
-from protocol.partitioner import partition_for
+from protocol.errors import ErrorCode, KafkaError, error_code_of
 from server.clock import Clock
 from storage.flusher import group_commit
 from storage.log import PartitionLog
 from storage.log_dir_failure import LogDirOfflineError
-from storage.log_manager import OFFSETS_TOPIC, LogManager
+from storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.coordinator")
 
+R = TypeVar("R")
 Done = Callable[[ErrorCode | None], None]
 _BATCH_OVERHEAD = 61  # RecordBatch v2 header
 _RECORD_OVERHEAD = 24  # generous varint framing per record
 _FLUSH_EARLY_BYTES = 512 * 1024  # a staged batch this large goes out without waiting
 
 
-class _Writer:
+class RecordFormat(Protocol[R]):
+    """How a shard's records sit in its topic: the part of a shard the writer and the loader
+    need."""
+
+    topic: str
+    timeout_config: str  # the setting that bounds a batch's wait for its fdatasync (for the log)
+    decode_errors: tuple[type[Exception], ...]  # what decode raises for bytes it cannot read
+
+    def partition_of(self, record: R) -> int: ...
+
+    def encode(self, record: R) -> tuple[bytes, bytes | None]: ...
+
+    def decode(self, key: bytes, value: bytes | None) -> R | None:
+        """The record, or None for a key this coordinator does not know (skipped)."""
+
+    def append_error(self, code: ErrorCode) -> ErrorCode:
+        """The code the shard's clients see for a failed append."""
+
+
+class _Write:
     """One caller's write, possibly spread over several partitions' batches."""
 
-    __slots__ = ("owner", "done", "left", "finished", "undo")
+    __slots__ = ("owner", "done", "left", "finished", "undo", "durable")
 
-    def __init__(self, owner: CoordinatorWriter, done: Done, parts: int,
-                 undo: Callable[[], None] | None = None) -> None:
+    def __init__(self, owner: LogWriter[Any], done: Done, parts: int,
+                 undo: Callable[[], None] | None, durable: bool) -> None:
         self.owner = owner
         self.done = done
         self.left = parts
         self.finished = False
         self.undo = undo  # records applied ahead of the append: how to take them back
+        self.durable = durable
         owner.pending += 1
 
     def finish(self, code: ErrorCode | None, appended: bool = True) -> None:
@@ -59,98 +83,103 @@ class _Writer:
 
 # The encoded records of one write bound for one partition:
 # (partition, [(key, value)], records, bytes they add to a batch)
-_Part = tuple[int, list[tuple[bytes, bytes | None]], list[CoordinatorRecord], int]
+_Part = tuple[int, list[tuple[bytes, bytes | None]], list[Any], int]
 
 
 class _Batch:
-    __slots__ = ("plog", "kvs", "size", "entries")
+    __slots__ = ("plog", "kvs", "size", "entries", "lazy")
 
     def __init__(self, plog: PartitionLog) -> None:
         self.plog = plog
         self.kvs: list[tuple[bytes, bytes | None]] = []
         self.size = _BATCH_OVERHEAD
-        self.entries: list[tuple[_Writer, list[CoordinatorRecord]]] = []
+        self.entries: list[tuple[_Write, Sequence[Any]]] = []
+        self.lazy = False  # holds a write made with durable=False
 
 
-class CoordinatorWriter:
+class LogWriter(Generic[R]):
     def __init__(
         self,
         logs: LogManager,
-        num_partitions: int,
-        replay: Callable[[CoordinatorRecord], None],
+        records: RecordFormat[R],
+        replay: Callable[[R], None],
         clock: Clock,
-        commit_timeout_s: float,
+        timeout_s: float,
         max_message_bytes: int,
         on_append: Callable[[int], None] | None = None,
     ) -> None:
         self.logs = logs
+        self.records = records
+        self.topic = records.topic
         self.replay = replay
         self.clock = clock
-        self.commit_timeout_s = commit_timeout_s
+        self.timeout_s = timeout_s
         self.max_message_bytes = max_message_bytes
         self.on_append = on_append  # told the partition after each append (fetch long polls)
-        self.pending = 0  # writers not yet answered (kept by _Writer)
+        self.pending = 0  # writes not yet answered (kept by _Write)
         self._staged: dict[int, _Batch] = {}
         self._flush_scheduled = False
-        self._partition_of = lru_cache(maxsize=65536)(lambda g: partition_for(g, num_partitions))
 
-    def write(self, records: list[CoordinatorRecord], done: Done, replay: bool = True,
-              undo: Callable[[], None] | None = None) -> None:
-        """Stage `records`; `done` runs exactly once, with None once they are durable and
-        replayed, or with the code the client should see. replay=False: the caller applied
-        them already (consumer groups); `undo` takes them back if they never reach the log."""
+    def write(self, records: list[R], done: Done, replay: bool = True,
+              undo: Callable[[], None] | None = None, durable: bool = True) -> None:
+        """Stage `records`; `done` runs exactly once, with None once they are durable (with
+        durable=False: appended) and replayed, or with the code the client should see.
+        replay=False: the caller applied them already; `undo` takes them back if they never
+        reach the log."""
         try:
             parts = self._encode(records)
         except Exception as e:  # noqa: BLE001 - the writer is told, so its pending state is undone
             if not isinstance(e, KafkaError):
-                log.error("Could not encode %d coordinator records: %r", len(records), e)
+                log.error("Could not encode %d records for %s: %r", len(records), self.topic, e)
             if undo is not None:
                 undo()
-            done(coordinator_append_error(error_code_of(e)))
+            done(self.records.append_error(error_code_of(e)))
             return
-        writer = _Writer(self, done, len(parts), undo)
+        write = _Write(self, done, len(parts), undo, durable)
         staged = self._staged
         for partition, kvs, recs, size in parts:
             batch = staged.get(partition)
             if batch is not None and batch.size + size > self.max_message_bytes:
-                if not self._flush_partition(partition) and writer.undo is not None:
+                if not self._flush_partition(partition) and write.undo is not None:
                     # applied on top of what just failed to append: it cannot stand either
-                    writer.finish(ErrorCode.NOT_COORDINATOR, appended=False)
+                    write.finish(ErrorCode.NOT_COORDINATOR, appended=False)
                     return
                 batch = None
             if batch is None:
                 try:
                     plog = self._log(partition)
                 except KafkaError as e:
-                    writer.finish(coordinator_append_error(e.code), appended=False)
+                    write.finish(self.records.append_error(e.code), appended=False)
                     return
                 batch = staged[partition] = _Batch(plog)
             batch.kvs.extend(kvs)
             batch.size += size
-            batch.entries.append((writer, recs if replay else ()))
+            batch.entries.append((write, recs if replay else ()))
+            if not durable:
+                batch.lazy = True
             if batch.size >= _FLUSH_EARLY_BYTES:
                 self._flush_partition(partition)
         if staged and not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
-    def _encode(self, records: list[CoordinatorRecord]) -> list[_Part]:
+    def _encode(self, records: list[R]) -> list[_Part]:
         """The records' bytes, by partition."""
+        fmt = self.records
         if len(records) == 1:  # a one-partition commit, the usual write
             r = records[0]
-            k = encode_key(r.key)
-            v = None if r.value is None else encode_value(r.value)
+            k, v = fmt.encode(r)
             size = len(k) + (0 if v is None else len(v)) + _RECORD_OVERHEAD
             if size + _BATCH_OVERHEAD > self.max_message_bytes:
                 self._check_size(size)  # raises
-            return [(self._partition_of(r.key.group), [(k, v)], records, size)]
-        by_partition: dict[int, tuple[list[tuple[bytes, bytes | None]], list[CoordinatorRecord]]] = {}
+            return [(fmt.partition_of(r), [(k, v)], records, size)]
+        by_partition: dict[int, tuple[list[tuple[bytes, bytes | None]], list[R]]] = {}
         for r in records:
-            p = self._partition_of(r.key.group)
+            p = fmt.partition_of(r)
             entry = by_partition.get(p)
             if entry is None:
                 entry = by_partition[p] = ([], [])
-            entry[0].append((encode_key(r.key), None if r.value is None else encode_value(r.value)))
+            entry[0].append(fmt.encode(r))
             entry[1].append(r)
         out = []
         for p, (kvs, recs) in by_partition.items():
@@ -162,15 +191,15 @@ class CoordinatorWriter:
     def _check_size(self, size: int) -> None:
         if size + _BATCH_OVERHEAD > self.max_message_bytes:
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                             f"{size} bytes of coordinator records exceed max.message.bytes")
+                             f"{size} bytes of {self.topic} records exceed max.message.bytes")
 
     def _log(self, partition: int) -> PartitionLog:
         try:
-            plog = self.logs.get(OFFSETS_TOPIC, partition)  # a declared partition's log is created here
+            plog = self.logs.get(self.topic, partition)  # a declared partition's log is created here
         except OSError as e:  # its log directory is offline
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from e
         if plog is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{OFFSETS_TOPIC}-{partition} has no log")
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{partition} has no log")
         return plog
 
     def flush(self) -> None:
@@ -180,46 +209,65 @@ class CoordinatorWriter:
             self._flush_partition(partition)
 
     def _flush_partition(self, partition: int) -> bool:
-        """False when the append failed (its writers are answered)."""
+        """False when the append failed (its writes are answered)."""
         batch = self._staged.pop(partition)
         try:
             _, last = batch.plog.append_records(batch.kvs, self.clock.now_ms())
         except Exception as e:  # noqa: BLE001 - every failure becomes the clients' error code
             if not isinstance(e, LogDirOfflineError):  # that one was logged once, with the directory
-                log.error("Appending %d records to %s-%d failed: %r", len(batch.kvs), OFFSETS_TOPIC, partition, e)
-            self._fail(batch, coordinator_append_error(error_code_of(e)), appended=False)
+                log.error("Appending %d records to %s-%d failed: %r", len(batch.kvs), self.topic, partition, e)
+            self._fail(batch, self.records.append_error(error_code_of(e)), appended=False)
             return False
         if self.on_append is not None:
             self.on_append(partition)
+        if batch.lazy and not self._appended(batch):
+            return True  # nobody waits for this batch's fdatasync
 
         def timed_out() -> None:
-            log.warning("%d records to %s-%d not durable within offsets.commit.timeout.ms",
-                        len(batch.kvs), OFFSETS_TOPIC, partition)
-            self._fail(batch, coordinator_append_error(ErrorCode.REQUEST_TIMED_OUT))
+            log.warning("%d records to %s-%d not durable within %s", len(batch.kvs), self.topic, partition,
+                        self.records.timeout_config)
+            self._fail(batch, self.records.append_error(ErrorCode.REQUEST_TIMED_OUT))
 
-        timer = asyncio.get_running_loop().call_later(self.commit_timeout_s, timed_out)
+        timer = asyncio.get_running_loop().call_later(self.timeout_s, timed_out)
 
         def on_durable(exc: BaseException | None) -> None:
             timer.cancel()
             if exc is not None:  # not durable: nothing is replayed, nobody is told it was written
                 if not isinstance(exc, LogDirOfflineError):
-                    log.error("fdatasync of %s-%d failed: %r", OFFSETS_TOPIC, partition, exc)
-                self._fail(batch, coordinator_append_error(error_code_of(exc)))
+                    log.error("fdatasync of %s-%d failed: %r", self.topic, partition, exc)
+                self._fail(batch, self.records.append_error(error_code_of(exc)))
                 return
-            for writer, recs in batch.entries:
+            for write, recs in batch.entries:
+                if not write.durable:
+                    continue  # replayed at the append
                 # Replayed even if its writer already heard of a timeout: the log has them,
                 # and memory must agree with what a restart would load.
                 for r in recs:
                     self.replay(r)
-                writer.left -= 1
-                if writer.left == 0:
-                    writer.finish(None)
+                write.left -= 1
+                if write.left == 0:
+                    write.finish(None)
 
         group_commit(batch.plog).when_durable(last, on_durable)
         return True
 
+    def _appended(self, batch: _Batch) -> bool:
+        """Replay and answer the batch's writes made with durable=False; whether any write
+        of the batch waits for its fdatasync."""
+        waits = False
+        for write, recs in batch.entries:
+            if write.durable:
+                waits = True
+                continue
+            for r in recs:
+                self.replay(r)
+            write.left -= 1
+            if write.left == 0:
+                write.finish(None)
+        return waits
+
     @staticmethod
     def _fail(batch: _Batch, code: ErrorCode, appended: bool = True) -> None:
         # newest first: applied records are undone in the reverse order they were made
-        for writer, _recs in reversed(batch.entries):
-            writer.finish(code, appended)
+        for write, _recs in reversed(batch.entries):
+            write.finish(code, appended)
