@@ -42,7 +42,9 @@ def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 20
     raise RuntimeError(f"nothing listens on {port}")
 
 
-def start_kcoord(overrides: dict[str, str] | None = None, log_dir: str | None = None) -> tuple[subprocess.Popen[bytes], int, str]:
+def start_kcoord(overrides: dict[str, str] | None = None, log_dir: str | None = None,
+                 kcoord: str | None = None) -> tuple[subprocess.Popen[bytes], int, str]:
+    """This tree's server (`python -m server serve`), or another build's `kcoord` executable."""
     port = free_port()
     log_dir = log_dir or tempfile.mkdtemp(prefix="kcoord-bench-")
     opts = {
@@ -52,11 +54,11 @@ def start_kcoord(overrides: dict[str, str] | None = None, log_dir: str | None = 
         "log.level": "WARNING",
         **(overrides or {}),
     }
-    args = [sys.executable, "-m", "server", "serve"]
+    args = [kcoord, "serve"] if kcoord else [sys.executable, "-m", "server", "serve"]
     for k, v in opts.items():
         args += ["--override", f"{k}={v}"]
     proc = subprocess.Popen(args, cwd=ROOT)
-    wait_listening(port, proc)
+    wait_listening(port, proc, timeout=60)
     return proc, port, log_dir
 
 
