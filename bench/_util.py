@@ -245,3 +245,15 @@ def compare(name: str, unit: str, kcoord_port: int, ceiling_port: int, ceiling_n
         ["kcoord", k, 100.0 * k / c, " ".join(f"{x:,.0f}" for x in k_samples)],
     ]))
     print(f"target: kcoord >= {target_pct:g}% of the ceiling -> {'met' if k >= target_pct / 100 * c else 'NOT met'}")
+
+
+def create_topic(port: int, topic: str, partitions: int) -> None:
+    """CreateTopics of one topic (replication factor 1), asserted created."""
+    from kafka.protocol.admin import CreateTopicsRequest
+
+    CT = CreateTopicsRequest.CreatableTopic
+    c = SyncClient(port)
+    r = c.call(CreateTopicsRequest(topics=[CT(name=topic, num_partitions=partitions, replication_factor=1,
+                                              assignments=[], configs=[])], timeout_ms=5000, validate_only=False), 5)
+    assert r.topics[0].error_code == 0, r
+    c.close()

@@ -44,9 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _util import ROOT, SyncClient, process_cpu_s, start_bare, start_kcoord, stop, table
+from _util import ROOT, create_topic, process_cpu_s, start_bare, start_kcoord, stop, table
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kafka.protocol.admin import CreateTopicsRequest
 
 TOPIC = "bench-data"
 VALUE_SIZE = 1024
@@ -138,15 +137,6 @@ def file_ceiling(directory: str, n: int, value_size: int = VALUE_SIZE) -> tuple[
 
 
 PRODUCERS = str(ROOT / "bench" / "_producers.py")
-
-
-def create_topic(port: int, topic: str, partitions: int) -> None:
-    CT = CreateTopicsRequest.CreatableTopic
-    c = SyncClient(port)
-    r = c.call(CreateTopicsRequest(topics=[CT(name=topic, num_partitions=partitions, replication_factor=1,
-                                              assignments=[], configs=[])], timeout_ms=5000, validate_only=False), 5)
-    assert r.topics[0].error_code == 0, r
-    c.close()
 
 
 def sleep_until(t: float) -> None:

@@ -25,9 +25,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from _util import ROOT, SyncClient, start_bare, stop, table, wait_listening
+from _util import ROOT, SyncClient, create_topic, start_bare, stop, table, wait_listening
 from bench_security import closed_loop_cpu, commit_frame, frame, free_port, join
-from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest
 from kafka.protocol.consumer import HeartbeatRequest
 
@@ -57,15 +56,6 @@ def define_quota(port: int) -> None:
         entity=[E.EntityData(entity_type="client-id", entity_name="someone-else")],
         ops=[E.OpData(key="producer_byte_rate", value=1024.0, remove=False)])]), 1)
     assert r.entries[0].error_code == 0, r
-    c.close()
-
-
-def create_topic(port: int, topic: str, partitions: int) -> None:
-    CT = CreateTopicsRequest.CreatableTopic
-    c = SyncClient(port)
-    r = c.call(CreateTopicsRequest(topics=[CT(name=topic, num_partitions=partitions, replication_factor=1,
-                                              assignments=[], configs=[])], timeout_ms=5000, validate_only=False), 5)
-    assert r.topics[0].error_code == 0, r
     c.close()
 
 
