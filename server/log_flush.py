@@ -11,8 +11,8 @@ every log.flush.scheduler.interval.ms. A segment roll starts a flush of the segm
 new one, not waited for (as Kafka's roll schedules one).
 
 kcoord's own state (__consumer_offsets, __transaction_state, share state) is not governed by
-this: its writes are fsynced before they are answered (server/coordinator_writes.py,
-server/txn/), and transaction markers written to data partitions are too.
+this: its writes are fsynced before they are answered (server/coordinator/writer.py), and
+transaction markers written to data partitions are too.
 """
 from __future__ import annotations
 
