@@ -22,7 +22,7 @@ from server.group.consumer.member import LEAVE_GROUP_STATIC_MEMBER_EPOCH
 from server.group.consumer.records import epoch_bump, removal_records
 from server.group.consumer.subscriptions import Subscriptions
 from server.group.consumer.timers import Timers, cancel_member_timers
-from server.group.consumer.validation import RequestError
+from server.group.consumer.validation import RequestError, known_static_member
 from server.group.consumer.writes import ConsumerGroupWrites
 from server.group.group_manager import GroupMetadataManager
 from server.group.migration import GroupMigration, MigrationError
@@ -53,13 +53,7 @@ class Leaving:
                 raise RequestError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {gid}.")
             log.info("[GroupId %s] Member %s left the consumer group.", gid, member_id)
         else:
-            member = group.static_member(instance_id)
-            if member is None:
-                raise RequestError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-            if member.member_id != member_id:
-                raise RequestError(ErrorCode.FENCED_INSTANCE_ID,
-                                   f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                                   f"{member.member_id}.")
+            member = known_static_member(group, member_id, instance_id)
             if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 # a static member leaving for a while keeps its place and its target assignment
                 leaving = member.evolve(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})

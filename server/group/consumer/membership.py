@@ -25,7 +25,7 @@ from server.group.consumer.records import epoch_bump, removal_records
 from server.group.consumer.subscriptions import Subscriptions
 from server.group.consumer.timers import MemberTimers
 from server.group.consumer.topics import GroupTopics
-from server.group.consumer.validation import RequestError, check_member_epoch
+from server.group.consumer.validation import RequestError, check_member_epoch, known_static_member
 from server.group.consumer.writes import ConsumerGroupWrites
 from server.group.group_manager import GroupMetadataManager
 from server.group.migration import GroupMigration, MigrationError
@@ -99,14 +99,9 @@ class Membership:
                                    f"Static member {existing.member_id} with instance id {instance_id} cannot be "
                                    "replaced because it has not left the group.")
             return self.replace_static_member(group, existing, member_id, records, undo)
-        if existing is None:
-            raise RequestError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-        if existing.member_id != member_id:
-            raise RequestError(ErrorCode.FENCED_INSTANCE_ID,
-                               f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                               f"{existing.member_id}.")
-        check_member_epoch(existing, epoch, owned)
-        return existing
+        member = known_static_member(group, member_id, instance_id)
+        check_member_epoch(member, epoch, owned)
+        return member
 
     def replace_static_member(self, group: ConsumerGroup, existing: ConsumerGroupMember, member_id: str,
                               records: list[CoordinatorRecord], undo: list[CoordinatorRecord]) -> ConsumerGroupMember:

@@ -71,6 +71,19 @@ def check_request(req: Any, version: int, group_error: ErrorCode | None, assigno
                                f"SubscribedTopicRegex {regex} is invalid: {e}") from None
 
 
+def known_static_member(group: Any, member_id: str, instance_id: str) -> ConsumerGroupMember:
+    """The member holding `instance_id`, which must be `member_id` (Kafka's
+    throwIfStaticMemberIsUnknown): UNKNOWN_MEMBER_ID, else FENCED_INSTANCE_ID."""
+    member = group.static_member(instance_id)
+    if member is None:
+        raise RequestError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if member.member_id != member_id:
+        raise RequestError(ErrorCode.FENCED_INSTANCE_ID,
+                           f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                           f"{member.member_id}.")
+    return member
+
+
 def check_member_epoch(member: ConsumerGroupMember, epoch: int, owned: Any) -> None:
     """`owned`: the (topic id, partitions) the request says the member owns, or None."""
     if epoch > member.member_epoch:
