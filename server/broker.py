@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from server.clock import SystemClock
 from server.config import Config
 from server.config_layers import BrokerConfigs
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from server.data_plane import DataPlane
     from server.group.config import GroupConfig
     from server.group.coordinator import GroupCoordinator
+    from server.share.manager import ShareManager
     from server.txn.service import TxnService
 
 log = logging.getLogger("kcoord.broker")
@@ -63,6 +64,7 @@ class Broker:
         self.runtime: CoordinatorRuntime[CoordinatorRecord]
         self.data_plane: DataPlane
         self.txn: TxnService
+        self.share: ShareManager  # share partitions (server/share/)
         self._background: list[asyncio.Task[None]] = []
         self._loading: asyncio.Future[None] | None = None  # set once the background tasks run
         self._state_stored = False  # whether open_state found coordinator state to load
@@ -218,7 +220,7 @@ class Broker:
         # __consumer_offsets (and __transaction_state) partitions get their directory at their
         # first write or read: a new server does not create (and fsync) 50 empty partitions
         # before it listens, nor the first transactional client 50 more
-        make = self.logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC) else self.logs.create
+        make = self.logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC) else self.logs.create
         for p in range(topic.partitions):
             make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id, roll_ms=roll_ms)
             plog = self.logs.existing(topic.name, p)
@@ -437,4 +439,20 @@ _PARTS: dict[str, Callable[[Broker], None]] = {
     "coordinator": _build_coordinator,
     "runtime": _build_coordinator,
     "txn": _build_txn,
+    "share": lambda b: _build_share(b),
 }
+
+
+def _build_share(b: Broker) -> None:
+    """The share-partition manager (server/share/manager.py) and its __share_group_state."""
+    from server.data_plane import partition_log
+    from server.share.manager import SETTINGS, build_share_manager, committed_reader
+
+    b.share = build_share_manager(
+        logs=b.logs, topics=b.topics, clock=b.clock, settings={k: b.config[k] for k in SETTINGS},
+        partition_log=lambda name, p: partition_log(b, b.topics.get(name), p),
+        committed_read=committed_reader(b.data_plane), purgatory=b.data_plane.fetch_purgatory,
+        create_state_topic=lambda n, seg: b.create_topic(SHARE_STATE_TOPIC, n, {
+            "cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
+            "segment.bytes": str(seg)}, internal=True),
+        max_message_bytes=b.config["message.max.bytes"])

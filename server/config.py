@@ -130,6 +130,15 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.consumer.max.size": (int, 2147483647),
     "group.consumer.assignors": (_assignors, ("uniform", "range")),
     "group.consumer.migration.policy": (_migration_policy, "bidirectional"),
+    # share partitions and their state (KIP-932), Kafka 4.x's names and defaults (server/share/)
+    "group.share.record.lock.duration.ms": (int, 30000),
+    "group.share.delivery.count.limit": (int, 5),
+    "group.share.partition.max.record.locks": (int, 2000),
+    "group.share.max.share.sessions": (int, 2000),
+    "share.coordinator.state.topic.num.partitions": (int, 50),
+    "share.coordinator.state.topic.segment.bytes": (int, 104857600),
+    "share.coordinator.snapshot.update.records.per.snapshot": (int, 500),
+    "share.coordinator.write.timeout.ms": (int, 5000),
     # Kafka's log cleaner settings, used by `kcoord compact` / `kcoord sidecar`
     "log.cleaner.delete.retention.ms": (int, 86400000),
     "log.cleaner.min.cleanable.ratio": (float, 0.5),

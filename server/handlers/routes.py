@@ -145,6 +145,15 @@ _TABLE = (
              policy="cluster.describe_user_scram_credentials"),
     Declared(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "scram_credentials.handle_alter_user_scram_credentials",
              policy="cluster.alter_user_scram_credentials"),
+    # share partitions (issue 25, server/share/)
+    Declared(ApiKey.SHARE_FETCH, "share_fetch.handle_share_fetch", policy="share_fetch.share_fetch"),
+    Declared(ApiKey.SHARE_ACKNOWLEDGE, "share_fetch.handle_share_acknowledge", policy="share_fetch.share_acknowledge"),
+    Declared(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "share_offsets.handle_describe_share_group_offsets",
+             policy="share_fetch.describe_share_group_offsets"),
+    Declared(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "share_offsets.handle_alter_share_group_offsets",
+             policy="share_fetch.alter_share_group_offsets"),
+    Declared(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "share_offsets.handle_delete_share_group_offsets",
+             policy="share_fetch.delete_share_group_offsets"),
 )
 
 
