@@ -5,7 +5,8 @@ partition's start offset is its "offset").
 - Describe: per group, the named topics' partitions (all partitions with state when Topics is
   null) with their start offset (-1 when the partition has no state), leader epoch 0 and (v1)
   the lag; an unknown group: GROUP_ID_NOT_FOUND; an unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
-- Alter and Delete need an empty group (NON_EMPTY_GROUP otherwise); Alter writes a snapshot at
+- Alter and Delete need an empty group (NON_EMPTY_GROUP otherwise; Delete of an unknown group
+  GROUP_ID_NOT_FOUND); Alter writes a snapshot at
   the new start offset with the next state epoch, Delete the tombstones of the topic's state.
 """
 from __future__ import annotations
@@ -68,9 +69,12 @@ async def handle_describe_share_group_offsets(ctx: RequestContext, req: Any, ver
     return DescribeShareGroupOffsetsResponse(version=version, throttle_time_ms=0, groups=groups)
 
 
-def _not_empty(mgr: Any, group: str) -> ErrorCode | None:
+def _not_empty(mgr: Any, group: str, create: bool = False) -> ErrorCode | None:
+    """NON_EMPTY_GROUP for a group with members; GROUP_ID_NOT_FOUND for an unknown one, unless
+    the call creates it (AlterShareGroupOffsets sets the start of a group not yet seen, as
+    Kafka's coordinator creates the share group)."""
     members = mgr.group_members(group)
-    if members is None and not mgr.group_known(group):
+    if members is None and not create and not mgr.group_known(group):
         return ErrorCode.GROUP_ID_NOT_FOUND
     if members:
         return ErrorCode.NON_EMPTY_GROUP
@@ -80,7 +84,7 @@ def _not_empty(mgr: Any, group: str) -> ErrorCode | None:
 async def handle_alter_share_group_offsets(ctx: RequestContext, req: Any, version: int) -> Any:
     mgr = ctx.broker.share
     await mgr.ready()
-    code = _not_empty(mgr, req.group_id)
+    code = _not_empty(mgr, req.group_id, create=True)
     if code is not None:
         return AlterShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=code,
                                               error_message=None, responses=[])
