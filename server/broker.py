@@ -456,3 +456,6 @@ def _build_share(b: Broker) -> None:
             "cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
             "segment.bytes": str(seg)}, internal=True),
         max_message_bytes=b.config["message.max.bytes"])
+    left = b.__dict__.get("share_member_left")  # the share group coordinator's port, when it has one
+    if left is not None:
+        left.append(b.share.on_member_left)
