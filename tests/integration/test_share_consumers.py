@@ -19,7 +19,7 @@ import time
 import pytest
 from conftest import call, unique
 
-from protocol.share_messages import AlterShareGroupOffsetsRequest
+from protocol.share_messages import AlterShareGroupOffsetsRequest, ShareGroupDescribeRequest
 from tests.clientlib import compile_java4, java4_classpath
 
 pytestmark = pytest.mark.integration
@@ -136,6 +136,19 @@ def expected(n: int) -> set[tuple[int, int]]:
     return out
 
 
+def joined(server, group: str, members: int, timeout: float = 120.0) -> None:
+    """Until the share group has `members` members, each assigned partitions."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        g = call(server.bootstrap, ShareGroupDescribeRequest(version=1, group_ids=[group],
+                                                             include_authorized_operations=False), 1).groups[0]
+        if g.error_code == 0 and len(g.members) == members and all(
+                m.assignment is not None and m.assignment.topic_partitions for m in g.members):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{members} members did not join {group} in {timeout}s")
+
+
 def run(server, workers_of, n: int, restart_after: int | None = None) -> list:
     topic, group = unique("share-t"), unique("share-g")
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -144,9 +157,10 @@ def run(server, workers_of, n: int, restart_after: int | None = None) -> list:
     for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         f.result(30)
     earliest(server, group, topic)
-    produce(server.bootstrap, topic, n)
     workers = workers_of(server.bootstrap, group, topic)
     try:
+        joined(server, group, len(workers))  # the records come once everyone can fetch
+        produce(server.bootstrap, topic, n)
         if restart_after is not None:
             deadline = time.monotonic() + 120
             while sum(len(w.got) for w in workers) < restart_after and time.monotonic() < deadline:
