@@ -128,6 +128,7 @@ def test_session_epochs(srv):
 
 def test_acquire_ack_redeliver_and_limit(srv):
     b = srv.bootstrap
+    epoch_a = 1
     tid = _topic(b, "q1-t", 20)
     _group_earliest(srv, "q1")
     r = _fetch(b, "q1", "a", 0, tid)
@@ -136,8 +137,14 @@ def test_acquire_ack_redeliver_and_limit(srv):
     assert r.acquisition_lock_timeout_ms == LOCK_MS
     # another member gets nothing while a holds everything
     assert _acquired(_fetch(b, "q1", "b", 0, tid)) == []
+    # overlapping ranges, a range past what was acquired, RENEW at v1: refused, nothing changes
+    for bad, version in (([(0, 4, [ACCEPT]), (3, 5, [ACCEPT])], 2), ([(15, 25, [ACCEPT])], 2),
+                         ([(0, 0, [4])], 1)):
+        r = _ack(b, "q1", "a", epoch_a, tid, {0: bad}, version=version)
+        epoch_a += 1
+        assert r.responses[0].partitions[0].error_code == ErrorCode.INVALID_REQUEST, bad
     # a accepts 0-4, rejects 5, releases 6-9; 10-19 it keeps (their lock runs out)
-    r = _ack(b, "q1", "a", 1, tid, {0: [(0, 4, [ACCEPT]), (5, 5, [REJECT]), (6, 9, [RELEASE])]})
+    r = _ack(b, "q1", "a", epoch_a, tid, {0: [(0, 4, [ACCEPT]), (5, 5, [REJECT]), (6, 9, [RELEASE])]})
     assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
     # b may not accept what a holds
     r = _ack(b, "q1", "b", 1, tid, {0: [(10, 10, [ACCEPT])]})
