@@ -308,9 +308,11 @@ class Broker:
     async def stop(self) -> None:
         self.deleter.stop()
         self.stop_background()
-        txn, runtime = self.built("txn"), self.built("runtime")
+        txn, runtime, share = self.built("txn"), self.built("runtime"), self.built("share")
         if txn is not None:
             await txn.stop()
+        if share is not None:  # share-state writes in flight finish
+            await share.runtime.stop()
         if runtime is not None:
             await runtime.stop()
         if self.logs is not None:

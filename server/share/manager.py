@@ -349,8 +349,9 @@ class ShareManager:
             if sp is None or remaining_records <= 0:
                 continue
             self._configure(group, sp)
-            data, aborted = self._read(topic, tp[1], sp, remaining_bytes if out and remaining_bytes else max_bytes,
-                                       read_committed)
+            if remaining_bytes <= 0:
+                continue  # max_bytes is used up (the first batch read may have been larger: KIP-74)
+            data, aborted = self._read(topic, tp[1], sp, remaining_bytes, read_committed)
             infos = batch_info.batches(data)
             if not infos:
                 continue
