@@ -134,7 +134,6 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.share.record.lock.duration.ms": (int, 30000),
     "group.share.delivery.count.limit": (int, 5),
     "group.share.partition.max.record.locks": (int, 2000),
-    "group.share.max.share.sessions": (int, 2000),
     "share.coordinator.state.topic.num.partitions": (int, 50),
     "share.coordinator.state.topic.segment.bytes": (int, 104857600),
     "share.coordinator.snapshot.update.records.per.snapshot": (int, 500),

@@ -459,7 +459,6 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
        between(2, 10)),
     _b("group.share.partition.max.record.locks", INT, 2000, "In-flight records per share partition.",
        between(100, 10000)),
-    _b("group.share.max.share.sessions", INT, 2000, "Share sessions the broker keeps.", at_least(1)),
     _b("share.coordinator.state.topic.num.partitions", INT, 50, "Partitions of __share_group_state.",
        at_least(1)),
     _b("share.coordinator.state.topic.segment.bytes", INT, 104857600, "segment.bytes of "

@@ -48,6 +48,8 @@ DEFAULTS: dict[str, int] = {
     "group.share.record.lock.duration.ms": sp_mod.RECORD_LOCK_DURATION_MS_DEFAULT,
     "group.share.delivery.count.limit": sp_mod.DELIVERY_COUNT_LIMIT_DEFAULT,
     "group.share.partition.max.record.locks": sp_mod.PARTITION_MAX_RECORD_LOCKS_DEFAULT,
+    # share sessions the broker keeps: Kafka 4.0's group.share.max.groups (10) times
+    # group.share.max.size (200); not a setting here
     "group.share.max.share.sessions": 2000,
     "share.coordinator.state.topic.num.partitions": 50,
     "share.coordinator.snapshot.update.records.per.snapshot": 500,
@@ -56,7 +58,7 @@ DEFAULTS: dict[str, int] = {
 }
 
 
-SETTINGS = tuple(DEFAULTS)
+SETTINGS = tuple(k for k in DEFAULTS if k != "group.share.max.share.sessions")  # the broker's settings
 
 
 def committed_reader(dp: Any) -> Callable[..., tuple[bytes, list[tuple[int, int]]]]:
