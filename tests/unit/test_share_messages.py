@@ -103,9 +103,12 @@ def test_every_served_version_has_a_golden_case():
                 assert (api + kind, v) in have, (api + kind, v)
 
 
-def test_not_served_yet():
-    """Foundation only: ApiVersions does not advertise the share APIs until the group type is
-    composed into the coordinator (docs/share-groups.md)."""
-    from protocol import api
-    assert not {int(k) for k in api.ApiKey} & {76, 77, 78, 79, 90, 91, 92}
-    assert "share_messages" not in pathlib.Path(api.__file__).read_text()
+def test_served_at_kafka_43_versions():
+    """The share-partition APIs are served (docs/share-groups.md) at the versions their schemas
+    declare, which are Kafka 4.3's."""
+    from protocol.api import API_TABLE
+
+    for key, versions in {78: (1, 2), 79: (1, 2), 90: (0, 1), 91: (0, 0), 92: (0, 0)}.items():
+        spec = API_TABLE[key]
+        assert (spec.min_version, spec.max_version) == versions
+        assert spec.request.__module__ == "protocol.share_messages"
