@@ -36,7 +36,14 @@ from server.group.share.partition import (
 from server.purgatory import DelayedOperation, Purgatory
 from server.share import records as batch_info
 from server.share.sessions import ShareSessionCache
-from server.share.state import Key, ShareStateRecords, ShareStateRuntime, ShareStateShard, StateRecord
+from server.share.state import (
+    Key,
+    ShareStateRecords,
+    ShareStateRuntime,
+    ShareStateShard,
+    StateRecord,
+    state_partition,
+)
 from storage.log import OffsetOutOfRangeError
 
 log = logging.getLogger("kcoord.share")
@@ -468,6 +475,48 @@ class ShareManager:
         return code
 
 
+PRUNE_INTERVAL_MS = 300_000  # Kafka's share.coordinator.state.topic.prune.interval.ms default
+PRUNE_MIN_RECORDS = 1000  # a partition with fewer records than this (or 2 per key) is left alone
+
+
+async def prune(manager: ShareManager, min_records: int = PRUNE_MIN_RECORDS) -> int:
+    """Prune __share_group_state as Kafka's share coordinator does (DeleteRecords below what is
+    still needed): for each partition holding more than max(min_records, 2 per key) records,
+    write a ShareSnapshot of every key it holds, then move its log start to where those
+    snapshots begin. Only when no write is in flight, so every record below that point is
+    already replayed into the snapshots. Returns the number of partitions pruned."""
+    shard, writer, logs = manager.shard, manager.runtime.writer, manager.runtime.logs
+    topic = ShareStateRecords.topic
+    pruned = 0
+    if manager.loaded is not None and not manager.loaded.done():
+        return 0  # a snapshot of a partly loaded state would drop the rest
+    for p in range(shard.num_partitions):
+        plog = logs.existing(topic, p)
+        if plog is None or writer.pending:
+            continue
+        keys = [k for k in shard.states if state_partition(k[0], k[1], k[2], shard.num_partitions) == p]
+        if plog.log_end_offset - plog.log_start_offset <= max(min_records, 2 * len(keys)):
+            continue
+        end = plog.log_end_offset  # everything below is durable and replayed (nothing pending)
+        now = manager.clock.now_ms()
+        if keys and await manager._write([shard.snapshot_of(k, now) for k in keys]) is not None:
+            continue
+        before = plog.log_start_offset
+        plog.increment_log_start_offset(end)
+        try:
+            logs.checkpoint_log_start_offsets()
+        except OSError as e:  # not durable: nothing moves
+            log.error("Writing log-start-offset-checkpoint failed: %s", e)
+            plog.undo_log_start_offset(before)
+            continue
+        try:
+            plog.delete_segments_before_start()
+        except OSError as e:  # retried at the next start-up
+            log.error("Deleting segments of %s-%d below its log start failed: %s", topic, p, e)
+        pruned += 1
+    return pruned
+
+
 def _limit(bounds: list[tuple[int, int]], sp: SharePartition, n: int) -> list[tuple[int, int]]:
     """record_limit mode: new records past the window end are cut to `n` in all."""
     out = []
@@ -567,5 +616,6 @@ def build_share_manager(*, logs: Any, topics: Any, clock: Any, settings: Mapping
                            group_members=group_members or (lambda g: None))
     if existing is not None and any(logs.existing(ShareStateRecords.topic, p) is not None for p in range(n)):
         manager.loaded = asyncio.ensure_future(runtime.load_all())
+    runtime.every(PRUNE_INTERVAL_MS, lambda: prune(manager))
     return manager
 

@@ -11,7 +11,9 @@ ShareUpdate records in Kafka's format (protocol/share_records.py).
   update (Kafka's ShareCoordinatorShard).
 - The topic is cleanup.policy=delete as Kafka creates it (KIP-932), so its log is replayed in
   order, every record (ShareStateRuntime: the generic loader keeps only the latest value per
-  key, which would drop the updates between snapshots).
+  key, which would drop the updates between snapshots). It is pruned instead of compacted
+  (ShareManager.prune): every key of a partition is written again as a snapshot, and the log
+  start moves past what came before.
 
 Live writes go through the coordinator runtime (server/coordinator/): appended, fsynced,
 replayed here, only then answered.
@@ -207,6 +209,13 @@ class ShareStateShard:
             return [StateRecord(ShareStateKey(True, group, topic_id, partition), value)]
         value = ShareUpdateValue(old.snapshot_epoch, -1, start_offset, tuple(batches))
         return [StateRecord(ShareStateKey(False, group, topic_id, partition), value)]
+
+    def snapshot_of(self, key: Key, now: int) -> StateRecord:
+        """A ShareSnapshot of the key's state as it is (pruning rewrites every key this way)."""
+        group, topic_id, partition = key
+        s = self.states[key]
+        return StateRecord(ShareStateKey(True, group, topic_id, partition), ShareSnapshotValue(
+            s.snapshot_epoch + 1, s.state_epoch, s.leader_epoch, s.start_offset, s.create_timestamp, now, s.batches))
 
     def tombstones(self, key: Key) -> list[StateRecord]:
         group, topic_id, partition = key

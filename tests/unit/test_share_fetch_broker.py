@@ -115,3 +115,34 @@ async def test_restart_keeps_acknowledgements(broker, tmp_path):
         assert await share_fetch(b, "ru-r", "c", 0) == {3, 4, 5}
     finally:
         await b.stop()
+
+
+async def test_pruning_keeps_the_state_and_drops_older_records(broker, tmp_path):
+    from server.share.manager import prune
+    from server.share.state import state_partition
+
+    assert (await produce(broker, "t", 0, batch([b"v%d" % i for i in range(20)]))).error_code == 0
+    tid = broker.topics.get("t").topic_id
+    assert await share_fetch(broker, "ru-p", "a", 0) == set(range(20))
+    P = ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition
+    for epoch, off in enumerate((0, 2, 4, 6, 8, 10), start=1):  # one ShareUpdate each
+        ack = ShareAcknowledgeRequest(version=2, group_id="ru-p", member_id="a", share_session_epoch=epoch,
+                                      is_renew_ack=False, topics=[ShareAcknowledgeRequest.AcknowledgeTopic(
+                                          topic_id=tid, partitions=[P(partition_index=0, acknowledgement_batches=[
+                                              P.AcknowledgementBatch(first_offset=off, last_offset=off,
+                                                                     acknowledge_types=[ACCEPT])])])])
+        assert (await call(broker, ApiKey.SHARE_ACKNOWLEDGE, ack, 2)).responses[0].partitions[0].error_code == 0
+    plog = broker.logs.existing("__share_group_state", state_partition("ru-p", tid, 0, 50))
+    before = plog.log_end_offset
+    assert before == 7  # the first snapshot and six updates
+    assert await prune(broker.share, min_records=1) == 1
+    assert plog.log_start_offset == before and plog.log_end_offset == before + 1  # one snapshot
+    await broker.stop()
+    b = Broker(Config({"log.dirs": str(tmp_path / "data"), "offsets.topic.num.partitions": 1}))
+    b.clock = broker.clock
+    await b.start()
+    try:
+        b.share.group_config = configs
+        assert await share_fetch(b, "ru-p", "c", 0) == set(range(20)) - {0, 2, 4, 6, 8, 10}
+    finally:
+        await b.stop()
