@@ -450,13 +450,15 @@ def _build_share(b: Broker) -> None:
     from server.data_plane import partition_log
     from server.share.manager import SETTINGS, build_share_manager, committed_reader
 
+    group_configs = getattr(b, "group_configs", None)  # the GROUP config resource, where there is one
     b.share = build_share_manager(
         logs=b.logs, topics=b.topics, clock=b.clock, settings={k: b.config[k] for k in SETTINGS},
-        partition_log=lambda name, p: partition_log(b, b.topics.get(name), p),
+        partition_log=lambda name, p: None if (t := b.topics.get(name)) is None else partition_log(b, t, p),
         committed_read=committed_reader(b.data_plane), purgatory=b.data_plane.fetch_purgatory,
         create_state_topic=lambda n, seg: b.create_topic(SHARE_STATE_TOPIC, n, {
             "cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
             "segment.bytes": str(seg)}, internal=True),
+        group_config=group_configs.get if group_configs is not None else None,
         max_message_bytes=b.config["message.max.bytes"])
     left = b.__dict__.get("share_member_left")  # the share group coordinator's port, when it has one
     if left is not None:
