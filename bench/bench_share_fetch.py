@@ -24,7 +24,7 @@ import urllib.request
 from _util import SyncClient, create_topic, free_port, start_kcoord, stop, table
 from kafka.protocol.consumer import FetchRequest, OffsetCommitRequest
 
-from protocol.share_messages import AlterShareGroupOffsetsRequest, ShareFetchRequest
+from kcoord.protocol.share_messages import AlterShareGroupOffsetsRequest, ShareFetchRequest
 
 TOPIC = "bench-share"
 PARTITIONS = 2

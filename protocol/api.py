@@ -269,13 +269,13 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", _KP + "admin.topics", 0, 0),
         ApiSpec(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", _KP + "admin.cluster", 0, 1),
         ApiSpec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", _KP + "admin.topics", 0, 0),
-        ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", "protocol.messages", 0, 1),
-        ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", "protocol.messages", 0, 1),
+        ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", "kcoord.protocol.messages", 0, 1),
+        ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", "kcoord.protocol.messages", 0, 1),
         # share partitions (KIP-932), Kafka 4.3's versions (server/share/)
-        ApiSpec(ApiKey.SHARE_FETCH, "ShareFetch", "protocol.share_messages", 1, 2),
-        ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, "ShareAcknowledge", "protocol.share_messages", 1, 2),
-        ApiSpec(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "DescribeShareGroupOffsets", "protocol.share_messages", 0, 1),
-        ApiSpec(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "AlterShareGroupOffsets", "protocol.share_messages", 0, 0),
-        ApiSpec(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "DeleteShareGroupOffsets", "protocol.share_messages", 0, 0),
+        ApiSpec(ApiKey.SHARE_FETCH, "ShareFetch", "kcoord.protocol.share_messages", 1, 2),
+        ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, "ShareAcknowledge", "kcoord.protocol.share_messages", 1, 2),
+        ApiSpec(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "DescribeShareGroupOffsets", "kcoord.protocol.share_messages", 0, 1),
+        ApiSpec(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "AlterShareGroupOffsets", "kcoord.protocol.share_messages", 0, 0),
+        ApiSpec(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "DeleteShareGroupOffsets", "kcoord.protocol.share_messages", 0, 0),
     )
 }

@@ -17,12 +17,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from protocol.errors import ErrorCode
-from protocol.share_messages import ShareAcknowledgeResponse, ShareFetchResponse
-from server.context import RequestContext
-from server.group.share.partition import AckBatch, AckError, validate_ack_batches
-from server.share.manager import PartitionResult, ShareManager, fetch
-from server.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.share_messages import ShareAcknowledgeResponse, ShareFetchResponse
+from kcoord.server.context import RequestContext
+from kcoord.server.group.share.partition import AckBatch, AckError, validate_ack_batches
+from kcoord.server.share.manager import PartitionResult, ShareManager, fetch
+from kcoord.server.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError
 
 _FP = ShareFetchResponse.ShareFetchableTopicResponse.PartitionData
 _AP = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData

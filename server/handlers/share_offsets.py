@@ -14,13 +14,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from protocol.errors import ErrorCode
-from protocol.share_messages import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.share_messages import (
     AlterShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsResponse,
     DescribeShareGroupOffsetsResponse,
 )
-from server.context import RequestContext
+from kcoord.server.context import RequestContext
 
 ZERO = uuid.UUID(int=0)
 _DG = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.errors import ErrorCode
-from protocol.share_records import StateBatch
-from server.group.share import partition as sp_mod
-from server.group.share.partition import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.share_records import StateBatch
+from kcoord.server.group.share import partition as sp_mod
+from kcoord.server.group.share.partition import (
     AckBatch,
     AckError,
     AckType,
@@ -33,10 +33,10 @@ from server.group.share.partition import (
     Run,
     SharePartition,
 )
-from server.purgatory import DelayedOperation, Purgatory
-from server.share import records as batch_info
-from server.share.sessions import ShareSessionCache
-from server.share.state import (
+from kcoord.server.purgatory import DelayedOperation, Purgatory
+from kcoord.server.share import records as batch_info
+from kcoord.server.share.sessions import ShareSessionCache
+from kcoord.server.share.state import (
     Key,
     ShareStateRecords,
     ShareStateRuntime,
@@ -44,7 +44,7 @@ from server.share.state import (
     StateRecord,
     state_partition,
 )
-from storage.log import OffsetOutOfRangeError
+from kcoord.storage.log import OffsetOutOfRangeError
 
 log = logging.getLogger("kcoord.share")
 
@@ -71,7 +71,7 @@ SETTINGS = tuple(k for k in DEFAULTS if k != "group.share.max.share.sessions")  
 def committed_reader(dp: Any) -> Callable[..., tuple[bytes, list[tuple[int, int]]]]:
     """read_committed over the data plane's transaction state: (data below the LSO, the
     aborted transactions it overlaps as (producer id, first offset))."""
-    from server.handlers import fetch_txn
+    from kcoord.server.handlers import fetch_txn
 
     def read(topic: str, p: int, plog: Any, offset: int, data: bytes) -> tuple[bytes, list[tuple[int, int]]]:
         stable = fetch_txn.lso(dp, topic, p, plog)

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1

@@ -29,9 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from protocol.errors import ErrorCode, coordinator_append_error
-from protocol.partitioner import java_string_hashcode
-from protocol.share_records import (
+from kcoord.protocol.errors import ErrorCode, coordinator_append_error
+from kcoord.protocol.partitioner import java_string_hashcode
+from kcoord.protocol.share_records import (
     ShareRecordError,
     ShareSnapshotValue,
     ShareStateKey,
@@ -42,8 +42,8 @@ from protocol.share_records import (
     encode_state_key,
     encode_value,
 )
-from protocol.topics import SHARE_STATE_TOPIC
-from server.coordinator.runtime import CoordinatorRuntime
+from kcoord.protocol.topics import SHARE_STATE_TOPIC
+from kcoord.server.coordinator.runtime import CoordinatorRuntime
 
 log = logging.getLogger("kcoord.share")
 

@@ -19,7 +19,7 @@ import time
 import pytest
 from conftest import call, unique
 
-from protocol.share_messages import AlterShareGroupOffsetsRequest, ShareGroupDescribeRequest
+from kcoord.protocol.share_messages import AlterShareGroupOffsetsRequest, ShareGroupDescribeRequest
 from tests.clientlib import compile_java4, java4_classpath
 
 pytestmark = pytest.mark.integration

@@ -11,15 +11,15 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from kcoord_testing.process import KcoordProcess
-from protocol.api import API_TABLE, ApiKey
-from protocol.errors import ErrorCode
-from protocol.share_messages import (
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.share_messages import (
     AlterShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequest,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
 )
+from kcoord.testing.process import KcoordProcess
 from tests.conftest import call
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3

@@ -69,12 +69,12 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from txn_seeds import ERROR_BY_DESIGN as TXN_ERROR_BY_DESIGN
 from txn_seeds import TXN_APIS, txn_request
 
-from protocol.api import API_TABLE, ApiKey, _generic_decoder
-from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
-from server.broker import Broker
-from server.config import Config
-from server.deferred import Deferred
-from server.dispatch import CloseConnection, Dispatcher
+from kcoord.protocol.api import API_TABLE, ApiKey, _generic_decoder
+from kcoord.protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from kcoord.server.broker import Broker
+from kcoord.server.config import Config
+from kcoord.server.deferred import Deferred
+from kcoord.server.dispatch import CloseConnection, Dispatcher
 
 TOPIC = "fuzz"
 GROUP = "fuzz-g"
@@ -237,7 +237,7 @@ def _share_seed(api: int, v: int, topic_id: uuid.UUID) -> Any:
     """Seeds of the share-partition APIs: a share fetch opening a session of group
     fuzz-share-v, an acknowledgement without a session, the share offsets of fuzz-share-1 (the
     group the ShareFetch v1 seed started) described, set and deleted."""
-    from protocol import share_messages as sm
+    from kcoord.protocol import share_messages as sm
 
     group = f"fuzz-share-{v}" if api in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE) else "fuzz-share-1"
     if api == ApiKey.SHARE_FETCH:
@@ -408,7 +408,7 @@ def _creates_huge_topic(frame: bytes) -> bool:
     spec = API_TABLE[api]
     if not spec.min_version <= v <= spec.max_version:
         return False
-    from protocol.headers import read_client_id
+    from kcoord.protocol.headers import read_client_id
     try:
         _, pos = read_client_id(frame, spec.request_header_version(v))
         req = spec.decode(frame, pos, v)

@@ -15,10 +15,10 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.share_records import StateBatch
-from server.group.share import partition as sp_mod
-from server.group.share.partition import RecordState, SharePartition
-from server.share.state import ShareStateRecords, ShareStateShard
+from kcoord.protocol.share_records import StateBatch
+from kcoord.server.group.share import partition as sp_mod
+from kcoord.server.group.share.partition import RecordState, SharePartition
+from kcoord.server.share.state import ShareStateRecords, ShareStateShard
 from tests.property.test_share_partition_delivery import CONFIG, LOCK, World, logs, op
 
 KEY = ("g", uuid.UUID(int=7), 0)

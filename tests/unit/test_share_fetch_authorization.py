@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from test_produce_helpers import make_broker
 
-from protocol.api import API_TABLE, ApiKey
-from protocol.errors import ErrorCode as E
-from protocol.share_messages import (
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.share_messages import (
     AlterShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequest,
@@ -19,10 +19,10 @@ from protocol.share_messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
-from server.handlers.routes import POLICIES
-from server.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType, StandardAcl
-from server.security.authorizer import Authorizer
-from server.security.guard import PASS, Access
+from kcoord.server.handlers.routes import POLICIES
+from kcoord.server.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType, StandardAcl
+from kcoord.server.security.authorizer import Authorizer
+from kcoord.server.security.guard import PASS, Access
 
 Op, Res = AclOperation, ResourceType
 
@@ -91,7 +91,7 @@ async def test_offsets_apis(setup):
     req = DescribeShareGroupOffsetsRequest(version=1, groups=[G(group_id="g", topics=None), G(group_id="h", topics=None)])
     g = decide(setup, "User:app", ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, req, 1)
     assert [x.group_id for x in g.request.groups] == ["g"]
-    from protocol.share_messages import DescribeShareGroupOffsetsResponse
+    from kcoord.protocol.share_messages import DescribeShareGroupOffsetsResponse
 
     resp = g.after(DescribeShareGroupOffsetsResponse(version=1, throttle_time_ms=0, groups=[]))
     assert [(x.group_id, x.error_code) for x in roundtrip(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, resp, 1).groups] == \

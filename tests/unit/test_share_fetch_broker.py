@@ -10,10 +10,10 @@ import pytest
 from test_produce_helpers import batch, call, make_broker, produce
 from txn_client import TxnClient
 
-from protocol.api import ApiKey
-from protocol.share_messages import ShareAcknowledgeRequest, ShareFetchRequest
-from server.broker import Broker
-from server.config import Config
+from kcoord.protocol.api import ApiKey
+from kcoord.protocol.share_messages import ShareAcknowledgeRequest, ShareFetchRequest
+from kcoord.server.broker import Broker
+from kcoord.server.config import Config
 
 ACCEPT = 1
 CONFIGS = {
@@ -118,8 +118,8 @@ async def test_restart_keeps_acknowledgements(broker, tmp_path):
 
 
 async def test_pruning_keeps_the_state_and_drops_older_records(broker, tmp_path):
-    from server.share.manager import prune
-    from server.share.state import state_partition
+    from kcoord.server.share.manager import prune
+    from kcoord.server.share.state import state_partition
 
     assert (await produce(broker, "t", 0, batch([b"v%d" % i for i in range(20)]))).error_code == 0
     tid = broker.topics.get("t").topic_id

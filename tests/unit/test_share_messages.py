@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from protocol import share_messages
+from kcoord.protocol import share_messages
 
 GOLDEN = json.loads((pathlib.Path(__file__).parent / "share_messages_golden.json").read_text())["cases"]
 SCHEMAS = pathlib.Path(share_messages.__file__).parent / "schemas"
@@ -106,9 +106,9 @@ def test_every_served_version_has_a_golden_case():
 def test_served_at_kafka_43_versions():
     """The share-partition APIs are served (docs/share-groups.md) at the versions their schemas
     declare, which are Kafka 4.3's."""
-    from protocol.api import API_TABLE
+    from kcoord.protocol.api import API_TABLE
 
     for key, versions in {78: (1, 2), 79: (1, 2), 90: (0, 1), 91: (0, 0), 92: (0, 0)}.items():
         spec = API_TABLE[key]
         assert (spec.min_version, spec.max_version) == versions
-        assert spec.request.__module__ == "protocol.share_messages"
+        assert spec.request.__module__ == "kcoord.protocol.share_messages"

@@ -7,11 +7,11 @@ import uuid
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from protocol.errors import ErrorCode
-from protocol.share_records import ShareSnapshotValue, ShareUpdateValue, StateBatch
-from server.share import records
-from server.share.sessions import FINAL_EPOCH, SessionError, ShareSessionCache
-from server.share.state import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.share_records import ShareSnapshotValue, ShareUpdateValue, StateBatch
+from kcoord.server.share import records
+from kcoord.server.share.sessions import FINAL_EPOCH, SessionError, ShareSessionCache
+from kcoord.server.share.state import (
     ShareStateRecords,
     ShareStateShard,
     combine,

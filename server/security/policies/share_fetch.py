@@ -12,8 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode
-from server.security.guard import DELETE, DESCRIBE, GROUP, PASS, READ, TOPIC, Access, Guarded, clone, refused
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.security.guard import (
+    DELETE,
+    DESCRIBE,
+    GROUP,
+    PASS,
+    READ,
+    TOPIC,
+    Access,
+    Guarded,
+    clone,
+    refused,
+)
 
 _DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
@@ -40,7 +51,7 @@ def _by_topic_id(a: Access, req: Any, version: int, response_topic: Any, make_pa
 
 
 def share_fetch(a: Access, req: Any, version: int) -> Guarded:
-    from protocol.share_messages import ShareFetchResponse
+    from kcoord.protocol.share_messages import ShareFetchResponse
 
     T = ShareFetchResponse.ShareFetchableTopicResponse
     P = T.PartitionData
@@ -51,7 +62,7 @@ def share_fetch(a: Access, req: Any, version: int) -> Guarded:
 
 
 def share_acknowledge(a: Access, req: Any, version: int) -> Guarded:
-    from protocol.share_messages import ShareAcknowledgeResponse
+    from kcoord.protocol.share_messages import ShareAcknowledgeResponse
 
     T = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
     P = T.PartitionData
@@ -61,7 +72,7 @@ def share_acknowledge(a: Access, req: Any, version: int) -> Guarded:
 
 
 def describe_share_group_offsets(a: Access, req: Any, version: int) -> Guarded:
-    from protocol.share_messages import DescribeShareGroupOffsetsResponse as R
+    from kcoord.protocol.share_messages import DescribeShareGroupOffsetsResponse as R
 
     G = R.DescribeShareGroupOffsetsResponseGroup
     T = G.DescribeShareGroupOffsetsResponseTopic
