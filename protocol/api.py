@@ -67,6 +67,8 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
 
 
 # Kafka 4.0 removed Produce v0-v2 (KIP-896) but still advertises Produce from v0 (KAFKA-18659):
@@ -266,5 +268,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", _KP + "admin.topics", 0, 0),
         ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", "protocol.messages", 0, 1),
         ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", "protocol.messages", 0, 1),
+        ApiSpec(ApiKey.SHARE_GROUP_HEARTBEAT, "ShareGroupHeartbeat", "protocol.share_messages", 1, 1),
+        ApiSpec(ApiKey.SHARE_GROUP_DESCRIBE, "ShareGroupDescribe", "protocol.share_messages", 1, 1),
     )
 }

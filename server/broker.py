@@ -55,6 +55,8 @@ class Broker:
         self.security = SecurityState(config)  # SCRAM credentials, the ACL authorizer
         self.quotas = QuotaManager(config, self.log_dir)  # client quotas (server/quotas/)
         self._per_ip: dict[str, int] = {}
+        # (group id, member id) -> None: told when a share group member leaves (server/group/share/ports.py)
+        self.share_member_left: list[Callable[[str, str], None]] = []
         self.clock = SystemClock()
         self.logs: LogManager | None = None
         self.configs: BrokerConfigs  # dynamic broker configs, topic values (open_state)
@@ -322,6 +324,7 @@ class Broker:
 def group_config(cfg: Config) -> GroupConfig:
     """The coordinator's settings, same names as Kafka's with dots as underscores."""
     from server.group.config import GroupConfig
+    from server.group.share.settings import group_config_fields
 
     return GroupConfig(
         group_min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
@@ -341,6 +344,7 @@ def group_config(cfg: Config) -> GroupConfig:
         group_consumer_max_size=cfg["group.consumer.max.size"],
         group_consumer_assignors=cfg["group.consumer.assignors"],
         group_consumer_migration_policy=cfg["group.consumer.migration.policy"],
+        **group_config_fields(cfg),
     )
 
 
@@ -384,7 +388,8 @@ def _build_coordinator(b: Broker) -> None:
         # the end of a loop turn (one target assignment for its heartbeats) go to the runtime
         lambda runtime: GroupCoordinator(group_config(cfg), b.clock, partitions,
                                          background_writer=runtime.write_background,
-                                         end_of_turn=runtime.end_of_turn, topics=b.topics),
+                                         end_of_turn=runtime.end_of_turn, topics=b.topics,
+                                         share_member_left=b.share_member_left),
         OffsetsRecords(partitions),
         b.logs,  # type: ignore[arg-type]
         b.clock,

@@ -65,6 +65,12 @@ def _migration_policy(v: Any) -> str:
     return s
 
 
+def _share_group_settings() -> dict[str, tuple[Callable[[Any], Any], Any]]:
+    from server.group.share.settings import SETTINGS as SHARE
+
+    return SHARE
+
+
 # name -> (parser, default): the settings kcoord honours. Like Kafka, other names (a stock
 # server.properties has many) are kept aside and reported at start-up, not refused; a bad
 # value for a known name is refused.
@@ -130,6 +136,8 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.consumer.max.size": (int, 2147483647),
     "group.consumer.assignors": (_assignors, ("uniform", "range")),
     "group.consumer.migration.policy": (_migration_policy, "bidirectional"),
+    # share groups (KIP-932): server/group/share/settings.py
+    **_share_group_settings(),
     # Kafka's log cleaner settings, used by `kcoord compact` / `kcoord sidecar`
     "log.cleaner.delete.retention.ms": (int, 86400000),
     "log.cleaner.min.cleanable.ratio": (float, 0.5),

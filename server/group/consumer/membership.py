@@ -29,6 +29,7 @@ from server.group.consumer.validation import RequestError, check_member_epoch, k
 from server.group.consumer.writes import ConsumerGroupWrites
 from server.group.group_manager import GroupMetadataManager
 from server.group.migration import GroupMigration, MigrationError
+from server.group.types import GroupType
 
 log = logging.getLogger("kcoord.group")
 
@@ -58,6 +59,8 @@ class Membership:
                 raise RequestError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {gid} has no member of that id.")
             raise RequestError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
         if group is not None and not group.is_dead():
+            if group.TYPE is GroupType.SHARE:
+                raise RequestError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
             if not group.is_empty() or group.num_members():
                 migration = self.migration
                 if not migration.can_upgrade(group):
