@@ -1,0 +1,114 @@
+"""Share groups (KIP-932), the group coordinator's side, with real share consumers:
+confluent-kafka 2.16's ShareConsumer (librdkafka 2.16) and Java kafka-clients 4.3's
+KafkaShareConsumer join a share group through ShareGroupHeartbeat and are assigned partitions
+by the `simple` assignor; ShareGroupDescribe, ListGroups (type share) and `kcoord share-groups`
+show the members; the group (Empty, with its epoch) survives a server restart.
+
+Records are not fetched here: ShareFetch is another part of issue 25."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from conftest import call, unique
+from kafka.protocol.admin.groups import ListGroupsRequest
+
+from protocol.share_messages import ShareGroupDescribeRequest
+
+pytestmark = pytest.mark.integration
+
+SERVER = {
+    "group.share.min.session.timeout.ms": "6000",
+    "group.share.session.timeout.ms": "10000",
+    "group.share.min.heartbeat.interval.ms": "500",
+    "group.share.heartbeat.interval.ms": "1000",
+}
+
+
+def describe(server, group: str):
+    return call(server.bootstrap, ShareGroupDescribeRequest(version=1, group_ids=[group],
+                                                            include_authorized_operations=False), 1).groups[0]
+
+
+def wait_for(fn, timeout: float = 90.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"condition not met in {timeout}s: last {last!r}")
+
+
+class ShareMember:
+    """A confluent-kafka ShareConsumer polling in a thread until stopped (then closed: it leaves)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        from confluent_kafka import ShareConsumer
+
+        self.c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": "py-share"})
+        self.c.subscribe([topic])
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.c.poll(0.2)
+            except Exception as e:  # noqa: BLE001 - kept for the report
+                self.errors.append(repr(e))
+                time.sleep(0.2)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.t.join(30)
+        self.c.close()
+
+
+def test_confluent_share_consumers_join_and_are_assigned(kcoord_factory) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    server = kcoord_factory(SERVER)
+    topic, group = unique("share-t"), unique("share-g")
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        f.result(30)
+    members = [ShareMember(server.bootstrap, group, topic)]
+    try:
+        d = wait_for(lambda: (lambda g: g if g.error_code == 0 and len(g.members) == 1
+                              and g.members[0].assignment.topic_partitions else None)(describe(server, group)))
+        assert (d.group_state, d.assignor_name) == ("Stable", "simple")
+        m = d.members[0]
+        assert m.client_id == "py-share" and m.subscribed_topic_names == [topic]
+        assert {(tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions} == \
+            {(topic, 0), (topic, 1)}
+        members += [ShareMember(server.bootstrap, group, topic) for _ in range(2)]
+
+        def three_reconciled():
+            g = describe(server, group)
+            if len(g.members) != 3 or any(x.member_epoch != g.group_epoch for x in g.members):
+                return None
+            return g
+
+        d = wait_for(three_reconciled)
+        per_partition = {0: 0, 1: 0}
+        for x in d.members:
+            for tp in x.assignment.topic_partitions:
+                for p in tp.partitions:
+                    per_partition[p] += 1
+        assert per_partition == {0: 2, 1: 2}  # several members read the same share partition
+        listed = call(server.bootstrap, ListGroupsRequest(version=5, states_filter=[], types_filter=["share"]), 5)
+        assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [(group, "share", "Stable")]
+    finally:
+        for m in members:
+            m.close()
+    # closing consumers leave the group (epoch -1)
+    d = wait_for(lambda: (lambda g: g if g.group_state == "Empty" else None)(describe(server, group)), 60)
+    epoch = d.group_epoch
+    server.restart()
+    d = wait_for(lambda: (lambda g: g if g.error_code == 0 else None)(describe(server, group)), 60)
+    assert (d.group_state, d.group_epoch, d.members) == ("Empty", epoch, [])
