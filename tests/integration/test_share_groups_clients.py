@@ -112,3 +112,36 @@ def test_confluent_share_consumers_join_and_are_assigned(kcoord_factory) -> None
     server.restart()
     d = wait_for(lambda: (lambda g: g if g.error_code == 0 else None)(describe(server, group)), 60)
     assert (d.group_state, d.group_epoch, d.members) == ("Empty", epoch, [])
+
+
+def test_java_share_consumer_and_the_admin_client(kcoord_factory) -> None:
+    """A Java KafkaShareConsumer joins and is assigned; the Java Admin client's listShareGroups
+    and describeShareGroups see it. (Without ShareFetch served, kafka-clients 4.3 stops
+    heartbeating after its first poll, so the member later expires: what happens after the
+    first heartbeat is tested with confluent-kafka above, until ShareFetch lands.)"""
+    from clientlib import java4_share_member
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    server = kcoord_factory(SERVER)
+    topic, group = unique("share-t"), unique("share-g")
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        f.result(30)
+    java = java4_share_member(server.bootstrap, topic, group, name="java-share")
+    try:
+        d = wait_for(lambda: (lambda g: g if g.error_code == 0 and len(g.members) == 1
+                              and g.members[0].assignment.topic_partitions else None)(describe(server, group)), 120)
+        m = d.members[0]
+        assert (m.client_id, m.member_epoch, m.subscribed_topic_names) == ("java-share", 1, [topic])
+        assert {p for tp in m.assignment.topic_partitions for p in tp.partitions} == {0, 1}
+        # the Java Admin client: listShareGroups (ListGroups, type share) and describeShareGroups
+        assert java.proc.stdin is not None
+        java.proc.stdin.write("describe\n")
+        java.proc.stdin.flush()
+        ev = java.wait_for(lambda c: c.events("described") or c.events("error"), 90, "the Admin client's view")[0]
+        assert ev["kind"] == "described", ev
+        assert ev["listed"] is True and ev["state"] in ("Stable", "Empty"), ev
+        if ev["state"] == "Stable":
+            assert ev["members"] == [["java-share", 2]], ev  # both partitions
+    finally:
+        java.close(60)
