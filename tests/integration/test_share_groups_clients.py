@@ -31,6 +31,16 @@ def describe(server, group: str):
                                                             include_authorized_operations=False), 1).groups[0]
 
 
+def tool(server, *args: str) -> str:
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([str(root / "bin" / "kafka-share-groups.sh"), "--bootstrap-server", server.bootstrap, *args],
+                       capture_output=True, text=True, timeout=60, check=True)
+    return r.stdout
+
+
 def wait_for(fn, timeout: float = 90.0):
     deadline = time.monotonic() + timeout
     last = None
@@ -103,6 +113,14 @@ def test_confluent_share_consumers_join_and_are_assigned(kcoord_factory) -> None
         assert per_partition == {0: 2, 1: 2}  # several members read the same share partition
         listed = call(server.bootstrap, ListGroupsRequest(version=5, states_filter=[], types_filter=["share"]), 5)
         assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [(group, "share", "Stable")]
+        # kafka-share-groups.sh (kcoord share-groups, bin/kafka-share-groups.sh)
+        assert tool(server, "--list").split() == [group]
+        out = tool(server, "--describe", "--group", group, "--state").splitlines()
+        assert out[1].split()[:2] == ["GROUP", "COORDINATOR"] and out[2].split()[0] == group
+        assert out[2].split()[-2:] == ["Stable", "3"], out
+        rows = [r.split() for r in tool(server, "--describe", "--group", group, "--members").splitlines()[2:]]
+        assert sorted(r[1] for r in rows) == sorted(x.member_id for x in d.members)
+        assert sorted(r[-1] for r in rows) == sorted([f"{topic}:0", f"{topic}:1", f"{topic}:0,1"])
     finally:
         for m in members:
             m.close()
