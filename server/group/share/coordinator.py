@@ -274,7 +274,7 @@ class ShareGroupCoordinator:
     def _assign(self, group: ShareGroup, step: _Step) -> None:
         gid = group.group_id
         target = assignor.assign({m.member_id: m.subscribed_topic_names for m in group.members.values()},
-                                 group.subscription_metadata)
+                                 group.subscription_metadata, group.target_assignment)
         for mid, a in target.items():
             if group.target_assignment.get(mid) != a:
                 step.apply(CoordinatorRecord(ShareGroupTargetAssignmentMemberKey(gid, mid),
