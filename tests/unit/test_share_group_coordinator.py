@@ -343,3 +343,21 @@ def test_compaction_keeps_the_share_group_state() -> None:
     mode, a = replay_state(full, p, 50, "coordinator")
     _, b = replay_state(compacted, p, 50, "coordinator")
     assert mode == "coordinator" and a == b and G in a
+
+
+def test_offset_apis_on_a_share_group() -> None:
+    """A share group commits no offsets: OffsetCommit and OffsetDelete answer GROUP_ID_NOT_FOUND
+    (Kafka's ShareGroup.validateOffset*), OffsetFetch answers every partition without an offset
+    (Kafka's fetchOffsets for a group it cannot fetch for), and nothing is written."""
+    h = Harness()
+    h.join("m1")
+    n = len(h.log)
+    c = done(h.commit(G, {("t", 0): 5}))
+    assert [p.error_code for t in c.topics for p in t.partitions] == [ErrorCode.GROUP_ID_NOT_FOUND]
+    for version in (7, 8, 9):
+        f = done(h.fetch(G, {"t": [0]}, version=version))
+        parts = f.groups[0].topics[0].partitions if version >= 8 else f.topics[0].partitions
+        assert [(p.committed_offset, p.error_code) for p in parts] == [(-1, 0)]
+    d = done(h.offset_delete(G, {"t": [0]}))
+    assert d.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert len(h.log) == n and h.coord.group(G).TYPE == "share"

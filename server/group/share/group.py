@@ -4,7 +4,8 @@ and, in memory only, the subscribed topics' metadata the last epoch was computed
 
 Empty without members, else Stable (a share member takes its target at once). The group
 stays, Empty, when its last member leaves; DeleteGroups removes it. It has no committed offsets:
-OffsetCommit, OffsetFetch and OffsetDelete answer GROUP_ID_NOT_FOUND, as Kafka does.
+OffsetCommit and OffsetDelete answer GROUP_ID_NOT_FOUND and OffsetFetch finds no offsets,
+as Kafka answers.
 """
 from __future__ import annotations
 
@@ -72,7 +73,9 @@ class ShareGroup:
         return ErrorCode.GROUP_ID_NOT_FOUND
 
     def validate_offset_fetch(self, member_id: str | None = None, member_epoch: int = -1) -> ErrorCode | None:
-        return ErrorCode.GROUP_ID_NOT_FOUND
+        # Kafka's answer for a group that is not a consumer group: every partition without an
+        # offset (-1), no error; a share group has none to fetch
+        return None
 
     def validate_offset_delete(self) -> ErrorCode | None:
         return ErrorCode.GROUP_ID_NOT_FOUND
