@@ -361,3 +361,20 @@ def test_offset_apis_on_a_share_group() -> None:
     d = done(h.offset_delete(G, {"t": [0]}))
     assert d.error_code == ErrorCode.GROUP_ID_NOT_FOUND
     assert len(h.log) == n and h.coord.group(G).TYPE == "share"
+
+
+def test_control_api_rebalance_and_expire() -> None:
+    from server.group import control
+
+    h = Harness()
+    h.join("a")
+    h.join("b")
+    assert control.force_rebalance(h.coord, G, "test") is None
+    h.flush()
+    assert h.coord.group(G).group_epoch == 3
+    r = h.hb("a", 1)
+    assert r.error_code == 0 and r.member_epoch == 3
+    assert control.expire_member(h.coord, G, "nobody", "test") == (ErrorCode.UNKNOWN_MEMBER_ID, None)
+    assert control.expire_member(h.coord, G, "b", "test") == (None, "b")
+    h.flush()
+    assert list(h.coord.group(G).members) == ["a"] and h.left == [(G, "b")]

@@ -362,6 +362,19 @@ class ShareGroupCoordinator:
         self.manager.emit(CoordinatorResult(records=step.records, on_appended=on_appended, applied=True,
                                             undo=step.undoer()))
 
+    def write_in_background(self, gid: str, records: list[CoordinatorRecord]) -> None:
+        """Apply `records` now and write them in the background (the control API's rebalance)."""
+        step = _Step(self.records)
+        for r in records:
+            step.apply(r)
+
+        def on_appended(error: ErrorCode | None) -> None:
+            if error is not None:
+                log.warning("[GroupId %s] Failed to write %d share group records: %s", gid, len(records), error.name)
+
+        self.manager.emit(CoordinatorResult(records=step.records, on_appended=on_appended, applied=True,
+                                            undo=step.undoer()))
+
     # ====================================================================== ShareGroupDescribe
 
     def describe(self, req: Any, version: int) -> CoordinatorResult:
