@@ -2,7 +2,8 @@
 confluent-kafka 2.16's ShareConsumer (librdkafka 2.16) and Java kafka-clients 4.3's
 KafkaShareConsumer join a share group through ShareGroupHeartbeat and are assigned partitions
 by the `simple` assignor; ShareGroupDescribe, ListGroups (type share) and `kcoord share-groups`
-show the members; the group (Empty, with its epoch) survives a server restart.
+show the members; the group (Empty, with its epoch) survives a server restart, and a live
+group's members, epochs and assignments survive a SIGKILL.
 
 Records are not fetched here: ShareFetch is another part of issue 25."""
 from __future__ import annotations
@@ -167,3 +168,45 @@ def test_java_share_consumer_and_the_admin_client(kcoord_factory) -> None:
             assert ev["members"] == [["java-share", 2]], ev  # both partitions
     finally:
         java.close(60)
+
+
+def test_members_survive_a_server_sigkill(kcoord_factory) -> None:
+    """The group's records are durable before each answer and replayed at start-up: after a
+    SIGKILL the members, their epochs and assignments are back, and the consumers, which
+    reconnect and heartbeat with the epochs they had, stay members without a rebalance."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    server = kcoord_factory(SERVER)
+    topic, group = unique("share-t"), unique("share-g")
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        f.result(30)
+    members = [ShareMember(server.bootstrap, group, topic) for _ in range(2)]
+    try:
+        def settled():
+            g = describe(server, group)
+            if len(g.members) != 2 or any(x.member_epoch != g.group_epoch for x in g.members):
+                return None
+            return g
+
+        before = wait_for(settled)
+        picture = sorted((x.member_id, x.member_epoch, [(tp.topic_name, sorted(tp.partitions))
+                                                        for tp in x.assignment.topic_partitions])
+                         for x in before.members)
+        server.kill()
+        server.start()
+        after = wait_for(lambda: (lambda g: g if g.error_code == 0 else None)(describe(server, group)), 60)
+        assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+        assert sorted((x.member_id, x.member_epoch, [(tp.topic_name, sorted(tp.partitions))
+                                                     for tp in x.assignment.topic_partitions])
+                      for x in after.members) == picture
+        # the consumers keep heartbeating into the loaded group: past a session timeout (10 s)
+        # nobody was fenced and nothing was reassigned
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            g = describe(server, group)
+            assert g.group_epoch == before.group_epoch and len(g.members) == 2, g
+            time.sleep(0.5)
+    finally:
+        for m in members:
+            m.close()
