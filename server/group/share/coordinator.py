@@ -276,7 +276,7 @@ class ShareGroupCoordinator:
         target = assignor.assign({m.member_id: m.subscribed_topic_names for m in group.members.values()},
                                  group.subscription_metadata, group.target_assignment)
         for mid, a in target.items():
-            if group.target_assignment.get(mid) != a:
+            if group.target_assignment.get(mid, {}) != a:  # (no record for a member given nothing)
                 step.apply(CoordinatorRecord(ShareGroupTargetAssignmentMemberKey(gid, mid),
                                              ShareGroupTargetAssignmentMemberValue(a)))
         step.apply(CoordinatorRecord(ShareGroupTargetAssignmentMetadataKey(gid),
