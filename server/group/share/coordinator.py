@@ -240,7 +240,7 @@ class ShareGroupCoordinator:
         self._session(gid, mid)
         assignment = answered.assigned if epoch == 0 or answered.assigned != member.assigned else None
         response = heartbeat_response(ErrorCode.NONE, None, mid, answered.member_epoch,
-                                      self.config.group_share_heartbeat_interval_ms, assignment)
+                                      self.heartbeat_interval_ms(gid), assignment)
         return self._result(step, response, lambda code: heartbeat_response(code))
 
     def _refresh_metadata(self, group: ShareGroup, step: _Step) -> bool:
@@ -339,8 +339,17 @@ class ShareGroupCoordinator:
         self.timers.cancel(("share-session", group.group_id, mid))
         return step
 
+    def session_timeout_ms(self, gid: str) -> int:
+        """group.share.session.timeout.ms (a group's own share.session.timeout.ms, once group
+        configs carry it, goes here)."""
+        return self.config.group_share_session_timeout_ms
+
+    def heartbeat_interval_ms(self, gid: str) -> int:
+        """group.share.heartbeat.interval.ms (likewise share.heartbeat.interval.ms)."""
+        return self.config.group_share_heartbeat_interval_ms
+
     def _session(self, gid: str, mid: str) -> None:
-        self.timers.schedule(("share-session", gid, mid), self.config.group_share_session_timeout_ms,
+        self.timers.schedule(("share-session", gid, mid), self.session_timeout_ms(gid),
                              lambda: self.expire(gid, mid, SESSION_EXPIRED))
 
     def expire(self, gid: str, mid: str, reason: str) -> None:
