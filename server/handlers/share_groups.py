@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from server.context import RequestContext
+    from kcoord.server.context import RequestContext
 
 
 def handle_share_group_heartbeat(ctx: RequestContext, req: Any, version: int) -> Any:

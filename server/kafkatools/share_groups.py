@@ -9,9 +9,9 @@ from typing import Any
 
 from kafka.protocol.admin.groups import ListGroupsRequest
 
-from protocol.share_messages import ShareGroupDescribeRequest
-from server.kafkatools.options import ToolParser, check_required
-from server.kafkatools.wire import Client, KafkaCallError, check
+from kcoord.protocol.share_messages import ShareGroupDescribeRequest
+from kcoord.server.kafkatools.options import ToolParser, check_required
+from kcoord.server.kafkatools.wire import Client, KafkaCallError, check
 
 WHAT = "This tool helps to list, describe, reset and delete share groups."
 STATES = ["Stable", "Dead", "Empty"]
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if o.members and not o.describe:
         p.usage_exit("Option [members] can be used only with the [describe] action")
     try:
-        from server.kafkatools.options import load_properties
+        from kcoord.server.kafkatools.options import load_properties
 
         props = load_properties(o.command_config) if o.command_config else {}
         client = Client(o.bootstrap_server, max(o.timeout, 1000) / 1000 * 6,

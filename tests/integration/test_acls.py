@@ -65,14 +65,14 @@ from kafka.protocol.producer.transaction import (
 )
 from wire import WireClient
 
-from protocol.errors import ErrorCode as E
-from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
-from server.app import Server
-from server.config import Config
-from server.security.acl import AclOperation as Op
-from server.security.acl import AclPermissionType as Perm
-from server.security.acl import PatternType as Pat
-from server.security.acl import ResourceType as Res
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from kcoord.server.app import Server
+from kcoord.server.config import Config
+from kcoord.server.security.acl import AclOperation as Op
+from kcoord.server.security.acl import AclPermissionType as Perm
+from kcoord.server.security.acl import PatternType as Pat
+from kcoord.server.security.acl import ResourceType as Res
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw", "mallory": "mallory-pw"}
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -381,14 +381,14 @@ class Calls:
             topic_partitions=[]), 0).error_code
 
     def share_heartbeat(self, group: str, topics: list[str]) -> int:
-        from protocol.share_messages import ShareGroupHeartbeatRequest
+        from kcoord.protocol.share_messages import ShareGroupHeartbeatRequest
 
         return self.c.call(ShareGroupHeartbeatRequest(
             version=1, group_id=group, member_id=uuid.uuid4().hex[:22], member_epoch=0, rack_id=None,
             subscribed_topic_names=topics), 1).error_code
 
     def share_describe(self, group: str) -> tuple[int, int]:
-        from protocol.share_messages import ShareGroupDescribeRequest
+        from kcoord.protocol.share_messages import ShareGroupDescribeRequest
 
         r = self.c.call(ShareGroupDescribeRequest(version=1, group_ids=[group], include_authorized_operations=True), 1)
         return r.groups[0].error_code, r.groups[0].authorized_operations

@@ -15,7 +15,7 @@ import pytest
 from conftest import call, unique
 from kafka.protocol.admin.groups import ListGroupsRequest
 
-from protocol.share_messages import ShareGroupDescribeRequest
+from kcoord.protocol.share_messages import ShareGroupDescribeRequest
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from test_group_helpers import FakeTopics  # noqa: E402
 from test_share_group_coordinator import Harness  # noqa: E402
 
-from protocol.coordinator_codec import decode_record, encode_key, encode_value  # noqa: E402
-from protocol.errors import ErrorCode  # noqa: E402
-from server.group.coordinator import GroupCoordinator  # noqa: E402
+from kcoord.protocol.coordinator_codec import decode_record, encode_key, encode_value  # noqa: E402
+from kcoord.protocol.errors import ErrorCode  # noqa: E402
+from kcoord.server.group.coordinator import GroupCoordinator  # noqa: E402
 
 GROUPS = ["g1", "g2"]
 MEMBERS = ["m0", "m1", "m2", "m3"]

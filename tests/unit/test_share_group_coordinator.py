@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from test_group_helpers import ConsumerHarness, FakeTopics, done, wire
 
-from protocol.coordinator_codec import decode_record, encode_key, encode_value
-from protocol.errors import ErrorCode
-from protocol.share_messages import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
-from server.group.coordinator import GroupCoordinator
-from server.group.share import assignor
-from server.group.share.settings import SETTINGS, group_config_fields
+from kcoord.protocol.coordinator_codec import decode_record, encode_key, encode_value
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.share_messages import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
+from kcoord.server.group.coordinator import GroupCoordinator
+from kcoord.server.group.share import assignor
+from kcoord.server.group.share.settings import SETTINGS, group_config_fields
 
 G = "sg"
 
@@ -324,7 +324,7 @@ def test_settings_bounds() -> None:
 def test_compaction_keeps_the_share_group_state() -> None:
     """What the compaction sidecar keeps (the latest record of each key, tombstones dropped once
     old enough) replays to the same share groups as the whole log (sidecar/verify.py's check)."""
-    from sidecar.verify import replay_state
+    from kcoord.sidecar.verify import replay_state
 
     h = Harness()
     epochs = {m: h.join(m).member_epoch for m in ("a", "b", "c")}
@@ -364,7 +364,7 @@ def test_offset_apis_on_a_share_group() -> None:
 
 
 def test_control_api_rebalance_and_expire() -> None:
-    from server.group import control
+    from kcoord.server.group import control
 
     h = Harness()
     h.join("a")

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from protocol import share_messages
+from kcoord.protocol import share_messages
 
 GOLDEN = json.loads((pathlib.Path(__file__).parent / "share_messages_golden.json").read_text())["cases"]
 SCHEMAS = pathlib.Path(share_messages.__file__).parent / "schemas"
@@ -106,8 +106,8 @@ def test_every_served_version_has_a_golden_case():
 def test_served_as_kafka_4_3_serves_them():
     """ShareGroupHeartbeat and ShareGroupDescribe are served (the share group coordinator) at the
     versions of these classes; the other share APIs are advertised once they are served."""
-    from protocol import api
-    from server.handlers.routes import ROUTES
+    from kcoord.protocol import api
+    from kcoord.server.handlers.routes import ROUTES
 
     for api_name, key in (("ShareGroupHeartbeat", 76), ("ShareGroupDescribe", 77)):
         spec = api.API_TABLE[key]

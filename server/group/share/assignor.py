@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from uuid import UUID
 
-from protocol.share_records import Assignment
+from kcoord.protocol.share_records import Assignment
 
 NAME = "simple"
 

@@ -4,11 +4,11 @@ member gets the new target assignment at its next heartbeat), and a member expir
 as when its session lapses)."""
 from __future__ import annotations
 
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode
-from protocol.share_records import ShareGroupMetadataKey, ShareGroupMetadataValue
-from server.group.share.coordinator import ShareGroupCoordinator
-from server.group.share.group import ShareGroup
+from kcoord.protocol.coordinator_records import CoordinatorRecord
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.share_records import ShareGroupMetadataKey, ShareGroupMetadataValue
+from kcoord.server.group.share.coordinator import ShareGroupCoordinator
+from kcoord.server.group.share.group import ShareGroup
 
 
 def force_rebalance(share: ShareGroupCoordinator, group: ShareGroup, reason: str) -> ErrorCode | None:

@@ -24,10 +24,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode
-from protocol.share_messages import ShareGroupDescribeResponse, ShareGroupHeartbeatResponse
-from protocol.share_records import (
+from kcoord.protocol.coordinator_records import CoordinatorRecord
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.share_messages import ShareGroupDescribeResponse, ShareGroupHeartbeatResponse
+from kcoord.protocol.share_records import (
     Assignment,
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupMemberMetadataKey,
@@ -39,15 +39,20 @@ from protocol.share_records import (
     ShareGroupTargetAssignmentMetadataKey,
     ShareGroupTargetAssignmentMetadataValue,
 )
-from server.group.config import GroupConfig
-from server.group.consumer.timers import Timers
-from server.group.consumer.topics import GroupTopics
-from server.group.result import CoordinatorResult
-from server.group.share import assignor
-from server.group.share.group import ShareGroup
-from server.group.share.member import LEAVE_GROUP_MEMBER_EPOCH, STABLE, ShareGroupMember
-from server.group.share.ports import MemberLeft
-from server.group.share.records import KEY_TYPES, ShareGroupRecords, removal_records, state_metadata_value
+from kcoord.server.group.config import GroupConfig
+from kcoord.server.group.consumer.timers import Timers
+from kcoord.server.group.consumer.topics import GroupTopics
+from kcoord.server.group.result import CoordinatorResult
+from kcoord.server.group.share import assignor
+from kcoord.server.group.share.group import ShareGroup
+from kcoord.server.group.share.member import LEAVE_GROUP_MEMBER_EPOCH, STABLE, ShareGroupMember
+from kcoord.server.group.share.ports import MemberLeft
+from kcoord.server.group.share.records import (
+    KEY_TYPES,
+    ShareGroupRecords,
+    removal_records,
+    state_metadata_value,
+)
 
 log = logging.getLogger("kcoord.group")
 

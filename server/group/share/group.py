@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode
-from protocol.share_records import (
+from kcoord.protocol.coordinator_records import CoordinatorRecord
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.share_records import (
     Assignment,
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupMemberMetadataKey,
@@ -22,8 +22,8 @@ from protocol.share_records import (
     ShareGroupTargetAssignmentMemberKey,
     ShareGroupTargetAssignmentMetadataKey,
 )
-from server.group.share.member import ShareGroupMember
-from server.group.types import GroupType, OffsetExpiration
+from kcoord.server.group.share.member import ShareGroupMember
+from kcoord.server.group.types import GroupType, OffsetExpiration
 
 PROTOCOL_TYPE = "share"
 

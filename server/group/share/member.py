@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from protocol.share_records import (
+from kcoord.protocol.share_records import (
     Assignment,
     ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataValue,

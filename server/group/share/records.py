@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.share_records import (
+from kcoord.protocol.coordinator_records import CoordinatorRecord
+from kcoord.protocol.share_records import (
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupMemberMetadataKey,
     ShareGroupMetadataKey,
@@ -21,8 +21,8 @@ from protocol.share_records import (
     ShareGroupTargetAssignmentMetadataValue,
     TopicPartitionsInfo,
 )
-from server.group.share.group import ShareGroup
-from server.group.share.member import LEAVE_GROUP_MEMBER_EPOCH, ShareGroupMember
+from kcoord.server.group.share.group import ShareGroup
+from kcoord.server.group.share.member import LEAVE_GROUP_MEMBER_EPOCH, ShareGroupMember
 
 log = logging.getLogger("kcoord.group")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode
-from server.security.guard import DESCRIBE, GROUP, PASS, READ, TOPIC, Access, Guarded, clone
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.security.guard import DESCRIBE, GROUP, PASS, READ, TOPIC, Access, Guarded, clone
 
 
 def share_group_heartbeat(a: Access, req: Any, version: int) -> Guarded:
-    from server.group.share.coordinator import heartbeat_response
+    from kcoord.server.group.share.coordinator import heartbeat_response
 
     if not a.allowed(READ, GROUP, req.group_id):
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -23,8 +23,8 @@ def share_group_heartbeat(a: Access, req: Any, version: int) -> Guarded:
 
 
 def share_group_describe(a: Access, req: Any, version: int) -> Guarded:
-    from protocol.share_messages import ShareGroupDescribeResponse
-    from server.security.acl import AclOperation, bit_field
+    from kcoord.protocol.share_messages import ShareGroupDescribeResponse
+    from kcoord.server.security.acl import AclOperation, bit_field
 
     Described = ShareGroupDescribeResponse.DescribedGroup
     ids = list(req.group_ids)
