@@ -21,6 +21,7 @@ from protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
 from server.clock import SystemClock
 from server.config import Config
 from server.config_layers import BrokerConfigs
+from server.group_configs import GroupConfigs
 from server.metrics import Metrics
 from server.quotas.manager import QuotaManager
 from server.security.state import SecurityState
@@ -58,6 +59,7 @@ class Broker:
         self.clock = SystemClock()
         self.logs: LogManager | None = None
         self.configs: BrokerConfigs  # dynamic broker configs, topic values (open_state)
+        self.group_configs: GroupConfigs  # the GROUP config resource, in the same store (open_state)
         # built at their first use (_PARTS), or by open_state when there is state to load
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime[CoordinatorRecord]
@@ -104,6 +106,7 @@ class Broker:
         self.topics.load()
         self.configs = BrokerConfigs(self.config, self.log_dir)  # every log's segment settings need it
         self.configs.load()
+        self.group_configs = GroupConfigs(self.configs)  # per-group overrides, in the same store
         if self.topics.get(OFFSETS_TOPIC) is None:
             self.create_topic(
                 OFFSETS_TOPIC,
@@ -319,8 +322,9 @@ class Broker:
         log.info("Broker stopped")
 
 
-def group_config(cfg: Config) -> GroupConfig:
-    """The coordinator's settings, same names as Kafka's with dots as underscores."""
+def group_config(cfg: Config, overrides: GroupConfigs | None = None) -> GroupConfig:
+    """The coordinator's settings, same names as Kafka's with dots as underscores; `overrides`:
+    the per-group configs that take precedence (the GROUP config resource)."""
     from server.group.config import GroupConfig
 
     return GroupConfig(
@@ -341,6 +345,7 @@ def group_config(cfg: Config) -> GroupConfig:
         group_consumer_max_size=cfg["group.consumer.max.size"],
         group_consumer_assignors=cfg["group.consumer.assignors"],
         group_consumer_migration_policy=cfg["group.consumer.migration.policy"],
+        overrides=overrides,
     )
 
 
@@ -382,7 +387,7 @@ def _build_coordinator(b: Broker) -> None:
     b.runtime = CoordinatorRuntime(
         # writes no request asked for (a group emptied by a session timeout) and the work of
         # the end of a loop turn (one target assignment for its heartbeats) go to the runtime
-        lambda runtime: GroupCoordinator(group_config(cfg), b.clock, partitions,
+        lambda runtime: GroupCoordinator(group_config(cfg, b.group_configs), b.clock, partitions,
                                          background_writer=runtime.write_background,
                                          end_of_turn=runtime.end_of_turn, topics=b.topics),
         OffsetsRecords(partitions),

@@ -42,6 +42,8 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8  # the Java Admin's DYNAMIC_GROUP_CONFIG
 
 
 class ResourceType(IntEnum):
