@@ -18,6 +18,7 @@ from kafka.protocol.admin.configs import (
 )
 
 from server.config_catalogue import TOPIC_CONFIGS
+from server.group_configs import GROUP_CONFIGS
 from server.kafkatools import quota_configs, scram_configs
 from server.kafkatools.options import ToolParser, check_invalid, load_properties
 from server.kafkatools.wire import Client, KafkaCallError, check
@@ -57,7 +58,8 @@ def parser() -> ToolParser:
                                              "ip/client metrics/group id)")
     a("--entity-default", action="store_true", help="Default entity name for clients/users/brokers/ips")
     a("--add-config", help="Key Value pairs of configs to add. Square brackets can be used to group values which "
-                           "contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'. Topic configs: " + ", ".join(sorted(TOPIC_CONFIGS)))
+                           "contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'. Topic configs: " + ", ".join(sorted(TOPIC_CONFIGS))
+                           + ". Group configs: " + ", ".join(sorted(GROUP_CONFIGS)))
     a("--add-config-file", help="Path to a properties file with configs to add.")
     a("--delete-config", action="append", help="config keys to remove 'k1,k2'")
     a("--force", action="store_true", help="Suppress console prompts")
