@@ -17,7 +17,7 @@ from here, the share group helpers their offset reset, isolation level and locks
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -155,8 +155,9 @@ _SESSION_OVER_HEARTBEAT = (("consumer.session.timeout.ms", "consumer.heartbeat.i
 class GroupConfigs:
     """The group configs of every group id: read, checked, changed durably, described.
 
-    `store` is the dynamic-config store (its `groups` map, `replace_group`, and the broker
-    settings' effective values); `config` is the broker Config behind it."""
+    Its one dependency is the dynamic-config store (server/config_layers.py BrokerConfigs): its
+    `groups` map and `replace_group`, and the effective values of the broker settings behind
+    the defaults and bounds (over the broker Config it holds)."""
 
     def __init__(self, store: BrokerConfigs) -> None:
         self._store = store
@@ -177,18 +178,6 @@ class GroupConfigs:
             except ConfigError:  # checked on the way in; a stored one may have rotted
                 pass
         return self.default(name)
-
-    def int_value(self, name: str) -> Callable[[str], int]:
-        """A fast reader of one int config by group id (the heartbeat path)."""
-        groups = self._store.groups
-        default = self.default
-
-        def read(group_id: str) -> int:
-            own = groups.get(group_id)
-            if own is not None and name in own:
-                return self.value(group_id, name)  # type: ignore[no-any-return]
-            return default(name)  # type: ignore[no-any-return]
-        return read
 
     def default(self, name: str) -> Any:
         """The value a group gets when it has not set `name`: the broker setting behind it."""

@@ -3,7 +3,7 @@ DescribeConfigs / IncrementalAlterConfigs / AlterConfigs for Kafka's codes and m
 Java Admin of kafka-clients 4.3 (tests/compat/java4/GroupConfigTool.java), confluent-kafka's
 AdminClient, `kafka-configs.sh --entity-type groups`; the configs kept across a SIGKILL and
 restart; and a KIP-848 group's heartbeat interval and session timeout taken from them on the
-next heartbeat; deleting the group leaves its configs, as in Kafka."""
+next heartbeat (raw heartbeats, and a confluent-kafka group.protocol=consumer member SIGKILLed); deleting the group leaves its configs, as in Kafka."""
 from __future__ import annotations
 
 import json
@@ -242,3 +242,34 @@ def test_java_admin_group_configs(kcoord_factory):
     last = out[5]["entries"]
     assert last["share.isolation.level"][:2] == ["read_uncommitted", "DEFAULT_CONFIG"]
     assert last["consumer.heartbeat.interval.ms"][0] == "3000"
+
+
+def _members(b: str, g: str) -> list:
+    return call(b, ConsumerGroupDescribeRequest(version=0, group_ids=[g], include_authorized_operations=False),
+                0).groups[0].members
+
+
+def test_a_confluent_consumer_protocol_member_expires_after_its_groups_session_timeout(kcoord_factory):
+    from clientlib import python_member
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    srv = kcoord_factory(SERVER)
+    b = srv.bootstrap
+    topic, g = unique("gc-t"), unique("gc-ck848")
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    assert incremental(b, g, [("consumer.session.timeout.ms", SET, "3000")]) == (0, None)
+    m = python_member("confluent", b, topic, g, name="ck848", group_protocol="consumer")
+    try:
+        deadline = time.monotonic() + 90
+        while not _members(b, g):
+            assert time.monotonic() < deadline, "the member never joined"
+            time.sleep(0.2)
+        m.kill()  # no leave: only the session timeout removes it
+        killed = time.monotonic()
+        while _members(b, g):
+            # the broker's own session timeout is 45 s: gone well before means the group's 3 s
+            assert time.monotonic() - killed < 30, "the member outlived the group's session timeout"
+            time.sleep(0.2)
+    finally:
+        m.kill()
