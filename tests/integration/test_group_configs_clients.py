@@ -1,9 +1,10 @@
 """Group configs (the GROUP config resource, type 32) against a kcoord process: raw
 DescribeConfigs / IncrementalAlterConfigs / AlterConfigs for Kafka's codes and messages, the
 Java Admin of kafka-clients 4.3 (tests/compat/java4/GroupConfigTool.java), confluent-kafka's
-AdminClient, `kafka-configs.sh --entity-type groups`; the configs kept across a SIGKILL and
+AdminClient, kafka-python's KafkaAdminClient, `kafka-configs.sh --entity-type groups`; the configs kept across a SIGKILL and
 restart; and a KIP-848 group's heartbeat interval and session timeout taken from them on the
-next heartbeat (raw heartbeats, and a confluent-kafka group.protocol=consumer member SIGKILLed); deleting the group leaves its configs, as in Kafka."""
+next heartbeat (raw heartbeats, and a confluent-kafka group.protocol=consumer member SIGKILLed);
+deleting the group leaves its configs, as in Kafka."""
 from __future__ import annotations
 
 import json
@@ -273,3 +274,22 @@ def test_a_confluent_consumer_protocol_member_expires_after_its_groups_session_t
             time.sleep(0.2)
     finally:
         m.kill()
+
+
+def test_kafka_python_admin_group_configs(kcoord_factory):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    srv = kcoord_factory(SERVER)
+    g = unique("gc-kp")
+    admin = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=15000)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.GROUP, g, configs={"share.delivery.count.limit": "7"})])
+        resp = admin.describe_configs([ConfigResource(ConfigResourceType.GROUP, g)], include_synonyms=True,
+                                      config_filter="all")
+        got = resp["group"][g]
+        assert got["share.delivery.count.limit"]["value"] == "7"
+        assert got["share.delivery.count.limit"]["config_source"] == "DYNAMIC_GROUP_CONFIG"
+        assert got["share.isolation.level"]["config_source"] == "DEFAULT_CONFIG"
+        assert len(got) == 17
+    finally:
+        admin.close()
