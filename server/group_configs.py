@@ -16,6 +16,7 @@ from here, the share group helpers their offset reset, isolation level and locks
 """
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +35,9 @@ from server.config_catalogue import (
 if TYPE_CHECKING:
     from server.config_layers import BrokerConfigs, Entry
 
-B, S, INT, L = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG
+log = logging.getLogger("kcoord.configs")
+
+B, S, INT = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT
 
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
 
@@ -169,14 +172,23 @@ class GroupConfigs:
         return self._store.groups.get(group_id, _EMPTY)
 
     def value(self, group_id: str, name: str) -> Any:
-        """The typed value of a group config: the group's own, else the broker's default."""
+        """The typed value of a group config: the group's own, else the broker's default. A
+        value set when the broker's bounds were wider is capped to the bounds now (Kafka 4.3,
+        KIP-1240: the stored value is kept, the group uses the capped one)."""
         key = GROUP_CONFIGS[name]
         raw = self._store.groups.get(group_id, _EMPTY).get(name)
         if raw is not None:
             try:
-                return key.key.parse(raw)
+                value = key.key.parse(raw)
             except ConfigError:  # checked on the way in; a stored one may have rotted
-                pass
+                return self.default(name)
+            if key.lo is not None and value < (lo := self._bound(key.lo)):
+                log.debug("Group %s: %s=%s is below %s, using %d", group_id, name, value, key.lo[0], lo)
+                return lo
+            if key.hi is not None and value > (hi := self._bound(key.hi)):
+                log.debug("Group %s: %s=%s is above %s, using %d", group_id, name, value, key.hi[0], hi)
+                return hi
+            return value
         return self.default(name)
 
     def default(self, name: str) -> Any:
@@ -196,6 +208,13 @@ class GroupConfigs:
             except ConfigError:
                 return key.default
         return value
+
+    def _stored(self, raw: str, key: GroupConfigKey) -> Any:
+        """A value as set (described as kept, not as capped)."""
+        try:
+            return key.key.parse(raw)
+        except ConfigError:
+            return raw
 
     def _bound(self, bound: tuple[str, int]) -> int:
         value = self._store.value(bound[0])
@@ -251,7 +270,7 @@ class GroupConfigs:
             if keys and name not in keys:
                 continue
             key = GROUP_CONFIGS[name]
-            text = value_text(key.key.type, self.value(group_id, name))
+            text = value_text(key.key.type, self._stored(own[name], key) if name in own else self.default(name))
             source = ConfigSource.GROUP_CONFIG if name in own else ConfigSource.DEFAULT_CONFIG
             synonyms = [Synonym(name, text, source)]
             if key.broker is not None:

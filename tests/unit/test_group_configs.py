@@ -142,3 +142,16 @@ def test_the_coordinator_reads_a_groups_own_session_and_interval(tmp_path):
     assert config.consumer_heartbeat_interval_ms("g") == 250
     assert config.consumer_session_timeout_ms("g") == 50000
     assert config.consumer_session_timeout_ms("h") == 45000
+
+
+def test_a_stored_value_outside_the_brokers_bounds_now_is_capped(tmp_path):
+    gc, _ = _configs(tmp_path, **{"group.consumer.min.heartbeat.interval.ms": "100"})
+    gc.replace("g", gc.check({"consumer.heartbeat.interval.ms": "200"}))
+    (tmp_path / "later").mkdir()
+    (tmp_path / "later" / DYNAMIC_FILE).write_bytes((tmp_path / DYNAMIC_FILE).read_bytes())
+    later, _ = _configs(tmp_path / "later")  # restarted with Kafka's bounds (5000-15000)
+    assert later.get("g") == {"consumer.heartbeat.interval.ms": "200"}  # kept as set
+    assert later.value("g", "consumer.heartbeat.interval.ms") == 5000  # used within the bounds
+    assert GroupConfig(overrides=later).consumer_heartbeat_interval_ms("g") == 5000
+    described = {e.name: e for e in later.entries("g", None, docs=False)}["consumer.heartbeat.interval.ms"]
+    assert (described.value, described.source) == ("200", ConfigSource.GROUP_CONFIG)  # described as kept
