@@ -127,6 +127,11 @@ class BrokerConfigs:
             data["groups"] = self.groups
         atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
 
+    @property
+    def generation(self) -> int:
+        """Bumped whenever a broker value changes (what caches built on them check)."""
+        return self._generation
+
     def replace_group(self, group_id: str, values: dict[str, str]) -> None:
         """Install a group's whole config map (already checked), durably; an empty map removes
         the group's entry. OSError: nothing changed."""

@@ -164,6 +164,10 @@ class GroupConfigs:
 
     def __init__(self, store: BrokerConfigs) -> None:
         self._store = store
+        # (group id, name) -> the typed value in use, for the heartbeat path; dropped when a
+        # group's configs or a broker value (bounds, defaults) change
+        self._values: dict[tuple[str, str], Any] = {}
+        self._generation = store.generation
 
     # ------------------------------------------------------------------ the read interface
 
@@ -175,6 +179,17 @@ class GroupConfigs:
         """The typed value of a group config: the group's own, else the broker's default. A
         value set when the broker's bounds were wider is capped to the bounds now (Kafka 4.3,
         KIP-1240: the stored value is kept, the group uses the capped one)."""
+        if self._generation != self._store.generation:
+            self._values.clear()
+            self._generation = self._store.generation
+        cached = self._values.get((group_id, name), _MISSING)
+        if cached is not _MISSING:
+            return cached
+        value = self._value(group_id, name)
+        self._values[(group_id, name)] = value
+        return value
+
+    def _value(self, group_id: str, name: str) -> Any:
         key = GROUP_CONFIGS[name]
         raw = self._store.groups.get(group_id, _EMPTY).get(name)
         if raw is not None:
@@ -255,7 +270,10 @@ class GroupConfigs:
 
     def replace(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Install the group's complete config map (checked), durably (OSError: unchanged)."""
-        self._store.replace_group(group_id, dict(configs))
+        try:
+            self._store.replace_group(group_id, dict(configs))
+        finally:
+            self._values.clear()
 
     # ------------------------------------------------------------------ describe
 
@@ -288,3 +306,4 @@ class _Plain(ConfigError):
 
 
 _EMPTY: Mapping[str, str] = {}
+_MISSING = object()
