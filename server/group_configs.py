@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from server.config_catalogue import (
+from kcoord.server.config_catalogue import (
     ConfigError,
     ConfigKey,
     ConfigSource,
@@ -33,7 +33,7 @@ from server.config_catalogue import (
 )
 
 if TYPE_CHECKING:
-    from server.config_layers import BrokerConfigs, Entry
+    from kcoord.server.config_layers import BrokerConfigs, Entry
 
 log = logging.getLogger("kcoord.configs")
 
@@ -280,7 +280,7 @@ class GroupConfigs:
     def entries(self, group_id: str, keys: list[str] | None, docs: bool) -> list[Entry]:
         """ConfigHelper's GROUP resource: every group config with its value, DYNAMIC_GROUP_CONFIG
         for one set on the group, else DEFAULT_CONFIG (the broker's value behind it)."""
-        from server.config_layers import Entry, Synonym
+        from kcoord.server.config_layers import Entry, Synonym
 
         own = self.get(group_id)
         out = []

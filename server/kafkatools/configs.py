@@ -17,12 +17,12 @@ from kafka.protocol.admin.configs import (
     IncrementalAlterConfigsRequest,
 )
 
-from server.config_catalogue import TOPIC_CONFIGS
-from server.group_configs import GROUP_CONFIGS
-from server.kafkatools import quota_configs, scram_configs
-from server.kafkatools.options import ToolParser, check_invalid, load_properties
-from server.kafkatools.wire import Client, KafkaCallError, check
-from server.topics import validate_topic_name
+from kcoord.server.config_catalogue import TOPIC_CONFIGS
+from kcoord.server.group_configs import GROUP_CONFIGS
+from kcoord.server.kafkatools import quota_configs, scram_configs
+from kcoord.server.kafkatools.options import ToolParser, check_invalid, load_properties
+from kcoord.server.kafkatools.wire import Client, KafkaCallError, check
+from kcoord.server.topics import validate_topic_name
 
 WHAT = ("This tool helps to manipulate and describe entity config for a topic, client, user, broker, ip, "
         "client-metrics or group")

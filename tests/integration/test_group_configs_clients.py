@@ -20,7 +20,7 @@ from conftest import call, unique
 from kafka.protocol.admin import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.admin.groups import DeleteGroupsRequest
 
-from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from kcoord.protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 
 pytestmark = pytest.mark.integration
 
@@ -183,7 +183,7 @@ def test_kafka_configs_tool_groups(kcoord_factory):
     assert r.returncode == 1 and "Invalid config(s): share.isolation.level" in r.stderr
     r = tool("--alter", "--group", g, "--add-config", "consumer.nope=1")
     assert r.returncode == 1 and "Unknown group config name: consumer.nope" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "server", "configs", "--bootstrap-server", b, "--describe",
+    r = subprocess.run([sys.executable, "-m", "kcoord.server", "configs", "--bootstrap-server", b, "--describe",
                         "--entity-type", "groups", "--entity-name", g], capture_output=True, text=True, timeout=60,
                        cwd=Path(__file__).resolve().parents[2])
     assert r.stdout.splitlines()[1].startswith("  consumer.heartbeat.interval.ms=2000 "), r

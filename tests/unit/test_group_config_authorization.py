@@ -8,12 +8,12 @@ import asyncio
 
 from kafka.protocol.admin.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
-from protocol.api import API_TABLE, ApiKey
-from protocol.errors import ErrorCode as E
-from server.handlers.routes import POLICIES
-from server.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType, StandardAcl
-from server.security.authorizer import Authorizer
-from server.security.guard import PASS, Access
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.handlers.routes import POLICIES
+from kcoord.server.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType, StandardAcl
+from kcoord.server.security.authorizer import Authorizer
+from kcoord.server.security.guard import PASS, Access
 
 GROUP = 32
 

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from server.config import Config
-from server.config_catalogue import ConfigError, ConfigSource, ConfigType
-from server.config_layers import BrokerConfigs
-from server.group.config import GroupConfig
-from server.group_configs import GROUP_CONFIGS, GroupConfigs
-from server.topics import DYNAMIC_FILE
+from kcoord.server.config import Config
+from kcoord.server.config_catalogue import ConfigError, ConfigSource, ConfigType
+from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.group.config import GroupConfig
+from kcoord.server.group_configs import GROUP_CONFIGS, GroupConfigs
+from kcoord.server.topics import DYNAMIC_FILE
 
 # Kafka 4.3's GroupConfig (kafka.apache.org/43/configuration/group-configs)
 KAFKA_43 = {
