@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from kcoord.protocol.api import API_TABLE
+
 # The servers come from kcoord's own pytest plugin (kcoord/testing/plugin.py), which this suite
 # uses as any project would: `kcoord` is the session's server reset for each test (restart(),
 # kill() and the like act on it; the next test gets it back running), `kcoord_factory` starts
 # a test's own servers with their settings. KcoordProcess and free_port are re-exported for
 # the tests that import them from here.
 from kcoord.testing.process import KcoordProcess, free_port  # noqa: F401
-
-from kcoord.protocol.api import API_TABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.metadata import MetadataRequest
-from kcoord.testing import free_port
 
+from kcoord.testing import free_port
 from tests.conftest import call
 from tests.wire import WireClient
 

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from conftest import call, committed, unique
 from kafka.protocol.admin import ListGroupsRequest, ListTransactionsRequest
 from kafka.protocol.metadata import MetadataRequest
+
 from kcoord.testing import ControlError
 
 pytestmark = [pytest.mark.integration]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from conftest import KcoordProcess
+
 from kcoord.testing.etl import STAGES, TOPICS, create_topics, run_chain
 
 pytestmark = pytest.mark.integration

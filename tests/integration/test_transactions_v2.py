@@ -28,10 +28,10 @@ from kafka.protocol.consumer import FetchRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.protocol.producer.transaction import EndTxnRequest, TxnOffsetCommitRequest
-from kcoord.testing.process import KcoordProcess
 
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.storage.batch import iter_batch_records, split_batches
+from kcoord.testing.process import KcoordProcess
 
 PARTITIONS = 2
 

@@ -16,9 +16,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import call, committed, unique
 from kafka.protocol.consumer import FetchRequest, HeartbeatRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
-from kcoord.testing import ControlError
 
 from kcoord.protocol.errors import ErrorCode
+from kcoord.testing import ControlError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from kcoord.testing.process import KcoordProcess
 
 
