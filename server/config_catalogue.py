@@ -454,9 +454,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
        "rebalance."),
     _b("group.max.size", INT, INT_MAX, "Most members a group may have.", at_least(1)),
     _b("max.incremental.fetch.session.cache.slots", INT, 1000, "Most incremental fetch sessions kept "
-       "(KIP-227).", at_least(0)),
-    _b("min.incremental.fetch.session.eviction.ms", INT, 120000, "How long a fetch session is idle before "
-       "a new session may evict it regardless of size.", at_least(0)),
+       "(KIP-227), an eighth in each of the cache's 8 shards.", at_least(0)),
 )}
 
 

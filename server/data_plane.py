@@ -43,7 +43,7 @@ class DataPlane:
         self.parked: set = set()  # DelayedFetch operations waiting in the purgatory
         cfg = broker.config
         self.fetch_sessions = FetchSessionCache(broker.clock.now_ms, cfg["max.incremental.fetch.session.cache.slots"],
-                                                cfg["min.incremental.fetch.session.eviction.ms"])
+                                                cfg["kcoord.min.incremental.fetch.session.eviction.ms"])
 
     def complete_parked(self) -> int:
         """Answer every parked long poll now (with what is there), e.g. before shutdown so

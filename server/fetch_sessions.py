@@ -16,12 +16,14 @@ A Fetch request's (session_id, session_epoch) picks one of four contexts (new_co
   remembered high watermark to -1, so the partition is sent again once the error is gone).
   Partitions that returned records move to the end of the session's order (fairness).
 
-Eviction (only when a new session is wanted and the cache holds
-max.incremental.fetch.session.cache.slots): the least recently used session if it is idle
-longer than min.incremental.fetch.session.eviction.ms; else the least valuable evictable
-session (ordered by privileged, then partition count, then id) if the new one is worth more.
-Sessions of followers (privileged) are evictable only by followers until they are older than
-the eviction time, and a session younger than the eviction time only by a follower.
+Eviction, as Kafka's FetchSessionCacheShard: the cache is 8 shards, each holding
+max.incremental.fetch.session.cache.slots / 8 sessions, with its own range of session ids; new
+sessions go to the shards in turn, and only sessions of that shard may be evicted for one. When
+the shard is full: its least recently used session if idle longer than the eviction time
+(Kafka's fixed 120000; kcoord.min.incremental.fetch.session.eviction.ms), else its least valuable
+evictable session (ordered by privileged, then partition count, then id) if the new one is
+worth more. Evictability is decided when a session is used: one younger than the eviction time
+is evictable only by a follower's (privileged) new session, and a follower's only once older.
 
 Cheap when nothing changed: every session partition is indexed under its (topic, partition),
 and the data plane's `touched` (an append, a log start move, a deletion) marks it in the
@@ -139,17 +141,43 @@ class FetchSession:
         return out
 
 
+NUM_SHARDS = 8
+SESSION_ID_RANGE = INT_MAX // NUM_SHARDS
+
+
+class _Shard:
+    """One FetchSessionCacheShard: its sessions, their use order and its eviction rules."""
+
+    def __init__(self, num: int, max_entries: int, eviction_ms: int) -> None:
+        self.num = num
+        self.max_entries = max_entries
+        self.eviction_ms = eviction_ms
+        self.sessions: dict[int, FetchSession] = {}
+        self.lru: dict[FetchSession, None] = {}  # least recently used first (touch re-inserts)
+
+    def try_evict(self, privileged: bool, key: tuple[bool, int, int], now: int) -> FetchSession | None:
+        if not self.lru:
+            return None
+        oldest = next(iter(self.lru))
+        if now - oldest.last_used_ms > self.eviction_ms:
+            return oldest
+        pool = [s for s in self.sessions.values() if (s.by_privileged if privileged else s.by_all)]
+        if not pool:
+            return None
+        victim = min(pool, key=FetchSession.evictable_key)
+        return None if key < victim.evictable_key() else victim
+
+
 class FetchSessionCache:
-    """Kafka's FetchSessionCache (one shard) plus the index the data plane pokes."""
+    """Kafka's FetchSessionCache (its shards) plus the index the data plane pokes."""
 
     def __init__(self, now_ms: Callable[[], int], max_slots: int = 1000, eviction_ms: int = 120000,
                  rng: random.Random | None = None) -> None:
         self.now_ms = now_ms
-        self.max_slots = max_slots
         self.eviction_ms = eviction_ms
         self.rng = rng or random.Random()
-        self.sessions: dict[int, FetchSession] = {}
-        self.lru: dict[FetchSession, None] = {}  # least recently used first (touch re-inserts)
+        self.shards = [_Shard(n, max_slots // NUM_SHARDS, eviction_ms) for n in range(NUM_SHARDS)]
+        self._turn = 0  # the shard the next new session goes to
         self.watchers: dict[tuple[str, int], dict[CachedPartition, FetchSession]] = {}
         self.partitions_cached = 0
         self.evictions = 0
@@ -191,27 +219,38 @@ class FetchSessionCache:
 
     # ------------------------------------------------------------------ sessions
 
+    def shard_of(self, session_id: int) -> _Shard | None:
+        n = session_id // SESSION_ID_RANGE
+        return self.shards[n] if 0 <= n < NUM_SHARDS else None
+
     def get(self, session_id: int) -> FetchSession | None:
-        return self.sessions.get(session_id)
+        shard = self.shard_of(session_id)
+        return None if shard is None else shard.sessions.get(session_id)
 
     def __len__(self) -> int:
-        return len(self.sessions)
+        return sum(len(shard.sessions) for shard in self.shards)
 
-    def new_session_id(self) -> int:
+    def _new_session_id(self, shard: _Shard) -> int:
         while True:
-            sid = self.rng.randint(1, INT_MAX - 1)
-            if sid not in self.sessions:
+            sid = self.rng.randrange(max(1, shard.num * SESSION_ID_RANGE), (shard.num + 1) * SESSION_ID_RANGE)
+            if sid not in shard.sessions:
                 return sid
 
     def maybe_create(self, privileged: bool, size: int, uses_topic_ids: bool,
                      fill: Callable[[FetchSession], None]) -> int:
-        """A new session if there is room (or one can be evicted); its id, else 0."""
+        """A new session in the next shard if it has room (or one can be evicted); its id, else 0."""
+        shard = self.shards[self._turn % NUM_SHARDS]
+        self._turn += 1
         now = self.now_ms()
-        if len(self.sessions) >= self.max_slots and not self._try_evict(privileged, (privileged, size, 0), now):
-            return INVALID_SESSION_ID
-        session = FetchSession(self.new_session_id(), privileged, uses_topic_ids, now)
+        if len(shard.sessions) >= shard.max_entries:
+            victim = shard.try_evict(privileged, (privileged, size, 0), now)
+            if victim is None:
+                return INVALID_SESSION_ID
+            self.remove(victim)
+            self.evictions += 1
+        session = FetchSession(self._new_session_id(shard), privileged, uses_topic_ids, now)
         fill(session)
-        self.sessions[session.id] = session
+        shard.sessions[session.id] = session
         self.touch(session, now)
         return session.id
 
@@ -228,33 +267,16 @@ class FetchSessionCache:
         self._unwatch(cp)
         return True
 
-    def _try_evict(self, privileged: bool, key: tuple[bool, int, int], now: int) -> bool:
-        if not self.lru:
-            return False
-        oldest = next(iter(self.lru))
-        if now - oldest.last_used_ms > self.eviction_ms:
-            self.remove(oldest)
-            self.evictions += 1
-            return True
-        pool = [s for s in self.sessions.values() if (s.by_privileged if privileged else s.by_all)]
-        if not pool:
-            return False
-        victim = min(pool, key=FetchSession.evictable_key)
-        if key < victim.evictable_key():
-            return False
-        self.remove(victim)
-        self.evictions += 1
-        return True
-
     def remove(self, session: FetchSession | int) -> FetchSession | None:
         if isinstance(session, int):
-            found = self.sessions.get(session)
+            found = self.get(session)
             if found is None:
                 return None
             session = found
-        if self.sessions.pop(session.id, None) is None:
+        shard = self.shard_of(session.id)
+        if shard is None or shard.sessions.pop(session.id, None) is None:
             return None
-        self.lru.pop(session, None)
+        shard.lru.pop(session, None)
         if session.cached_size > 0:
             self.partitions_cached -= session.cached_size
         for cp in session.parts.values():
@@ -264,9 +286,11 @@ class FetchSessionCache:
 
     def touch(self, session: FetchSession, now: int) -> None:
         """Kafka's touch: last used now, size recounted, evictability re-decided."""
-        self.lru.pop(session, None)
+        shard = self.shard_of(session.id)
+        assert shard is not None
+        shard.lru.pop(session, None)
         session.last_used_ms = now
-        self.lru[session] = None
+        shard.lru[session] = None
         if session.cached_size != -1:
             self.partitions_cached -= session.cached_size
         session.cached_size = len(session.parts)

@@ -10,7 +10,7 @@ import pytest
 from kafka.protocol.consumer import FetchRequest
 from test_delete_records import delete_records
 from test_delete_topics import delete, ready
-from test_produce_helpers import batch, call, decode_records, fetch_req, make_broker, produce
+from test_produce_helpers import batch, call, decode_records, fetch_req, produce
 
 from kcoord.protocol.api import ApiKey
 from kcoord.protocol.errors import ErrorCode as E
@@ -174,32 +174,38 @@ async def test_closing_and_sessionless_requests(broker):
     assert resp.session_id not in (0, sid) and data_plane(broker).fetch_sessions.get(sid) is None
 
 
-async def test_a_full_cache_evicts_by_kafkas_rules(tmp_path):
-    b = await make_broker(tmp_path, **{"max.incremental.fetch.session.cache.slots": 2,
-                                       "min.incremental.fetch.session.eviction.ms": 1000})
+async def test_a_full_shard_evicts_by_kafkas_rules(tmp_path):
+    # 8 slots: one session in each of the cache's 8 shards; new sessions go to the shards in turn
+    b = await ready(tmp_path, **{"max.incremental.fetch.session.cache.slots": 8,
+                                 "kcoord.min.incremental.fetch.session.eviction.ms": 1000})
     try:
         b.create_topic("t", 4, {})
         cache = data_plane(b).fetch_sessions
-        big = (await open_session(b, [("t", p, 0) for p in range(3)])).session_id
-        small = (await open_session(b, [("t", 0, 0)])).session_id
-        # full, nothing stale, both younger than the eviction time: no session for a third
+        first = [(await open_session(b, [("t", 0, 0)])).session_id for _ in range(8)]
+        assert sorted(cache.shard_of(s).num for s in first) == list(range(8))
+        # shard of first[0] is full, nothing in it stale, its session young: no session
         resp = await fetch(b, [("t", p, 0) for p in range(4)], 0, 0)
-        assert resp.session_id == 0 and len(cache) == 2
+        assert resp.session_id == 0 and len(cache) == 8
         b.clock.advance(600)
-        assert (await fetch(b, [], small, 1)).error_code == 0  # `small` used recently
+        assert (await fetch(b, [], first[1], 1)).error_code == 0  # used: not stale at 1200
         b.clock.advance(600)
-        # `big` idle 1200 ms > 1000: stale, evicted first
+        # shard of first[1]: nothing stale; first[1] was used before it was older than the
+        # eviction time, so it is not evictable by a non-follower yet
+        resp = await fetch(b, [("t", p, 0) for p in range(4)], 0, 0)
+        assert resp.session_id == 0 and cache.get(first[1]) is not None
+        # shard of first[2]: idle 1200 ms > 1000, stale: evicted
         third = (await open_session(b, [("t", 1, 0)])).session_id
-        assert cache.get(big) is None and cache.evictions == 1
-        resp = await fetch(b, [], big, 1)
-        assert resp.error_code == E.FETCH_SESSION_ID_NOT_FOUND
-        # nothing stale now; `small`, used again now that it is older than the eviction time
-        # (Kafka decides evictability when a session is used), may be evicted by a bigger one
-        b.clock.advance(100)
-        assert (await fetch(b, [], small, 2)).error_code == 0
-        fourth = (await open_session(b, [("t", p, 0) for p in range(4)])).session_id
-        assert cache.get(small) is None and cache.get(third) is not None and cache.get(fourth) is not None
-        assert cache.evictions == 2
+        assert cache.shard_of(third) is cache.shard_of(first[2])
+        assert cache.get(first[2]) is None and cache.evictions == 1
+        assert (await fetch(b, [], first[2], 1)).error_code == E.FETCH_SESSION_ID_NOT_FOUND
+        # first[4], used now that it is older than the eviction time, is evictable by a bigger
+        # session in its shard (first[3]'s shard takes the next one: stale, evicted)
+        assert (await fetch(b, [], first[4], 1)).error_code == 0
+        await open_session(b, [("t", 0, 0)])
+        assert cache.get(first[3]) is None and cache.evictions == 2
+        bigger = (await open_session(b, [("t", p, 0) for p in range(4)])).session_id
+        assert cache.get(first[4]) is None and cache.shard_of(bigger) is cache.shard_of(first[4])
+        assert cache.evictions == 3
     finally:
         await b.stop()
 
