@@ -132,3 +132,43 @@ def test_raw_session_over_a_socket(server):
         assert resp.error_code == 0 and resp.session_id == 0
         resp = c.call(req([], sid, 4), 12)
         assert resp.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_a_throttled_fetch_keeps_its_session(server):
+    """A fetch over its consumer_byte_rate is answered empty with throttle_time_ms, as Kafka's
+    getThrottledResponse: the session id stays in the answer, so the session goes on."""
+    from kafka.protocol.admin import AlterClientQuotasRequest
+    from kafka.protocol.consumer import FetchRequest
+
+    srv, _ = server
+    topic = "sessions-throttled"
+    create(srv.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": srv.bootstrap})
+    for _ in range(8):
+        producer.produce(topic, value=b"x" * 1000, partition=0)
+    assert producer.flush(30) == 0
+    E = AlterClientQuotasRequest.EntryData
+    with WireClient(srv.bootstrap) as c:
+        resp = c.call(AlterClientQuotasRequest(version=1, validate_only=False, entries=[E(
+            entity=[E.EntityData(entity_type="client-id", entity_name="slow")],
+            ops=[E.OpData(key="consumer_byte_rate", value=1024.0, remove=False)])]), 1)
+        assert resp.entries[0].error_code == 0
+
+    def req(sid, epoch):
+        T = FetchRequest.FetchTopic
+        parts = [T.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                  log_start_offset=-1, partition_max_bytes=2**20)] if epoch == 0 else []
+        return FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=2**24,
+                            isolation_level=0, session_id=sid, session_epoch=epoch,
+                            topics=[T(topic=topic, partitions=parts)] if parts else [],
+                            forgotten_topics_data=[], rack_id="")
+
+    with WireClient(srv.bootstrap, client_id="slow") as c:
+        resp = c.call(req(0, 0), 12)  # 8 KB: answered, and over the quota from now on
+    sid = resp.session_id
+    assert resp.error_code == 0 and sid != 0 and resp.throttle_time_ms == 0
+    for epoch in (1, 2):  # new connections each time: a throttled one is muted
+        with WireClient(srv.bootstrap, client_id="slow") as c:
+            resp = c.call(req(sid, epoch), 12)  # the same 8 KB again (the offset was not moved on)
+        assert resp.throttle_time_ms > 0 and resp.responses == []
+        assert resp.error_code == 0 and resp.session_id == sid
