@@ -262,3 +262,30 @@ async def test_metrics_name_the_sessions(broker):
     assert "kcoord_fetch_sessions 1.0" in text
     assert "kcoord_fetch_session_partitions_cached 2.0" in text
     assert "kcoord_fetch_session_incremental_fetches_total 1.0" in text
+
+
+async def test_an_idle_incremental_fetch_reads_no_partition(broker):
+    broker.create_topic("wide", 50, {})
+    for p in range(50):
+        await produce(broker, "wide", p, batch([b"r"]))
+    sid = (await open_session(broker, [("wide", p, 1) for p in range(50)])).session_id
+    assert (await fetch(broker, [], sid, 1)).responses == []  # the session's first answer is settled
+    reads = []
+
+    def counted(plog, index):
+        real = plog.read
+
+        def read(*a, **k):
+            reads.append(index)
+            return real(*a, **k)
+        return read
+
+    for p in range(50):
+        plog = broker.logs.get("wide", p)
+        plog.read = counted(plog, p)
+    for epoch in range(2, 12):
+        assert (await fetch(broker, [], sid, epoch)).responses == []
+    assert reads == []
+    await produce(broker, "wide", 17, batch([b"new"]))
+    resp = await fetch(broker, [], sid, 12)
+    assert list(rows(resp)) == [("wide", 17)] and reads == [17]
