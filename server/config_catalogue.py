@@ -455,6 +455,8 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     _b("group.initial.rebalance.delay.ms", INT, 3000, "Wait for more members before a new group's first "
        "rebalance."),
     _b("group.max.size", INT, INT_MAX, "Most members a group may have.", at_least(1)),
+    _b("max.incremental.fetch.session.cache.slots", INT, 1000, "Most incremental fetch sessions kept "
+       "(KIP-227), an eighth in each of the cache's 8 shards.", at_least(0)),
 )}
 
 
