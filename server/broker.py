@@ -21,6 +21,7 @@ from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
 from kcoord.server.clock import SystemClock
 from kcoord.server.config import Config
 from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.group_configs import GroupConfigs
 from kcoord.server.metrics import Metrics
 from kcoord.server.quotas.manager import QuotaManager
 from kcoord.server.security.state import SecurityState
@@ -60,6 +61,7 @@ class Broker:
         self.clock = SystemClock()
         self.logs: LogManager | None = None
         self.configs: BrokerConfigs  # dynamic broker configs, topic values (open_state)
+        self.group_configs: GroupConfigs  # the GROUP config resource, in the same store (open_state)
         # built at their first use (_PARTS), or by open_state when there is state to load
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime[CoordinatorRecord]
@@ -106,6 +108,7 @@ class Broker:
         self.topics.load()
         self.configs = BrokerConfigs(self.config, self.log_dir)  # every log's segment settings need it
         self.configs.load()
+        self.group_configs = GroupConfigs(self.configs)  # per-group overrides, in the same store
         if self.topics.get(OFFSETS_TOPIC) is None:
             self.create_topic(
                 OFFSETS_TOPIC,
@@ -321,8 +324,9 @@ class Broker:
         log.info("Broker stopped")
 
 
-def group_config(cfg: Config) -> GroupConfig:
-    """The coordinator's settings, same names as Kafka's with dots as underscores."""
+def group_config(cfg: Config, overrides: GroupConfigs | None = None) -> GroupConfig:
+    """The coordinator's settings, same names as Kafka's with dots as underscores; `overrides`:
+    the per-group configs that take precedence (the GROUP config resource)."""
     from kcoord.server.group.config import GroupConfig
     from kcoord.server.group.share.settings import group_config_fields
 
@@ -345,6 +349,7 @@ def group_config(cfg: Config) -> GroupConfig:
         group_consumer_assignors=cfg["group.consumer.assignors"],
         group_consumer_migration_policy=cfg["group.consumer.migration.policy"],
         **group_config_fields(cfg),
+        overrides=overrides,
     )
 
 
@@ -386,7 +391,7 @@ def _build_coordinator(b: Broker) -> None:
     b.runtime = CoordinatorRuntime(
         # writes no request asked for (a group emptied by a session timeout) and the work of
         # the end of a loop turn (one target assignment for its heartbeats) go to the runtime
-        lambda runtime: GroupCoordinator(group_config(cfg), b.clock, partitions,
+        lambda runtime: GroupCoordinator(group_config(cfg, b.group_configs), b.clock, partitions,
                                          background_writer=runtime.write_background,
                                          end_of_turn=runtime.end_of_turn, topics=b.topics,
                                          share_member_left=b.share_member_left),

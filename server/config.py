@@ -98,6 +98,10 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.retention.hours": (int, 168),
     "log.retention.bytes": (int, -1),
     "log.retention.check.interval.ms": (int, 300000),
+    "max.incremental.fetch.session.cache.slots": (int, 1000),
+    # Kafka's fixed MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (KIP-227's min.incremental.fetch.
+    # session.eviction.ms, no longer a Kafka config): kcoord's own setting
+    "kcoord.min.incremental.fetch.session.eviction.ms": (int, 120000),
     "log.message.timestamp.type": (_str, "CreateTime"),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.topic.segment.bytes": (int, 104857600),
