@@ -42,6 +42,8 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8  # the Java Admin's DYNAMIC_GROUP_CONFIG
 
 
 class ResourceType(IntEnum):
@@ -467,6 +469,8 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
        "two ShareSnapshot records of a share partition.", between(0, 500)),
     _b("share.coordinator.write.timeout.ms", INT, 5000, "How long a share-state write may wait to be "
        "durable.", at_least(1)),
+    _b("max.incremental.fetch.session.cache.slots", INT, 1000, "Most incremental fetch sessions kept "
+       "(KIP-227), an eighth in each of the cache's 8 shards.", at_least(0)),
 )}
 
 

@@ -98,6 +98,11 @@ _TABLE = (
              fast="CONSUMER_GROUP_HEARTBEAT", policy="groups.consumer_group_heartbeat", virtual="group"),
     Declared(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups.handle_consumer_group_describe",
              policy="groups.consumer_group_describe", virtual="group"),
+    # share groups (KIP-932, issue 25)
+    Declared(ApiKey.SHARE_GROUP_HEARTBEAT, "share_groups.handle_share_group_heartbeat",
+             policy="share_groups.share_group_heartbeat", virtual="group"),
+    Declared(ApiKey.SHARE_GROUP_DESCRIBE, "share_groups.handle_share_group_describe",
+             policy="share_groups.share_group_describe", virtual="group"),
     Declared(ApiKey.DELETE_TOPICS, "delete_topics.handle_delete_topics", policy="topics.delete_topics"),
     Declared(ApiKey.DELETE_RECORDS, "delete_records.handle_delete_records", policy="topics.delete_records"),
     Declared(ApiKey.CREATE_PARTITIONS, "create_partitions.handle_create_partitions",

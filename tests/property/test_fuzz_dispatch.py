@@ -225,6 +225,15 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
             server_assignor=None, topic_partitions=[])
     if api == ApiKey.CONSUMER_GROUP_DESCRIBE:  # the group the heartbeat seed of this version made
         return ConsumerGroupDescribeRequest(version=v, group_ids=[f"fuzz-cg-{v}"], include_authorized_operations=False)
+    if api == ApiKey.SHARE_GROUP_HEARTBEAT:  # a share member joining (epoch 0)
+        from kcoord.protocol.share_messages import ShareGroupHeartbeatRequest
+
+        return ShareGroupHeartbeatRequest(version=v, group_id=f"fuzz-sg-{v}", member_id=f"fuzz-share-member-{v}",
+                                          member_epoch=0, rack_id=None, subscribed_topic_names=[TOPIC])
+    if api == ApiKey.SHARE_GROUP_DESCRIBE:  # the group the heartbeat seed of this version made
+        from kcoord.protocol.share_messages import ShareGroupDescribeRequest
+
+        return ShareGroupDescribeRequest(version=v, group_ids=[f"fuzz-sg-{v}"], include_authorized_operations=False)
     seed = _admin_seed(api, v) or _share_seed(api, v, topic_id)
     if seed is not None:
         return seed

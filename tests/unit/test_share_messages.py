@@ -112,3 +112,13 @@ def test_served_at_kafka_43_versions():
         spec = API_TABLE[key]
         assert (spec.min_version, spec.max_version) == versions
         assert spec.request.__module__ == "kcoord.protocol.share_messages"
+def test_served_as_kafka_4_3_serves_them():
+    """ShareGroupHeartbeat and ShareGroupDescribe are served (the share group coordinator) at the
+    versions of these classes; the other share APIs are advertised once they are served."""
+    from kcoord.protocol import api
+    from kcoord.server.handlers.routes import ROUTES
+
+    for api_name, key in (("ShareGroupHeartbeat", 76), ("ShareGroupDescribe", 77)):
+        spec = api.API_TABLE[key]
+        assert (spec.min_version, spec.max_version) == SERVED[api_name][1:]
+        assert key in ROUTES
