@@ -104,6 +104,7 @@ def offsets(server, group: str) -> dict[int, tuple[int, int]]:
     return {p.partition_index: (p.start_offset, p.lag) for t in g.topics for p in t.partitions}
 
 
+@pytest.mark.compat("java4", "share groups")
 @pytest.mark.parametrize("mode", ["implicit", "explicit"])
 def test_three_java_share_consumers_share_10000_records(kcoord_factory, mode: str) -> None:
     server = kcoord_factory(SERVER | {"group.share.record.lock.duration.ms": "30000"})
@@ -134,6 +135,7 @@ def test_three_java_share_consumers_share_10000_records(kcoord_factory, mode: st
     assert min(readers.values()) >= 1 and max(readers.values()) >= 2, readers
 
 
+@pytest.mark.compat("java4", "share groups")
 def test_sigkilled_consumer_records_go_to_another_after_the_lock(kcoord_factory) -> None:
     server = kcoord_factory(SERVER)
     topic, group = new_topic(server)
@@ -164,6 +166,7 @@ def test_sigkilled_consumer_records_go_to_another_after_the_lock(kcoord_factory)
             other.close()
 
 
+@pytest.mark.compat("java4", "share groups")
 def test_released_records_reach_the_delivery_count_limit(kcoord_factory) -> None:
     server = kcoord_factory(SERVER)
     topic, group = new_topic(server)
