@@ -50,7 +50,11 @@ class Zk:
 
     async def start(self) -> None:
         """Connect, or raise TimeoutError after zookeeper.connection.timeout.ms."""
-        await asyncio.wait_for(self._wrap(self.client.start_async()), self.connection_timeout)
+        event = self.client.start_async()
+        ok = await self.loop.run_in_executor(None, event.wait, self.connection_timeout)
+        if not ok or not self.connected:
+            await self.stop()
+            raise TimeoutError(f"Timed out waiting for connection to ZooKeeper while in state: {self.client.state}")
 
     async def stop(self) -> None:
         """Close the session (its ephemeral znodes go at once)."""
