@@ -22,7 +22,10 @@ class Zk:
                  loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.connection_timeout = connection_timeout_ms / 1000
-        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000,
+        # a chroot (host:port/path), as Kafka's: created at the first connection if missing
+        hosts, slash, chroot = connect.partition("/")
+        self.chroot = slash + chroot.rstrip("/") if chroot.strip("/") else ""
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000,
                                   connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0},
                                   logger=logging.getLogger("kcoord.cluster.kazoo"))
         self._state_listeners: list[Callable[[str], None]] = []
@@ -55,6 +58,9 @@ class Zk:
         if not ok or not self.connected:
             await self.stop()
             raise TimeoutError(f"Timed out waiting for connection to ZooKeeper while in state: {self.client.state}")
+        if self.chroot:
+            await self.ensure_path(self.chroot)
+            self.client.chroot = self.chroot
 
     async def stop(self) -> None:
         """Close the session (its ephemeral znodes go at once)."""
