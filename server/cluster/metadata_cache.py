@@ -50,6 +50,13 @@ class MetadataCache:
     def by_id(self, topic_id: Any) -> TopicAssignment | None:
         return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
 
+    def mark_deleting(self, name: str) -> None:
+        """A deletion this node asked for (/admin/delete_topics/T written): known before the
+        watch brings it."""
+        if name not in self.deleting:
+            self.deleting = self.deleting | {name}
+            self._changed()
+
     def put_state(self, state: PartitionState) -> None:
         """A state this node wrote (the controller, a leader's ISR change): known before the
         watch brings it; an older version never replaces a newer one."""

@@ -322,7 +322,7 @@ class ClusterNode:
             await self.zk.create(f"{znodes.DELETE_TOPICS}/{name}")
         except NodeExistsError:
             pass
-        self.cache.deleting.add(name)
+        self.cache.mark_deleting(name)
 
     async def wait_deleted(self, name: str, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
