@@ -72,7 +72,7 @@ test-loaded:
 unit: test-setup
 	$(BIN)/python -m pytest -q tests/unit tests/property
 
-integration: setup clients
+integration: setup clients zookeeper-setup
 	$(BIN)/python -m pytest -q tests/integration tests/compat
 
 # Every benchmark, each beside its ceiling measured in the same run; writes bench/REPORT.md.
