@@ -74,6 +74,20 @@ def as_topic(topic: TopicAssignment | None) -> Any:
     return None if topic is None else Topic(topic.name, topic.topic_id, topic.partitions, {}, is_internal(topic.name))
 
 
+class TopicsView:
+    """The cluster's topics where a handler reads the node's registry (.topics, .get)."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self.node = node
+
+    @property
+    def topics(self) -> dict[str, Any]:
+        return {t.name: as_topic(t) for t in self.node.topics()}
+
+    def get(self, name: str) -> Any:
+        return as_topic(self.node.topic(name))
+
+
 def coordinator(node: ClusterNode, topic: str, partition: int, listener: str | None) -> tuple[int, str, int] | None:
     """The leader of a coordinator topic's partition and its endpoint; None when it has none
     (COORDINATOR_NOT_AVAILABLE)."""

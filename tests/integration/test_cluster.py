@@ -12,7 +12,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import call, unique
-from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from kcoord_testing.cluster import wait_for
@@ -54,6 +54,15 @@ def zk_view(cluster, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[
 def all_online(cluster, topic: str, partitions: int):
     view = zk_view(cluster, topic)
     return view if len(view) == partitions and all(v and v[0] >= 0 for v in view.values()) else None
+
+
+def raw_partition(bootstrap: str, topic: str, partition: int):
+    """(error, leader, isr, offline replicas) of one partition in a Metadata v9 answer."""
+    r = call(bootstrap, MetadataRequest(version=9, topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                        allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                                        include_topic_authorized_operations=False), 9)
+    p = next(p for p in r.topics[0].partitions if p.partition_index == partition)
+    return p.error_code, p.leader_id, list(p.isr_nodes), list(p.offline_replicas)
 
 
 def batch() -> bytes:
@@ -168,15 +177,12 @@ def test_sigkill_of_a_leaders_node_moves_leadership_to_an_isr_member(kcoord_clus
     survivor = next(b for b in (1, 2, 3) if b != victim)
 
     def agrees():
-        md = admin(c.node(survivor).bootstrap).list_topics(topic, timeout=20).topics[topic].partitions[0]
-        return md if (md.leader, md.isrs) == (st["leader"], st["isr"]) and md.offline_replicas == [victim] \
-            else None
+        return raw_partition(c.node(survivor).bootstrap, topic, 0) == (0, st["leader"], st["isr"], [victim])
 
     wait_for(agrees, 30, "Metadata to agree with the state znode")
     assert produce_to(c.node(st["leader"]).bootstrap, topic, 0) == 0
     c.start(victim)  # back, out of the ISR (nothing replicates it yet), no longer offline
-    wait_for(lambda: admin(c.node(survivor).bootstrap).list_topics(topic, timeout=20)
-             .topics[topic].partitions[0].offline_replicas == [], 30, "the node to be back online")
+    wait_for(lambda: raw_partition(c.node(survivor).bootstrap, topic, 0)[3] == [], 30, "the node to be back online")
 
 
 def test_a_partition_whose_only_replica_died_comes_back_with_it(kcoord_cluster):
@@ -188,8 +194,7 @@ def test_a_partition_whose_only_replica_died_comes_back_with_it(kcoord_cluster):
     st = wait_for(lambda: c.state(topic, 0) if c.state(topic, 0)["leader"] == -1 else None, FAILOVER_S,
                   "the partition to go offline")
     assert st["isr"] == [2]  # the last ISR member stays: no unclean election
-    md = admin(c.node(1).bootstrap).list_topics(topic, timeout=20).topics[topic].partitions[0]
-    assert md.leader == -1 and md.error is not None and md.error.name() == "LEADER_NOT_AVAILABLE"
+    assert raw_partition(c.node(1).bootstrap, topic, 0) == (5, -1, [2], [2])  # LEADER_NOT_AVAILABLE
     c.start(2)
     wait_for(lambda: c.state(topic, 0)["leader"] == 2, 30, "node 2 to lead again")
 
@@ -240,3 +245,19 @@ def test_consumer_groups_find_the_leader_of_their_offsets_partition(kcoord_clust
     consumer.commit(asynchronous=False)
     assert sum(tp.offset for tp in consumer.committed(consumer.assignment(), timeout=20)) == 9
     consumer.close()
+
+
+@pytest.mark.java
+def test_java_admin_client_sees_the_clusters_replicas_isr_and_controller(kcoord_cluster):
+    from test_admin_configs import admin_tool
+
+    c = kcoord_cluster
+    topic = unique("jrf3")
+    create(c.bootstrap, topic, 3, 3)
+    view = wait_for(lambda: all_online(c, topic, 3), 30, "leaders")
+    controller = c.controller()
+    out = admin_tool(c.node(2).bootstrap, ["describe-topics", topic], ["describe-cluster"])
+    described, cluster = out[0], out[1]
+    assert described["partitions"] == [[p, view[p][0], list(view[p][1]), list(view[p][2])] for p in range(3)], out
+    assert sorted(cluster["nodes"]) == sorted(f"{i}@{c.node(i).bootstrap}" for i in (1, 2, 3))
+    assert cluster["controller"] == controller, cluster
