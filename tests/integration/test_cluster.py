@@ -5,6 +5,7 @@ ZooKeeper's own view is read with kazoo (what zookeeper-shell shows). Sessions t
 6 s here; the deadlines are generous (the machine is shared)."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -261,3 +262,28 @@ def test_java_admin_client_sees_the_clusters_replicas_isr_and_controller(kcoord_
     assert described["partitions"] == [[p, view[p][0], list(view[p][1]), list(view[p][2])] for p in range(3)], out
     assert sorted(cluster["nodes"]) == sorted(f"{i}@{c.node(i).bootstrap}" for i in (1, 2, 3))
     assert cluster["controller"] == controller, cluster
+
+
+def test_leadership_moves_back_to_the_preferred_replica_once_it_is_in_sync(kcoord_cluster_factory):
+    c = kcoord_cluster_factory(3, overrides={"leader.imbalance.check.interval.seconds": "1"})
+    topic = unique("preferred")
+    create(c.bootstrap, topic, 3, 3)
+    before = wait_for(lambda: all_online(c, topic, 3), 30, "leaders")
+    p = 0
+    preferred = before[p][1][0]
+    c.kill(preferred)
+    wait_for(lambda: c.state(topic, p)["leader"] not in (preferred, -1) and preferred not in c.state(topic, p)["isr"],
+             FAILOVER_S, "a new leader")
+    c.start(preferred)
+    # the leader takes the caught-up replica back into the ISR (what the replication layer
+    # does through alter_isr): a version-checked write of the state znode
+    path = f"/brokers/topics/{topic}/partitions/{p}/state"
+    data, stat = c.zk().get(path)
+    st = json.loads(data)
+    st["isr"].append(preferred)
+    c.zk().set(path, json.dumps(st).encode(), version=stat.version)
+    back = wait_for(lambda: c.state(topic, p) if c.state(topic, p)["leader"] == preferred else None, 30,
+                    "the preferred replica to lead again")
+    assert back["leader_epoch"] > st["leader_epoch"] and preferred in back["isr"]
+    wait_for(lambda: raw_partition(c.node(preferred).bootstrap, topic, p)[1] == preferred, 30,
+             "Metadata to name the preferred leader")
