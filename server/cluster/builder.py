@@ -39,8 +39,9 @@ def controller_settings(config: Any, topic_configs: Any) -> ControllerSettings:
 
 
 async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any]) -> ClusterNode:
-    """Connect, register and join; the broker answers from the cluster's metadata from now on
-    (broker.cluster) and its cluster id becomes the cluster's."""
+    """Connect, register and join; the broker answers from the cluster's metadata
+    (broker.cluster) and its cluster id becomes the cluster's. Raises TimeoutError when
+    ZooKeeper cannot be reached in zookeeper.connection.timeout.ms."""
     session_ms = config["zookeeper.session.timeout.ms"]
     connect_ms = config["zookeeper.connection.timeout.ms"]
     zk = Zk(config["zookeeper.connect"], session_ms, session_ms if connect_ms < 0 else connect_ms,
@@ -50,6 +51,13 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any]) -> C
                        or None, controller_settings(config, lambda t: node.cache.topic_configs.get(t, {})),
                        session_ms)
     node.replicas = LocalReplicas(broker, node.cache)
-    broker.cluster_id = await node.start(broker.cluster_id)
+    # answering from the cluster from now on: until it is read, no broker and no leader (clients
+    # retry), never this node alone as a single-node server would
     broker.cluster = node
+    try:
+        broker.cluster_id = await node.start(broker.cluster_id)
+    except BaseException:
+        broker.cluster = None
+        await zk.stop()
+        raise
     return node

@@ -121,7 +121,7 @@ class Controller:
                 return  # no replica is up: the partition waits (Kafka's NewPartition)
             await self._create_state(PartitionState(topic, p, e.leader, 0, e.isr, replicas, self.epoch, 0))
             return
-        leader, isr, epoch = st.leader, st.isr, st.leader_epoch
+        leader, isr = st.leader, st.isr
         if leader == NO_LEADER or leader not in live:
             e = election.offline(replicas, isr, live, self.settings.unclean(topic))
             if e is not None:
@@ -142,7 +142,6 @@ class Controller:
             for gone in dead:
                 new_leader, new_isr = election.without_replica(new_leader, new_isr, gone)
             await self._write(st, new_leader, new_isr)
-        del epoch
 
     async def _state_absent(self, topic: str, p: int) -> bool:
         return await self.zk.get_or_none(znodes.state_path(topic, p)) is None

@@ -316,6 +316,18 @@ class ClusterNode:
         except NodeExistsError:
             raise ClusterError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.") from None
 
+    def create_topic_soon(self, name: str, partitions: int, replication_factor: int) -> None:
+        """Metadata's auto-creation: in the background (a race with another creation of the
+        same name is no error)."""
+
+        async def create() -> None:
+            try:
+                await self.create_topic(name, partitions, replication_factor, None, {})
+            except ClusterError as e:
+                log.info("Auto-creation of %s: %s", name, e.message)
+
+        self._spawn(create())
+
     async def delete_topic(self, name: str) -> None:
         """/admin/delete_topics/T: the controller deletes the topic."""
         try:

@@ -65,8 +65,6 @@ def _cluster_entry(ctx: RequestContext, topic: Any, version: int) -> Any:
 def _cluster_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
     """Metadata on a cluster node: every live broker, the controller, the cluster's topics;
     an auto-created topic is written to ZooKeeper (the controller elects its leaders)."""
-    import asyncio
-
     from server.cluster import answers
 
     broker, node = ctx.broker, ctx.broker.cluster
@@ -100,7 +98,7 @@ def _cluster_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
             elif rf > len(node.cache.live):
                 entries.append(_error_entry(wanted.name, ErrorCode.INVALID_REPLICATION_FACTOR))
             else:
-                asyncio.ensure_future(node.create_topic(wanted.name, broker.config["num.partitions"], rf, None, {}))
+                node.create_topic_soon(wanted.name, broker.config["num.partitions"], rf)
                 entries.append(_error_entry(wanted.name, ErrorCode.LEADER_NOT_AVAILABLE))
     return MetadataResponse(
         version=version, throttle_time_ms=0,
