@@ -287,3 +287,16 @@ def test_leadership_moves_back_to_the_preferred_replica_once_it_is_in_sync(kcoor
     assert back["leader_epoch"] > st["leader_epoch"] and preferred in back["isr"]
     wait_for(lambda: raw_partition(c.node(preferred).bootstrap, topic, p)[1] == preferred, 30,
              "Metadata to name the preferred leader")
+
+
+def test_a_node_that_cannot_reach_zookeeper_does_not_start(tmp_path):
+    from kcoord_testing.process import KcoordProcess, free_port
+
+    srv = KcoordProcess(tmp_path / "data", overrides={"zookeeper.connect": f"127.0.0.1:{free_port()}",
+                                                      "zookeeper.connection.timeout.ms": "2000"})
+    try:
+        srv.start()
+    except RuntimeError:
+        pass  # it may exit before its listener is seen
+    assert srv.proc.wait(60) == 1
+    assert "Timed out waiting for connection to ZooKeeper" in srv.log_text()
