@@ -45,9 +45,8 @@ def assign_replicas(brokers: Mapping[int, str | None], partitions: int, replicat
     if replication_factor <= 0:
         raise AssignmentError("Replication factor must be larger than 0.")
     if replication_factor > len(brokers):
-        raise AssignmentError(
-            f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
-            f"{replication_factor} cannot be reached because only {len(brokers)} broker(s) are registered.")
+        raise AssignmentError(  # Kafka's ZooKeeper-mode wording
+            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.")
     rng = rng or random.Random()
     n = len(brokers)
     start = start_index if start_index >= 0 else rng.randrange(n)
