@@ -3,7 +3,7 @@ holds, encoded and decoded here and nowhere else, so `zookeeper-shell` shows wha
 Kafka cluster.
 
     /cluster/id                                   {"version":"1","id":CLUSTER_ID}
-    /controller                 (ephemeral)       {"version":1,"brokerid":ID,"timestamp":MS}
+    /controller                 (ephemeral)       {"version":2,"brokerid":ID,"timestamp":MS,"kraftControllerEpoch":-1}
     /controller_epoch                             "N" (a decimal number)
     /brokers/ids/<id>           (ephemeral)       endpoints, listener map, rack, version 5
     /brokers/topics/<T>                           {"version":3,"topic_id":..,"partitions":{"0":[1,2]},..}
@@ -83,18 +83,21 @@ class BrokerInfo:
 
 def encode_broker(info: BrokerInfo) -> bytes:
     endpoints = [f"{name}://{host}:{port}" for name, (host, port) in info.endpoints.items()]
-    plain = info.endpoints.get("PLAINTEXT")
-    return _dump({
+    # host and port: the first listener whose security protocol is PLAINTEXT (older clients')
+    plain = next((ep for name, ep in info.endpoints.items() if info.security.get(name, name) == "PLAINTEXT"), None)
+    obj: dict[str, object] = {
         "features": {},
         "listener_security_protocol_map": {n: info.security.get(n, n) for n in info.endpoints},
         "endpoints": endpoints,
         "jmx_port": -1,
-        "port": plain[1] if plain else -1,  # Kafka fills host/port with the PLAINTEXT listener only
+        "port": plain[1] if plain else -1,
         "host": plain[0] if plain else None,
         "version": 5,
         "timestamp": _now_ms(),
-        "rack": info.rack,
-    })
+    }
+    if info.rack is not None:  # Kafka writes the key only for a broker with a rack
+        obj["rack"] = info.rack
+    return _dump(obj)
 
 
 def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
@@ -113,7 +116,7 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
 
 
 def encode_controller(broker_id: int) -> bytes:
-    return _dump({"version": 1, "brokerid": broker_id, "timestamp": _now_ms()})
+    return _dump({"version": 2, "brokerid": broker_id, "timestamp": _now_ms(), "kraftControllerEpoch": -1})
 
 
 def decode_controller(data: bytes) -> int:
