@@ -300,3 +300,52 @@ def test_a_node_that_cannot_reach_zookeeper_does_not_start(tmp_path):
         pass  # it may exit before its listener is seen
     assert srv.proc.wait(60) == 1
     assert "Timed out waiting for connection to ZooKeeper" in srv.log_text()
+
+
+def test_racks_are_registered_answered_and_each_partition_spans_them(kcoord_cluster_factory):
+    c = kcoord_cluster_factory(3, racks={1: "ra", 2: "ra", 3: "rb"})
+    assert c.read("/brokers/ids/3")["rack"] == "rb"
+    topic = unique("racks")
+    create(c.bootstrap, topic, 6, 2)
+    racks = {1: "ra", 2: "ra", 3: "rb"}
+    assert all({racks[b] for b in replicas} == {"ra", "rb"} for replicas in c.assignment(topic).values())
+    r = call(c.node(1).bootstrap, MetadataRequest(version=9, topics=[], allow_auto_topic_creation=False,
+                                                  include_cluster_authorized_operations=False,
+                                                  include_topic_authorized_operations=False), 9)
+    assert sorted((b.node_id, b.rack) for b in r.brokers) == [(1, "ra"), (2, "ra"), (3, "rb")]
+
+
+def test_kcoord_cluster_starts_nodes_prints_their_ports_and_stops_them_all_on_ctrl_c(tmp_path):
+    import re
+    import signal
+    import subprocess
+
+    from kcoord_testing.process import kcoord_command
+
+    proc = subprocess.Popen([*kcoord_command(), "cluster", "-n", "2", "--dir", str(tmp_path),
+                             "--session-timeout-ms", "6000"], stdout=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("bootstrap"):
+                break
+        nodes = dict(re.findall(r"^node (\d+)\s+(\S+)", "".join(lines), re.M))
+        assert sorted(nodes) == ["1", "2"] and (tmp_path / "node-1" / "data").is_dir()
+        bootstrap = lines[-1].split()[1]
+        a = admin(bootstrap)
+        wait_for(lambda: sorted(a.list_topics(timeout=30).brokers) == [1, 2], 30, "both nodes in Metadata")
+        assert a.list_topics(timeout=30).controller_id in (1, 2)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(120) == 0
+        for address in nodes.values():
+            host, port = address.rsplit(":", 1)
+            with pytest.raises(OSError):
+                import socket
+
+                socket.create_connection((host, int(port)), timeout=2).close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
