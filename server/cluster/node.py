@@ -316,6 +316,43 @@ class ClusterNode:
         except NodeExistsError:
             raise ClusterError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.") from None
 
+    async def add_partitions(self, name: str, count: int, assignment: list[tuple[int, ...]] | None,
+                             validate_only: bool = False) -> None:
+        """CreatePartitions: the new partitions' replicas (given, or assigned as Kafka's admin
+        path continues an existing topic's walk) written to /brokers/topics/T at the version
+        read; the controller elects their leaders. ClusterError INVALID_REPLICA_ASSIGNMENT /
+        INVALID_REPLICATION_FACTOR / UNKNOWN_TOPIC_OR_PARTITION."""
+        from server.cluster.assignment import AssignmentError
+
+        got = await self.zk.get_or_none(znodes.topic_path(name))
+        if got is None or name in self.cache.deleting:
+            raise ClusterError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {name} does not exist.")
+        topic = znodes.decode_topic(name, got[0])
+        rf = len(topic.replicas[0])
+        live = {b.broker_id: b.rack for b in self.cache.brokers.values()}
+        first = topic.partitions
+        if assignment is not None:
+            new = {first + i: tuple(r) for i, r in enumerate(assignment)}
+            problem = check_manual({**{0: topic.replicas[0]}, **new}, set(live) | set(topic.replicas[0]))
+            if problem is None and any(len(r) != rf for r in new.values()):
+                problem = f"Inconsistent replication factor between partitions, partition 0 has {rf}"
+            if problem is not None:
+                raise ClusterError("INVALID_REPLICA_ASSIGNMENT", problem)
+        else:
+            ids = sorted(live)
+            start = max(0, next((i for i, b in enumerate(ids) if b >= topic.replicas[0][0]), 0))
+            try:
+                new = assign_replicas(live, count - first, rf, start_partition=first, start_index=start, shift=start)
+            except AssignmentError as e:
+                raise ClusterError("INVALID_REPLICATION_FACTOR", str(e)) from None
+        if validate_only:
+            return
+        grown = TopicAssignment(name, topic.topic_id, {**topic.replicas, **new})
+        try:
+            await self.zk.set(znodes.topic_path(name), znodes.encode_topic(grown), version=got[1])
+        except (BadVersionError, NoNodeError):
+            raise ClusterError("REASSIGNMENT_IN_PROGRESS", f"Topic {name} changed meanwhile; try again.") from None
+
     def create_topic_soon(self, name: str, partitions: int, replication_factor: int) -> None:
         """Metadata's auto-creation: in the background (a race with another creation of the
         same name is no error)."""

@@ -349,3 +349,26 @@ def test_kcoord_cluster_starts_nodes_prints_their_ports_and_stops_them_all_on_ct
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_create_partitions_extends_the_assignment_and_the_new_partitions_get_leaders(kcoord_cluster):
+    from confluent_kafka.admin import NewPartitions
+
+    c = kcoord_cluster
+    topic = unique("grow")
+    create(c.bootstrap, topic, 2, 2)
+    wait_for(lambda: all_online(c, topic, 2), 30, "leaders")
+    a = admin(c.bootstrap)
+    a.create_partitions([NewPartitions(topic, 5)], request_timeout=30)[topic].result(30)
+    grown = c.assignment(topic)
+    assert sorted(grown) == [0, 1, 2, 3, 4] and all(len(set(r)) == 2 for r in grown.values())
+    wait_for(lambda: all_online(c, topic, 5), 30, "leaders of the new partitions")
+    wait_for(lambda: len(admin(c.node(3).bootstrap).list_topics(topic, timeout=20).topics[topic].partitions) == 5,
+             30, "Metadata to show 5 partitions")
+    leader = c.state(topic, 4)["leader"]
+    assert produce_to(c.node(leader).bootstrap, topic, 4) == 0
+    fs = a.create_partitions([NewPartitions(topic, 6, replica_assignment=[[1, 9]])], request_timeout=30)
+    err = fs[topic].exception(30)
+    assert err is not None and err.args[0].name() == "INVALID_REPLICA_ASSIGNMENT"
+    a.create_partitions([NewPartitions(topic, 6, replica_assignment=[[3, 1]])], request_timeout=30)[topic].result(30)
+    assert c.assignment(topic)[5] == [3, 1]
