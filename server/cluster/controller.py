@@ -231,6 +231,29 @@ class Controller:
         return moved
 
 
+    async def elect(self, topic: str, partition: int, unclean: bool) -> tuple[str, str | None]:
+        """ElectLeaders for one partition: (error code name, message); NONE when elected."""
+        st = self.cache.state(topic, partition)
+        if st is None:
+            return "UNKNOWN_TOPIC_OR_PARTITION", f"No such partition as {topic}-{partition}"
+        live = self.cache.live
+        if unclean:
+            if st.leader != NO_LEADER and st.leader in live:
+                return "ELECTION_NOT_NEEDED", "Leader election not needed for topic partition."
+            e = election.offline(st.replicas, st.isr, live, True)
+            strategy = "OfflinePartitionLeaderElectionStrategy(true)"
+        else:
+            if st.leader == st.preferred_leader:
+                return "ELECTION_NOT_NEEDED", "Leader election not needed for topic partition."
+            e = election.preferred(st.replicas, st.isr, live)
+            strategy = "PreferredReplicaPartitionLeaderElectionStrategy"
+        if e is None:
+            code = "ELIGIBLE_LEADERS_NOT_AVAILABLE" if unclean else "PREFERRED_LEADER_NOT_AVAILABLE"
+            return code, f"Failed to elect leader for partition {topic}-{partition} under strategy {strategy}"
+        await self._write(st, e.leader, e.isr)
+        return "NONE", None
+
+
 async def create_topic_znodes(zk: Zk, name: str, replicas: dict[int, tuple[int, ...]], configs: dict[str, str],
                               topic_id: Any = None) -> znodes.TopicAssignment:
     """Kafka's admin path: /config/topics/T first, then /brokers/topics/T (which the controller

@@ -372,3 +372,49 @@ def test_create_partitions_extends_the_assignment_and_the_new_partitions_get_lea
     assert err is not None and err.args[0].name() == "INVALID_REPLICA_ASSIGNMENT"
     a.create_partitions([NewPartitions(topic, 6, replica_assignment=[[3, 1]])], request_timeout=30)[topic].result(30)
     assert c.assignment(topic)[5] == [3, 1]
+
+
+def test_elect_leaders_preferred_and_unclean_through_the_controller(kcoord_cluster_factory):
+    from confluent_kafka import ElectionType, TopicPartition
+
+    c = kcoord_cluster_factory(3, overrides={"auto.leader.rebalance.enable": "false"})
+    topic = unique("elect")
+    create(c.bootstrap, topic, replica_assignment=[[1, 2, 3], [2, 3, 1]], partitions=2, rf=-1)
+    wait_for(lambda: all_online(c, topic, 2), 30, "leaders")
+
+    def elect(kind, partition: int) -> list:
+        """The election's result, asked of the controller's node (another answers NOT_CONTROLLER,
+        as a ZooKeeper-mode Kafka broker does; a client whose metadata names the old controller
+        asks again once it learns the new one)."""
+        def once():
+            a = admin(c.node(c.controller()).bootstrap)
+            got = list(a.elect_leaders(kind, [TopicPartition(topic, partition)]).result(30).values())
+            return None if got and got[0] is not None and got[0].name() == "NOT_CONTROLLER" else got
+        return wait_for(once, 60, "an answer from the controller")
+
+    result = elect(ElectionType.PREFERRED, 0)
+    assert [e.name() for e in result] == ["ELECTION_NOT_NEEDED"]
+    # partition 0: its preferred replica (1) goes and comes back, out of the ISR, then in it
+    c.kill(1)
+    wait_for(lambda: c.state(topic, 0)["leader"] == 2 and 1 not in c.state(topic, 0)["isr"], FAILOVER_S, "leader 2")
+    c.start(1)
+    result = elect(ElectionType.PREFERRED, 0)
+    assert [e.name() for e in result] == ["PREFERRED_LEADER_NOT_AVAILABLE"]  # not in sync
+    path = f"/brokers/topics/{topic}/partitions/0/state"
+    data, stat = c.zk().get(path)
+    st = json.loads(data)
+    c.zk().set(path, json.dumps({**st, "isr": st["isr"] + [1]}).encode(), version=stat.version)
+    wait_for(lambda: 1 in raw_partition(c.node(c.controller()).bootstrap, topic, 0)[2], 30, "the ISR change seen")
+    assert elect(ElectionType.PREFERRED, 0) == [None] and c.state(topic, 0)["leader"] == 1
+    # partition 1 ([2, 3, 1], 1 out of its ISR since it went): 2 goes (3 leads alone), then 3 goes:
+    # offline with ISR [3]; 2 comes
+    # back outside the ISR: only an unclean election gives it the partition
+    c.kill(2)
+    wait_for(lambda: c.state(topic, 1)["isr"] == [3], FAILOVER_S, "ISR [3]")
+    c.kill(3)
+    wait_for(lambda: c.state(topic, 1)["leader"] == -1, FAILOVER_S, "partition 1 offline")
+    c.start(2)
+    assert c.state(topic, 1)["leader"] == -1  # no clean election: 2 is not in the ISR
+    assert elect(ElectionType.UNCLEAN, 1) == [None]
+    st = c.state(topic, 1)
+    assert (st["leader"], st["isr"]) == (2, [2])
