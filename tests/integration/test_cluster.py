@@ -66,6 +66,14 @@ def raw_partition(bootstrap: str, topic: str, partition: int):
     return p.error_code, p.leader_id, list(p.isr_nodes), list(p.offline_replicas)
 
 
+def seen_live_everywhere(cluster, broker_id: int) -> None:
+    """Every running node's Metadata lists the broker (its cache has seen the registration):
+    what a leader knows before it takes a follower back into the ISR."""
+    for n in [n for n in cluster.nodes.values() if n.alive()]:
+        wait_for(lambda n=n: broker_id in sorted(admin(n.bootstrap).list_topics(timeout=20).brokers), 30,
+                 f"{n.bootstrap} to list broker {broker_id}")
+
+
 def batch() -> bytes:
     b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
                                   producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
@@ -275,6 +283,7 @@ def test_leadership_moves_back_to_the_preferred_replica_once_it_is_in_sync(kcoor
     wait_for(lambda: c.state(topic, p)["leader"] not in (preferred, -1) and preferred not in c.state(topic, p)["isr"],
              FAILOVER_S, "a new leader")
     c.start(preferred)
+    seen_live_everywhere(c, preferred)
     # the leader takes the caught-up replica back into the ISR (what the replication layer
     # does through alter_isr): a version-checked write of the state znode
     path = f"/brokers/topics/{topic}/partitions/{p}/state"
@@ -398,6 +407,7 @@ def test_elect_leaders_preferred_and_unclean_through_the_controller(kcoord_clust
     c.kill(1)
     wait_for(lambda: c.state(topic, 0)["leader"] == 2 and 1 not in c.state(topic, 0)["isr"], FAILOVER_S, "leader 2")
     c.start(1)
+    seen_live_everywhere(c, 1)
     result = elect(ElectionType.PREFERRED, 0)
     assert [e.name() for e in result] == ["PREFERRED_LEADER_NOT_AVAILABLE"]  # not in sync
     path = f"/brokers/topics/{topic}/partitions/0/state"
