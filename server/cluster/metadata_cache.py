@@ -71,7 +71,7 @@ class MetadataCache:
         """Read everything (a new generation of watches); returns once the view is complete."""
         self._generation += 1
         gen = self._generation
-        await asyncio.gather(self._load_brokers(gen), self._load_controller(gen), self._load_topics(gen),
+        await asyncio.gather(self._load_brokers(gen), self._load_controller(gen), self._load_topics(gen, fresh=True),
                              self._load_deletions(gen))
 
     def stop(self) -> None:
@@ -135,14 +135,16 @@ class MetadataCache:
             self.deleting = names
             self._changed()
 
-    async def _load_topics(self, gen: int) -> None:
+    async def _load_topics(self, gen: int, fresh: bool = False) -> None:
+        """The topic list; `fresh` (a new generation: the old one's watches are gone with its
+        session) reads every topic and partition state again, else only the new topics."""
         names = set(await self.zk.children(znodes.TOPICS, watch=self._watcher(gen, self._load_topics)))
         if gen != self._generation:
             return
         for gone in set(self.topics) - names:
             self._forget(gone)
-        new = names - set(self.topics)
-        await asyncio.gather(*(self._load_topic(gen, name) for name in new))
+        new = names if fresh else names - set(self.topics)
+        await asyncio.gather(*(self._load_topic(gen, name, fresh) for name in new))
 
     def _forget(self, name: str) -> None:
         self.topics.pop(name, None)
@@ -151,8 +153,11 @@ class MetadataCache:
             del self.states[key]
         self._changed()
 
-    def _load_topic(self, gen: int, name: str) -> Any:
+    def _load_topic(self, gen: int, name: str, fresh: bool = False) -> Any:
+        reload_states = fresh
+
         async def load(g: int) -> None:
+            nonlocal reload_states
             got = await self.zk.get_or_none(znodes.topic_path(name), watch=self._watcher(g, load))
             if g != self._generation:
                 return
@@ -167,13 +172,19 @@ class MetadataCache:
             self.topics[name] = assignment
             self._changed()
             known = set(old.replicas) if old is not None and old.topic_id == assignment.topic_id else set()
+            if reload_states:  # the first read of this generation: every state, with a new watch
+                known, reload_states = set(), False
+            loads = []
             for p in assignment.replicas:
                 if p not in known:
-                    self._spawn(g, self._load_state(name, p)(g))
+                    loads.append(self._load_state(name, p)(g))
                 elif old is not None and old.replicas[p] != assignment.replicas[p]:
                     st = self.states.get((name, p))
                     if st is not None:
                         self.states[(name, p)] = _with_replicas(st, assignment.replicas[p])
+            # awaited: a new session's first read (start) returns once every state is read, so a
+            # node never answers from the states it knew under its lost session
+            await asyncio.gather(*loads)
 
         return load(gen)
 

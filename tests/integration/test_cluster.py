@@ -428,3 +428,27 @@ def test_elect_leaders_preferred_and_unclean_through_the_controller(kcoord_clust
     assert elect(ElectionType.UNCLEAN, 1) == [None]
     st = c.state(topic, 1)
     assert (st["leader"], st["isr"]) == (2, [2])
+
+
+def test_a_node_paused_past_its_session_rejoins_under_a_new_session_without_its_old_leadership(kcoord_cluster):
+    import signal
+
+    c = kcoord_cluster
+    topic = unique("paused")
+    create(c.bootstrap, topic, 3, 3)
+    before = wait_for(lambda: all_online(c, topic, 3), 30, "leaders")
+    paused = before[0][0]
+    proc = c.node(paused).proc
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: paused not in c.registered(), FAILOVER_S, "its session to expire")
+        st = wait_for(lambda: c.state(topic, 0) if c.state(topic, 0)["leader"] not in (paused, -1) else None,
+                      FAILOVER_S, "a new leader")
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: paused in c.registered(), 60, "the node to register again")
+    assert "New ZooKeeper session: registering again" in c.node(paused).log_text()
+    wait_for(lambda: raw_partition(c.node(paused).bootstrap, topic, 0)[1] == st["leader"], 30,
+             "the node to answer the new leader")
+    assert produce_to(c.node(paused).bootstrap, topic, 0) == 6  # NOT_LEADER_OR_FOLLOWER
+    assert produce_to(c.node(st["leader"]).bootstrap, topic, 0) == 0
