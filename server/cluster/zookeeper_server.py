@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -26,6 +27,17 @@ def classpath() -> str:
         raise FileNotFoundError("ZooKeeper is not installed (scripts/setup-zookeeper.sh installs Debian's "
                                 f"zookeeper package): missing {', '.join(missing) or 'java'}")
     return ":".join([*map(str, jars), *extra])
+
+
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM when the process that started it dies (killed included),
+    so no ZooKeeper outlives a `kcoord cluster` or a test session."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def installed() -> bool:
@@ -73,7 +85,8 @@ class ZooKeeperServer:
         log = open(self.directory / "zookeeper.log", "ab")  # noqa: SIM115 - the process owns it
         self.proc = subprocess.Popen(
             ["java", "-Xmx256m", "-cp", classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_die_with_parent)
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

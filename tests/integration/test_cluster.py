@@ -355,9 +355,13 @@ def test_kcoord_cluster_starts_nodes_prints_their_ports_and_stops_them_all_on_ct
 
                 socket.create_connection((host, int(port)), timeout=2).close()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:  # a failed assertion: stop it the way a person would, so its nodes stop too
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def test_create_partitions_extends_the_assignment_and_the_new_partitions_get_leaders(kcoord_cluster):
