@@ -3,13 +3,14 @@ server only when `zookeeper.connect` is set: nothing of server/cluster/ is impor
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from protocol.topics import OFFSETS_TOPIC
 from server.cluster.controller import ControllerSettings
 from server.cluster.local_replicas import LocalReplicas
 from server.cluster.node import ClusterNode
+from server.cluster.ports import ReplicaManagerPort
 from server.cluster.zk import Zk
 from server.cluster.znodes import BrokerInfo
 
@@ -38,10 +39,13 @@ def controller_settings(config: Any, topic_configs: Any) -> ControllerSettings:
                               config["leader.imbalance.per.broker.percentage"], {OFFSETS_TOPIC: offsets})
 
 
-async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any]) -> ClusterNode:
+async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
+                        replicas: Callable[[ClusterNode], ReplicaManagerPort] | None = None) -> ClusterNode:
     """Connect, register and join; the broker answers from the cluster's metadata
     (broker.cluster) and its cluster id becomes the cluster's. Raises TimeoutError when
-    ZooKeeper cannot be reached in zookeeper.connection.timeout.ms."""
+    ZooKeeper cannot be reached in zookeeper.connection.timeout.ms. `replicas` builds the
+    node's replica manager (it is given the node, whose `alter_isr` it calls); without one,
+    LocalReplicas (no replication)."""
     session_ms = config["zookeeper.session.timeout.ms"]
     connect_ms = config["zookeeper.connection.timeout.ms"]
     zk = Zk(config["zookeeper.connect"], session_ms, session_ms if connect_ms < 0 else connect_ms,
@@ -50,7 +54,7 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any]) -> C
     node = ClusterNode(zk, config.node_id, broker_info(config, listeners), config["inter.broker.listener.name"]
                        or None, controller_settings(config, lambda t: node.cache.topic_configs.get(t, {})),
                        session_ms)
-    node.replicas = LocalReplicas(broker, node.cache)
+    node.replicas = replicas(node) if replicas is not None else LocalReplicas(broker, node.cache)
     # answering from the cluster from now on: until it is read, no broker and no leader (clients
     # retry), never this node alone as a single-node server would
     broker.cluster = node
