@@ -30,7 +30,7 @@ from _util import table  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from kcoord_testing.cluster import KcoordCluster, wait_for  # noqa: E402
+from kcoord.testing.cluster import KcoordCluster, wait_for  # noqa: E402
 
 _HOLDER = """
 import sys, time

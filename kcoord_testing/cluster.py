@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kcoord_testing.process import KcoordProcess, free_port
+from kcoord.testing.process import KcoordProcess, free_port
 
 T = TypeVar("T")
 
@@ -114,7 +114,7 @@ class KcoordCluster:
             wait_for(lambda: broker_id in self.registered(), timeout, f"broker {broker_id} to register")
             return self
         if self._zk_connect is None:
-            from server.cluster.zookeeper_server import ZooKeeperServer
+            from kcoord.server.cluster.zookeeper_server import ZooKeeperServer
 
             self._zk_server = ZooKeeperServer(self.directory / "zookeeper").start()
             self._zk_connect = self._zk_server.connect

@@ -14,7 +14,7 @@ Fixtures
     akcoord          the asyncio variant of `kcoord` (reset awaited; .control is an
                      AsyncControlClient), when pytest-asyncio is installed.
     kcoord_factory   more servers of the test's own (overrides, log_dir), stopped after it.
-    kcoord_cluster   a three-node cluster through ZooKeeper (kcoord_testing/cluster.py):
+    kcoord_cluster   a three-node cluster through ZooKeeper (kcoord/testing/cluster.py):
                      .bootstrap, kill(id) / stop(id) / start(id), controller(), state(t, p);
                      kcoord_cluster_factory(nodes, overrides=..) for other sizes.
 
@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from kcoord_testing.process import KcoordProcess
+from kcoord.testing.process import KcoordProcess
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,7 +72,7 @@ class _External:
     """A kcoord the suite did not start: its bootstrap and control API only."""
 
     def __init__(self, bootstrap: str, control_url: str) -> None:
-        from server.control.client import AsyncControlClient, ControlClient
+        from kcoord.server.control.client import AsyncControlClient, ControlClient
 
         self.bootstrap = bootstrap
         self.control_url = control_url
@@ -241,7 +241,7 @@ if pytest_asyncio is not None:
 def kcoord_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One ZooKeeper (Debian's package) for the session's clusters; each cluster gets its
     own chroot in it."""
-    from server.cluster.zookeeper_server import ZooKeeperServer
+    from kcoord.server.cluster.zookeeper_server import ZooKeeperServer
 
     zk = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
     yield zk.connect
@@ -251,8 +251,8 @@ def kcoord_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def kcoord_cluster_factory(tmp_path: Path, kcoord_zookeeper: str, request: pytest.FixtureRequest) -> Iterator[Any]:
     """make(nodes=3, overrides=None, session_timeout_ms=6000, racks=None) -> a started
-    KcoordCluster (kcoord_testing/cluster.py) in its own ZooKeeper chroot; closed after the test."""
-    from kcoord_testing.cluster import KcoordCluster
+    KcoordCluster (kcoord/testing/cluster.py) in its own ZooKeeper chroot; closed after the test."""
+    from kcoord.testing.cluster import KcoordCluster
 
     made: list[KcoordCluster] = []
 

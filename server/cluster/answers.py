@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from protocol.errors import ErrorCode
-from protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
-from server.cluster.node import ClusterNode
-from server.cluster.znodes import TopicAssignment
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.server.cluster.node import ClusterNode
+from kcoord.server.cluster.znodes import TopicAssignment
 
 
 class PartitionAnswer(NamedTuple):
@@ -69,7 +69,7 @@ def partitions(node: ClusterNode, topic: TopicAssignment, listener: str | None, 
 
 def as_topic(topic: TopicAssignment | None) -> Any:
     """The cluster's topic as a registry Topic (what the admin handlers resolve names to)."""
-    from server.topics import Topic
+    from kcoord.server.topics import Topic
 
     return None if topic is None else Topic(topic.name, topic.topic_id, topic.partitions, {}, is_internal(topic.name))
 

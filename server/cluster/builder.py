@@ -6,13 +6,13 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from protocol.topics import OFFSETS_TOPIC
-from server.cluster.controller import ControllerSettings
-from server.cluster.local_replicas import LocalReplicas
-from server.cluster.node import ClusterNode
-from server.cluster.ports import ReplicaManagerPort
-from server.cluster.zk import Zk
-from server.cluster.znodes import BrokerInfo
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.cluster.controller import ControllerSettings
+from kcoord.server.cluster.local_replicas import LocalReplicas
+from kcoord.server.cluster.node import ClusterNode
+from kcoord.server.cluster.ports import ReplicaManagerPort
+from kcoord.server.cluster.zk import Zk
+from kcoord.server.cluster.znodes import BrokerInfo
 
 
 def broker_info(config: Any, listeners: Iterable[Any]) -> BrokerInfo:

@@ -15,11 +15,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from server.cluster import election, znodes
-from server.cluster.assignment import AssignmentError, assign_replicas
-from server.cluster.metadata_cache import MetadataCache
-from server.cluster.partition_state import NO_LEADER, PartitionState
-from server.cluster.zk import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, Zk
+from kcoord.server.cluster import election, znodes
+from kcoord.server.cluster.assignment import AssignmentError, assign_replicas
+from kcoord.server.cluster.metadata_cache import MetadataCache
+from kcoord.server.cluster.partition_state import NO_LEADER, PartitionState
+from kcoord.server.cluster.zk import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, Zk
 
 log = logging.getLogger("kcoord.cluster.controller")
 

@@ -9,9 +9,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
-from server.cluster.metadata_cache import MetadataCache
-from server.cluster.partition_state import PartitionState
+from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.server.cluster.metadata_cache import MetadataCache
+from kcoord.server.cluster.partition_state import PartitionState
 
 log = logging.getLogger("kcoord.cluster.replicas")
 

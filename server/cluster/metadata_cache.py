@@ -13,10 +13,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from server.cluster import znodes
-from server.cluster.partition_state import PartitionState
-from server.cluster.zk import Zk
-from server.cluster.znodes import BrokerInfo, TopicAssignment
+from kcoord.server.cluster import znodes
+from kcoord.server.cluster.partition_state import PartitionState
+from kcoord.server.cluster.zk import Zk
+from kcoord.server.cluster.znodes import BrokerInfo, TopicAssignment
 
 log = logging.getLogger("kcoord.cluster.cache")
 

@@ -15,14 +15,14 @@ from typing import Any
 
 from kazoo.protocol.states import KazooState
 
-from server.cluster import znodes
-from server.cluster.assignment import assign_replicas, check_manual
-from server.cluster.controller import Controller, ControllerSettings, create_topic_znodes
-from server.cluster.metadata_cache import MetadataCache
-from server.cluster.partition_state import PartitionState
-from server.cluster.ports import ReplicaManagerPort
-from server.cluster.zk import BadVersionError, NodeExistsError, NoNodeError, Zk
-from server.cluster.znodes import BrokerInfo, TopicAssignment
+from kcoord.server.cluster import znodes
+from kcoord.server.cluster.assignment import assign_replicas, check_manual
+from kcoord.server.cluster.controller import Controller, ControllerSettings, create_topic_znodes
+from kcoord.server.cluster.metadata_cache import MetadataCache
+from kcoord.server.cluster.partition_state import PartitionState
+from kcoord.server.cluster.ports import ReplicaManagerPort
+from kcoord.server.cluster.zk import BadVersionError, NodeExistsError, NoNodeError, Zk
+from kcoord.server.cluster.znodes import BrokerInfo, TopicAssignment
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -292,7 +292,7 @@ class ClusterNode:
                            validate_only: bool = False) -> TopicAssignment | None:
         """Writes /config/topics/T and /brokers/topics/T; the controller elects the leaders.
         ClusterError TOPIC_ALREADY_EXISTS / INVALID_REPLICATION_FACTOR / INVALID_REPLICA_ASSIGNMENT."""
-        from server.cluster.assignment import AssignmentError
+        from kcoord.server.cluster.assignment import AssignmentError
 
         if name in self.cache.topics:
             raise ClusterError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
@@ -322,7 +322,7 @@ class ClusterNode:
         path continues an existing topic's walk) written to /brokers/topics/T at the version
         read; the controller elects their leaders. ClusterError INVALID_REPLICA_ASSIGNMENT /
         INVALID_REPLICATION_FACTOR / UNKNOWN_TOPIC_OR_PARTITION."""
-        from server.cluster.assignment import AssignmentError
+        from kcoord.server.cluster.assignment import AssignmentError
 
         got = await self.zk.get_or_none(znodes.topic_path(name))
         if got is None or name in self.cache.deleting:

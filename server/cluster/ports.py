@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from server.cluster.partition_state import PartitionState
+from kcoord.server.cluster.partition_state import PartitionState
 
 
 class ReplicaManagerPort(Protocol):

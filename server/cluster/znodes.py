@@ -21,7 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from server.cluster.partition_state import PartitionState
+from kcoord.server.cluster.partition_state import PartitionState
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"

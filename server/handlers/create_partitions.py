@@ -25,11 +25,11 @@ from typing import Any
 
 from kafka.protocol.admin.topics import CreatePartitionsResponse
 
-from protocol.errors import ErrorCode, KafkaError
-from server.context import RequestContext
-from server.handlers.create_topics import MAX_RECORDS_PER_OPERATION
-from server.quotas.mutation import mutation_quota
-from server.topics import Topic
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.context import RequestContext
+from kcoord.server.handlers.create_topics import MAX_RECORDS_PER_OPERATION
+from kcoord.server.quotas.mutation import mutation_quota
+from kcoord.server.topics import Topic
 
 log = logging.getLogger("kcoord.topics")
 
@@ -86,8 +86,8 @@ def _plan(ctx: RequestContext, t: Any) -> Topic:
 async def _cluster_create_partitions(ctx: RequestContext, req: Any, version: int) -> Any:
     """On a cluster node: the new partitions go to ZooKeeper (server/cluster/node.py), the
     controller elects their leaders, each hosting node creates its replicas."""
-    from server.cluster.answers import is_internal
-    from server.cluster.node import ClusterError
+    from kcoord.server.cluster.answers import is_internal
+    from kcoord.server.cluster.node import ClusterError
 
     node = ctx.broker.cluster
     counts = Counter(t.name for t in req.topics)

@@ -8,11 +8,11 @@ from typing import Any
 
 from kafka.protocol.admin.topics import CreateTopicsResponse
 
-from protocol.errors import ErrorCode, KafkaError
-from server.config_catalogue import TOPIC_CONFIGS, ConfigError, check_topic_configs
-from server.context import RequestContext
-from server.quotas.mutation import mutation_quota
-from server.topics import validate_topic_name
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.config_catalogue import TOPIC_CONFIGS, ConfigError, check_topic_configs
+from kcoord.server.context import RequestContext
+from kcoord.server.quotas.mutation import mutation_quota
+from kcoord.server.topics import validate_topic_name
 
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs
@@ -95,7 +95,7 @@ def _config_entries(ctx: RequestContext, configs: dict[str, str]) -> list[Any]:
 async def _cluster_create(ctx: RequestContext, req: Any, version: int) -> Any:
     """On a cluster node: the replicas are assigned across the live brokers (or as given),
     written to ZooKeeper, and the controller elects the leaders (server/cluster/)."""
-    from server.cluster.node import ClusterError
+    from kcoord.server.cluster.node import ClusterError
 
     node = ctx.broker.cluster
     counts = Counter(t.name for t in req.topics)

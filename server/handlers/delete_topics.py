@@ -22,10 +22,10 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DeleteTopicsResponse
 
-from protocol.errors import ErrorCode, KafkaError
-from server.context import RequestContext
-from server.quotas.mutation import mutation_quota
-from server.topics import Topic
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.context import RequestContext
+from kcoord.server.quotas.mutation import mutation_quota
+from kcoord.server.topics import Topic
 
 log = logging.getLogger("kcoord.topics")
 
@@ -69,7 +69,7 @@ async def handle_delete_topics(ctx: RequestContext, req: Any, version: int) -> A
     todo: dict[uuid.UUID, Topic] = {}
     by_id, by_name = broker.topics.by_id.get, broker.topics.get
     if broker.cluster is not None:  # a cluster node: the cluster's topics (server/cluster/)
-        from server.cluster.answers import as_topic
+        from kcoord.server.cluster.answers import as_topic
 
         cluster = broker.cluster
         by_id, by_name = (lambda i: as_topic(cluster.cache.by_id(i))), (lambda n: as_topic(cluster.topic(n)))

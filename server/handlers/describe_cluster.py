@@ -7,8 +7,8 @@ from typing import Any
 
 from kafka.protocol.admin.cluster import DescribeClusterResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
 
 BrokerOut = DescribeClusterResponse.DescribeClusterBroker
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
@@ -31,7 +31,7 @@ def handle_describe_cluster(ctx: RequestContext, req: Any, version: int) -> Any:
                                        endpoint_type=BROKER_ENDPOINT, cluster_id="", controller_id=-1, brokers=[],
                                        authorized_operations=None)
     if broker.cluster is not None:  # a cluster node: every live broker, the elected controller
-        from server.cluster import answers
+        from kcoord.server.cluster import answers
 
         listed = [BrokerOut(broker_id=b, host=h, port=p, rack=r)
                   for b, h, p, r in answers.brokers(broker.cluster, answers.listener_name(ctx))]

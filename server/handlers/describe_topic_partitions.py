@@ -10,9 +10,9 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse
 
-from protocol.errors import ErrorCode, KafkaError
-from server.context import RequestContext
-from server.topics import validate_topic_name
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.context import RequestContext
+from kcoord.server.topics import validate_topic_name
 
 TopicOut = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 PartitionOut = TopicOut.DescribeTopicPartitionsResponsePartition
@@ -38,7 +38,7 @@ def handle_describe_topic_partitions(ctx: RequestContext, req: Any, version: int
     cluster = broker.cluster  # a cluster node: the cluster's topics and partition states
     topics: Any = broker.topics
     if cluster is not None:
-        from server.cluster import answers
+        from kcoord.server.cluster import answers
 
         topics = answers.TopicsView(cluster)
     cursor = req.cursor

@@ -9,8 +9,8 @@ from typing import Any
 
 from kafka.protocol.admin.topics import ElectLeadersResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
 
 Result = ElectLeadersResponse.ReplicaElectionResult
 PartitionOut = Result.PartitionResult
@@ -22,7 +22,7 @@ async def _cluster_elect(ctx: RequestContext, req: Any, version: int, election: 
     """On a cluster node: the controller elects (the others answer NOT_CONTROLLER for each
     partition, as Kafka's ZooKeeper-mode brokers; the admin clients send it to the controller).
     With a null list, every partition is tried and those needing no election are left out."""
-    from server.cluster.zk import BadVersionError
+    from kcoord.server.cluster.zk import BadVersionError
 
     node = ctx.broker.cluster
     if req.topic_partitions is None:

@@ -12,8 +12,8 @@ from typing import Any
 
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
 
 GROUP = 0
 TRANSACTION = 1
@@ -36,9 +36,9 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
 def _cluster_lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """On a cluster node: the leader of the key's __consumer_offsets partition (groups only;
     transactions stay with the node asked until the coordinators follow partition leadership)."""
-    from protocol.partitioner import partition_for
-    from protocol.topics import OFFSETS_TOPIC
-    from server.cluster import answers
+    from kcoord.protocol.partitioner import partition_for
+    from kcoord.protocol.topics import OFFSETS_TOPIC
+    from kcoord.server.cluster import answers
 
     node = ctx.broker.cluster
     if key_type != GROUP:

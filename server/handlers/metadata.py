@@ -13,9 +13,9 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataResponse
 
-from protocol.errors import ErrorCode, KafkaError
-from server.context import RequestContext
-from server.topics import Topic, validate_topic_name
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.context import RequestContext
+from kcoord.server.topics import Topic, validate_topic_name
 
 TopicOut = MetadataResponse.MetadataResponseTopic
 PartitionOut = TopicOut.MetadataResponsePartition
@@ -51,7 +51,7 @@ def _topic_entry(topic: Topic, node: int, listener_error: ErrorCode = ErrorCode.
 def _cluster_entry(ctx: RequestContext, topic: Any, version: int) -> Any:
     """A topic of a cluster (zookeeper.connect): its partitions as the cluster's metadata has
     them (server/cluster/answers.py)."""
-    from server.cluster import answers
+    from kcoord.server.cluster import answers
 
     node = ctx.broker.cluster
     rows = answers.partitions(node, topic, answers.listener_name(ctx), version)
@@ -65,7 +65,7 @@ def _cluster_entry(ctx: RequestContext, topic: Any, version: int) -> Any:
 def _cluster_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
     """Metadata on a cluster node: every live broker, the controller, the cluster's topics;
     an auto-created topic is written to ZooKeeper (the controller elects its leaders)."""
-    from server.cluster import answers
+    from kcoord.server.cluster import answers
 
     broker, node = ctx.broker, ctx.broker.cluster
     all_topics = req.topics is None or (version == 0 and not req.topics)

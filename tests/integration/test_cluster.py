@@ -16,7 +16,7 @@ from conftest import call, unique
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from kcoord_testing.cluster import wait_for
+from kcoord.testing.cluster import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -299,7 +299,7 @@ def test_leadership_moves_back_to_the_preferred_replica_once_it_is_in_sync(kcoor
 
 
 def test_a_node_that_cannot_reach_zookeeper_does_not_start(tmp_path):
-    from kcoord_testing.process import KcoordProcess, free_port
+    from kcoord.testing.process import KcoordProcess, free_port
 
     srv = KcoordProcess(tmp_path / "data", overrides={"zookeeper.connect": f"127.0.0.1:{free_port()}",
                                                       "zookeeper.connection.timeout.ms": "2000"})
@@ -329,7 +329,7 @@ def test_kcoord_cluster_starts_nodes_prints_their_ports_and_stops_them_all_on_ct
     import signal
     import subprocess
 
-    from kcoord_testing.process import kcoord_command
+    from kcoord.testing.process import kcoord_command
 
     proc = subprocess.Popen([*kcoord_command(), "cluster", "-n", "2", "--dir", str(tmp_path),
                              "--session-timeout-ms", "6000"], stdout=subprocess.PIPE, text=True)

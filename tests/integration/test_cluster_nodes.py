@@ -9,11 +9,11 @@ import uuid
 
 import pytest
 
-from server.cluster.builder import controller_settings
-from server.cluster.node import ClusterNode
-from server.cluster.zk import Zk
-from server.cluster.znodes import BrokerInfo
-from server.config import Config
+from kcoord.server.cluster.builder import controller_settings
+from kcoord.server.cluster.node import ClusterNode
+from kcoord.server.cluster.zk import Zk
+from kcoord.server.cluster.znodes import BrokerInfo
+from kcoord.server.config import Config
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ from collections import Counter
 
 import pytest
 
-from server.cluster import election, znodes
-from server.cluster.assignment import AssignmentError, assign_replicas, check_manual, rack_alternated
-from server.cluster.partition_state import PartitionState
+from kcoord.server.cluster import election, znodes
+from kcoord.server.cluster.assignment import AssignmentError, assign_replicas, check_manual, rack_alternated
+from kcoord.server.cluster.partition_state import PartitionState
 
 # ---- assignment
 

@@ -13,8 +13,8 @@ def test_a_server_without_zookeeper_connect_imports_no_cluster_code(tmp_path):
     code = """
 import asyncio, sys
 from kafka.admin import KafkaAdminClient
-from server.app import Server
-from server.config import Config
+from kcoord.server.app import Server
+from kcoord.server.config import Config
 
 async def main():
     srv = Server(Config({"log.dirs": sys.argv[1], "listeners": "PLAINTEXT://127.0.0.1:0"}))
@@ -29,7 +29,7 @@ async def main():
     cluster = await asyncio.get_running_loop().run_in_executor(None, describe)
     assert [b.get("node_id", b.get("broker_id")) for b in cluster["brokers"]] == [1] and cluster["controller_id"] == 1, cluster
     await srv.stop()
-    loaded = sorted(m for m in sys.modules if m.startswith(("server.cluster", "kazoo")))
+    loaded = sorted(m for m in sys.modules if m.startswith(("kcoord.server.cluster", "kazoo")))
     assert not loaded, loaded
     print("ok")
 
