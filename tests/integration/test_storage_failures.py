@@ -91,9 +91,10 @@ class LoopDisk:
         self.dev = r.stdout.strip()
         # Before anything is mounted on it: no request may span two pages of the backing file,
         # or a write the tmpfs takes only part of is reported as a success (module docstring).
-        limit = Path("/sys/block") / Path(self.dev).name / "queue" / "max_sectors_kb"
-        limit.write_text(str(self.PAGE // 1024))
-        assert limit.read_text().strip() == str(self.PAGE // 1024), limit.read_text()
+        queue = Path("/sys/block") / Path(self.dev).name / "queue"
+        (queue / "max_sectors_kb").write_text(str(self.PAGE // 1024))
+        assert (queue / "max_sectors_kb").read_text().strip() == str(self.PAGE // 1024)
+        assert (queue / "logical_block_size").read_text().strip() == str(self.PAGE)
         r = _run("mount", self.dev, str(self.mnt))
         assert r.returncode == 0, r.stderr
 
@@ -138,9 +139,12 @@ def loop_disk(tmp_path) -> Iterator[LoopDisk]:
     _need_root()
     if shutil.which("mkfs.ext4") is None:
         pytest.fail("mkfs.ext4 missing (Debian package e2fsprogs)")
-    disk = LoopDisk(tmp_path).create()
-    yield disk
-    disk.remove()
+    disk = LoopDisk(tmp_path)
+    try:
+        disk.create()
+        yield disk
+    finally:
+        disk.remove()
 
 
 @pytest.fixture
