@@ -24,6 +24,8 @@ Both faults are driven by real clients: a confluent-kafka producer (acks=all) an
 """
 from __future__ import annotations
 
+import errno
+import mmap
 import os
 import shutil
 import subprocess
@@ -67,10 +69,14 @@ class LoopDisk:
         self.back.mkdir()
         self.mnt.mkdir()
         self.dev: str | None = None
+        self._found_limit = ""
 
-    def create(self) -> LoopDisk:
+    def mount_backing(self) -> None:
         r = _run("mount", "-t", "tmpfs", "-o", "size=24m,huge=never", "tmpfs", str(self.back))
         assert r.returncode == 0, r.stderr
+
+    def create(self) -> LoopDisk:
+        self.mount_backing()
         with open(self.image, "wb") as f:
             f.truncate(64 << 20)
         r = _run("mkfs.ext4", "-q", "-F", "-b", str(self.PAGE), str(self.image))
@@ -84,6 +90,11 @@ class LoopDisk:
         return self
 
     def mount(self) -> None:
+        r = _run("mount", self.attach(), str(self.mnt))
+        assert r.returncode == 0, r.stderr
+
+    def attach(self) -> str:
+        """The image as a loop device whose every request is one page of the backing file."""
         r = _run("losetup", "--show", "-f", "--sector-size", str(self.PAGE), str(self.image))
         if r.returncode != 0:
             _run("umount", str(self.back))
@@ -91,15 +102,22 @@ class LoopDisk:
         self.dev = r.stdout.strip()
         # Before anything is mounted on it: no request may span two pages of the backing file,
         # or a write the tmpfs takes only part of is reported as a success (module docstring).
-        queue = Path("/sys/block") / Path(self.dev).name / "queue"
-        (queue / "max_sectors_kb").write_text(str(self.PAGE // 1024))
-        assert (queue / "max_sectors_kb").read_text().strip() == str(self.PAGE // 1024)
-        assert (queue / "logical_block_size").read_text().strip() == str(self.PAGE)
-        r = _run("mount", self.dev, str(self.mnt))
-        assert r.returncode == 0, r.stderr
+        # The limit outlives the device's detach, so detach() puts the one found back.
+        limit = self._queue() / "max_sectors_kb"
+        self._found_limit = limit.read_text().strip()
+        limit.write_text(str(self.PAGE // 1024))
+        assert limit.read_text().strip() == str(self.PAGE // 1024)
+        assert (self._queue() / "logical_block_size").read_text().strip() == str(self.PAGE)
+        return self.dev
+
+    def _queue(self) -> Path:
+        assert self.dev is not None
+        return Path("/sys/block") / Path(self.dev).name / "queue"
 
     def detach(self) -> None:
         if self.dev is not None:
+            if self._found_limit:
+                (self._queue() / "max_sectors_kb").write_text(self._found_limit)
             _run("losetup", "-d", self.dev)
             self.dev = None
 
@@ -368,6 +386,39 @@ def test_a_failed_fdatasync_takes_the_log_dir_offline_and_halts(loop_disk, tmp_p
     print(f"\nfdatasync failure: {len(writers.acked)} records and {writers.commit_acked} commits acknowledged, "
           f"all recovered; produce errors after the fault: {len(writers.produce_errors)}; "
           f"commit errors: {sorted(writers.commit_errors)}; e2fsck: {fsck.strip().splitlines()[-1:]}")
+
+
+def test_the_loop_disk_fails_a_write_its_full_backing_store_takes_only_part_of(tmp_path):
+    """The premise of the fdatasync test: the loop device reports every write the backing store
+    could not take whole as failed. Linux's loop driver completes a request that the backing
+    file took only its first pages of as a success (the rest left a hole of zeros); LoopDisk
+    limits requests to one page, so such a write fails instead."""
+    _need_root()
+    page = LoopDisk.PAGE
+    disk = LoopDisk(tmp_path)
+    try:
+        disk.mount_backing()
+        with open(disk.image, "wb") as f:
+            f.truncate(1 << 20)
+            f.write(b"\1" * page)  # the backing file's first page exists, its second is a hole
+        dev = disk.attach()
+        fill(disk.filler)  # and the second can no longer be created
+        buf = mmap.mmap(-1, 2 * page)  # page-aligned, for O_DIRECT
+        buf.write(b"\xab" * 2 * page)
+        fd = os.open(dev, os.O_RDWR | os.O_DIRECT)
+        try:
+            with pytest.raises(OSError) as failed:
+                written = os.pwritev(fd, [buf], 0)
+                os.fdatasync(fd)
+                stored = mmap.mmap(-1, 2 * page)
+                os.preadv(fd, [stored], 0)
+                print(f"write of {2 * page} bytes returned {written}, fdatasync 0; second page stored: "
+                      f"{stored[page:] == buf[page:]}")
+        finally:
+            os.close(fd)
+        assert failed.value.errno in (errno.EIO, errno.ENOSPC), failed.value
+    finally:
+        disk.remove()
 
 
 def test_a_failed_write_on_a_full_disk_takes_the_log_dir_offline_and_halts(small_tmpfs, tmp_path):
