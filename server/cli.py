@@ -9,8 +9,8 @@
     kcoord groups|offsets [--log-dir DIR]
     kcoord scram [server.properties] --add-scram 'SCRAM-SHA-256=[name=..,password=..]' [--list]
     kcoord ctl [--url URL] COMMAND ...   (the control API: server/control/cli.py)
-    kcoord topics|configs|consumer-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
-                    kafka-consumer-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
+    kcoord topics|configs|consumer-groups|share-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
+                    kafka-consumer-groups.sh, kafka-share-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import sys
 from kcoord.server.config import Config
 
 # `kcoord <tool>`: Kafka's command-line tools (server/kafkatools), module by name
-TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups", "acls": "acls"}
+TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups", "acls": "acls",
+         "share-groups": "share_groups"}
 
 
 def _serve(args: argparse.Namespace) -> int:
