@@ -52,7 +52,7 @@ test: setup clients zookeeper-setup docker-setup rdkafka-setup bytecode
 # Every server a test starts imports the project: compiled once here, not per process (the
 # machines this runs on may set PYTHONDONTWRITEBYTECODE, which makes each start compile it anew).
 bytecode: setup
-	@$(BIN)/python -m compileall -q protocol server storage sidecar kcoord.testing
+	@$(BIN)/python -m compileall -q kcoord
 
 # librdkafka's suite against a kcoord it starts; the table in tests/rdkafka/, shown in docs/compatibility.md.
 # Both group protocols: every broker test under the classic one, then the consumer-group tests

@@ -11,8 +11,8 @@
     kcoord ctl [--url URL] COMMAND ...   (the control API: server/control/cli.py)
     kcoord cluster [-n N] [--zookeeper HOST:PORT[/chroot]] [--dir DIR] [--override name=value ...]
                    N nodes through ZooKeeper (docs/cluster.md); Ctrl-C stops them all
-    kcoord topics|configs|consumer-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
-                    kafka-consumer-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
+    kcoord topics|configs|consumer-groups|share-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
+                    kafka-consumer-groups.sh, kafka-share-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
 """
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ import sys
 from kcoord.server.config import Config
 
 # `kcoord <tool>`: Kafka's command-line tools (server/kafkatools), module by name
-TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups", "acls": "acls"}
+TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups", "acls": "acls",
+         "share-groups": "share_groups"}
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -42,6 +42,8 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8  # the Java Admin's DYNAMIC_GROUP_CONFIG
 
 
 class ResourceType(IntEnum):
@@ -468,6 +470,22 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     _b("group.initial.rebalance.delay.ms", INT, 3000, "Wait for more members before a new group's first "
        "rebalance."),
     _b("group.max.size", INT, INT_MAX, "Most members a group may have.", at_least(1)),
+    _b("group.share.record.lock.duration.ms", INT, 30000, "How long a share consumer holds an acquired "
+       "record.", between(1000, 3600000)),
+    _b("group.share.delivery.count.limit", INT, 5, "Deliveries of a record before it is archived.",
+       between(2, 10)),
+    _b("group.share.partition.max.record.locks", INT, 2000, "In-flight records per share partition.",
+       between(100, 10000)),
+    _b("share.coordinator.state.topic.num.partitions", INT, 50, "Partitions of __share_group_state.",
+       at_least(1)),
+    _b("share.coordinator.state.topic.segment.bytes", INT, 104857600, "segment.bytes of "
+       "__share_group_state.", at_least(1)),
+    _b("share.coordinator.snapshot.update.records.per.snapshot", INT, 500, "ShareUpdate records between "
+       "two ShareSnapshot records of a share partition.", between(0, 500)),
+    _b("share.coordinator.write.timeout.ms", INT, 5000, "How long a share-state write may wait to be "
+       "durable.", at_least(1)),
+    _b("max.incremental.fetch.session.cache.slots", INT, 1000, "Most incremental fetch sessions kept "
+       "(KIP-227), an eighth in each of the cache's 8 shards.", at_least(0)),
 )}
 
 

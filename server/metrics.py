@@ -158,6 +158,11 @@ class _Collector:
         yield syncs
         yield from txn_metric_families(broker)
         yield from quota_metric_families(broker)
+        dp = broker.built("data_plane")
+        if dp is not None:
+            from kcoord.server.fetch_sessions import metric_families as fetch_session_families
+
+            yield from fetch_session_families(dp.fetch_sessions)
 
 
 class _MetricsHttp(asyncio.Protocol):
