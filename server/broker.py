@@ -74,6 +74,7 @@ class Broker:
         self._state_stored = False  # whether open_state found coordinator state to load
         self._lock_fd: int | None = None
         self.deleter = TopicDeleter(self)
+        self.cluster: Any = None  # kcoord.server.cluster.node.ClusterNode when zookeeper.connect is set
 
     def __getattr__(self, name: str) -> Any:
         # called only for an attribute not set: a part not built yet
@@ -275,9 +276,10 @@ class Broker:
         return t.partitions if t is not None else self.config["offsets.topic.num.partitions"]
 
     def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str], internal: bool = False
+        self, name: str, partitions: int, configs: dict[str, str], internal: bool = False,
+        topic_id: Any = None,
     ) -> Topic:
-        topic = self.topics.create(name, partitions, configs, internal)
+        topic = self.topics.create(name, partitions, configs, internal, topic_id)
         if self.logs is not None:
             self._create_logs(topic)
         log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id)

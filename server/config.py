@@ -154,6 +154,18 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.cleaner.delete.retention.ms": (int, 86400000),
     "log.cleaner.min.cleanable.ratio": (float, 0.5),
     "log.cleaner.backoff.ms": (int, 15000),
+    # the cluster through ZooKeeper (server/cluster/, docs/cluster.md); unset: one node
+    "zookeeper.connect": (_str, ""),
+    "zookeeper.session.timeout.ms": (int, 18000),
+    "zookeeper.connection.timeout.ms": (int, -2),  # -2 (not set): zookeeper.session.timeout.ms
+    "broker.rack": (_str, ""),
+    "inter.broker.listener.name": (_str, ""),
+    "offsets.topic.replication.factor": (int, 3),
+    "auto.leader.rebalance.enable": (_bool, True),
+    "leader.imbalance.check.interval.seconds": (int, 300),
+    "leader.imbalance.per.broker.percentage": (int, 10),
+    "controlled.shutdown.enable": (_bool, True),
+    "unclean.leader.election.enable": (_bool, False),
     "cluster.id": (_str, ""),
     "log.level": (_str, "INFO"),
     # kcoord's own: where Prometheus scrapes /metrics, e.g. http://127.0.0.1:9404 (off when empty)

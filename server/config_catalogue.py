@@ -382,6 +382,21 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
        "null means the listeners."),
     _b("node.id", INT, 1, "Id of this node in the cluster."),
     _b("broker.id", INT, -1, "Older name of node.id; used when set."),
+    _b("zookeeper.connect", S, None, "ZooKeeper connection string (host:port,...[/chroot]); unset: one node, "
+       "no cluster."),
+    _b("zookeeper.session.timeout.ms", INT, 18000, "ZooKeeper session timeout: a node silent this long is gone."),
+    _b("zookeeper.connection.timeout.ms", INT, None, "Longest wait to connect to ZooKeeper at start-up; "
+       "zookeeper.session.timeout.ms when null."),
+    _b("broker.rack", S, None, "Rack of this broker, for rack-aware replica assignment."),
+    _b("inter.broker.listener.name", S, None, "Listener the brokers use between themselves; the first when null."),
+    _b("offsets.topic.replication.factor", INT, 3, "Replication factor of __consumer_offsets (a cluster creates "
+       "it once this many brokers are up).", at_least(1)),
+    _b("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred replicas in the background."),
+    _b("leader.imbalance.check.interval.seconds", L, 300, "How often the controller checks for leader imbalance.",
+       at_least(1)),
+    _b("leader.imbalance.per.broker.percentage", INT, 10, "Share of a broker's partitions led elsewhere that "
+       "triggers a preferred replica election.", at_least(0)),
+    _b("controlled.shutdown.enable", B, True, "On SIGTERM, move leadership away before stopping."),
     _b("log.dirs", S, "./data", "Directory holding the partition logs (the first of a comma list)."),
     _b("log.dir", S, None, "Used when log.dirs is not set."),
     _b("num.partitions", INT, 1, "Partitions of an auto-created topic or a CreateTopics without a count.",

@@ -133,6 +133,13 @@ def leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:
     return ErrorCode.FENCED_LEADER_EPOCH
 
 
+def not_leader(cluster: Any, topic: str, partition: int) -> bool:
+    """On a cluster node: the partition exists in the cluster and another node leads it (or
+    this one is fenced); the data path answers NOT_LEADER_OR_FOLLOWER (server/cluster/node.py)."""
+    t = cluster.topic(topic)
+    return t is not None and partition in t.replicas and not cluster.leads(topic, partition)
+
+
 def partition_log(broker: Broker, topic: Topic, partition: int) -> PartitionLog | None:
     if partition < 0 or partition >= topic.partitions or broker.logs is None:
         return None

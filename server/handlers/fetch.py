@@ -28,7 +28,7 @@ from typing import Any
 from kcoord.protocol.data_fastpath import FetchResponseData
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
-from kcoord.server.data_plane import data_plane, leader_epoch_error, partition_log
+from kcoord.server.data_plane import data_plane, leader_epoch_error, not_leader, partition_log
 from kcoord.server.deferred import Deferred
 from kcoord.server.handlers import fetch_session, fetch_txn
 from kcoord.server.purgatory import DelayedOperation
@@ -56,6 +56,14 @@ class _Part:
         self.available = 0  # bytes counted toward min_bytes at the last check (DelayedFetch)
 
 
+def req_replica_id(req: Any, version: int) -> int:
+    """The fetching replica's id (-1: a consumer); in replica_state from v15."""
+    if version >= 15:
+        state = getattr(req, "replica_state", None)
+        return getattr(state, "replica_id", -1) if state is not None else -1
+    return getattr(req, "replica_id", -1)
+
+
 def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
     broker = ctx.broker
     out = []
@@ -67,7 +75,13 @@ def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, lis
             topic = broker.topics.get(t.topic)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         parts = []
+        cluster = broker.cluster
         for p in t.partitions:
+            if cluster is not None and topic is not None and req_replica_id(req, version) < 0 \
+                    and not_leader(cluster, topic.name, p.partition):
+                parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes, None,
+                                   ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                continue
             if topic is None:
                 parts.append(_Part(None, p.partition, p.fetch_offset, p.partition_max_bytes, None, missing))
                 continue
