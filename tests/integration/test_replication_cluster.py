@@ -85,7 +85,9 @@ async def stop_cluster(ctl: Controller) -> None:
     for srv in ctl.nodes.values():  # every fetcher first: their connections hold the servers' drains
         await srv.broker.replicas.stop()
     for srv in ctl.nodes.values():
-        await srv.stop()
+        # each in a task of its own: awaited in pytest-asyncio's finalizer task itself, the
+        # first stop never returned (after the confluent-kafka clients' threads ran)
+        await asyncio.wait_for(asyncio.ensure_future(srv.stop()), 60)
 
 
 @pytest.fixture
