@@ -60,7 +60,8 @@ class Controller:
         return self.nodes[nid].broker.logs.get(TOPIC, 0)
 
     def bootstrap(self, nid: int) -> str:
-        return "%s:%d" % self.nodes[nid].bound[0]
+        host, port = self.nodes[nid].bound[0][:2]
+        return f"{host}:{port}"
 
 
 async def start_cluster(tmp_path) -> Controller:
