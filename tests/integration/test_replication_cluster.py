@@ -280,3 +280,23 @@ async def test_a_leader_change_truncates_the_old_leaders_unreplicated_records(cl
     # an older state is refused
     stale = replace(new, leader=1, leader_epoch=1)
     assert ctl.rm(1).apply([stale], ctl.endpoints()) == {(TOPIC, 0): E.FENCED_LEADER_EPOCH}
+
+
+async def test_a_fetch_v15_names_its_follower_in_replica_state(cluster):
+    """Fetch v15+ carries the follower's id in the ReplicaState tagged field: the leader counts
+    that fetch offset as the follower's log end (here node 3's, sent by hand)."""
+    ctl = cluster
+    ctl.rm(3).stop_replicas([(TOPIC, 0)], delete=False)
+    assert (await produce(ctl, 1, [b"a", b"b"], acks=1)).error_code == E.NONE
+    await until(lambda: ctl.plog(1).replica.followers[2].log_end_offset == 2, "node 2 to copy and say so")
+    assert ctl.plog(1).replica.hw == 0  # node 3, in the ISR, has fetched nothing
+    T = FetchRequest.FetchTopic
+    topic_id = ctl.nodes[1].broker.topics.get(TOPIC).topic_id
+    req = FetchRequest(version=15, replica_state=FetchRequest.ReplicaState(replica_id=3, replica_epoch=-1),
+                       max_wait_ms=0, min_bytes=1, max_bytes=2**20, isolation_level=0, session_id=0,
+                       session_epoch=-1, topics=[T(topic_id=topic_id, partitions=[T.FetchPartition(
+                           partition=0, current_leader_epoch=0, fetch_offset=2, last_fetched_epoch=-1,
+                           log_start_offset=-1, partition_max_bytes=2**20)])], forgotten_topics_data=[], rack_id="")
+    part = (await asyncio.to_thread(call, ctl.bootstrap(1), req, 15)).responses[0].partitions[0]
+    assert part.error_code == E.NONE and part.high_watermark == 2
+    assert ctl.plog(1).replica.hw == 2
