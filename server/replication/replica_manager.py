@@ -88,8 +88,9 @@ class ReplicaManager:
         await self.fetchers.stop_all()
         for t in list(self._tasks):
             t.cancel()
-        for r in self.replicas.values():
-            self._fail_waiting(r, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        for r in self.replicas.values():  # parked acks=all produces answer NOT_LEADER_OR_FOLLOWER
+            r.stopped = True
+            self._answer_waiting(r)
 
     async def _isr_loop(self) -> None:
         interval = self.settings.replica_lag_time_max_ms / 2000.0
@@ -145,7 +146,7 @@ class ReplicaManager:
                 leader_changed = was_leader or current.state.leader != st.leader or not same_epoch
                 current.become_follower(st)
                 if was_leader:
-                    self._fail_waiting(current, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                    self._answer_waiting(current)
                     self.hooks.woken(st.topic, st.partition)  # parked consumer fetches answer now
                 if st.leader == NO_LEADER:
                     self.fetchers.remove(key)
@@ -165,7 +166,7 @@ class ReplicaManager:
                 continue
             r.stopped = True
             r.is_leader = False
-            self._fail_waiting(r, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._answer_waiting(r)
             # the log keeps its stopped replica: this node answers NOT_LEADER_OR_FOLLOWER for it
             # (a log without one would be served as a single node's)
             if delete:
@@ -233,8 +234,10 @@ class ReplicaManager:
             self.produce_purgatory.check_and_complete(key)
             self.hooks.woken(*key)
 
-    def _fail_waiting(self, r: PartitionReplica, code: ErrorCode) -> None:
-        self.produce_purgatory.check_and_complete((r.topic, r.partition))  # they see not-leader
+    def _answer_waiting(self, r: PartitionReplica) -> None:
+        """Parked acks=all produces of a partition this node no longer leads answer now
+        (Partition.replicated tells them NOT_LEADER_OR_FOLLOWER)."""
+        self.produce_purgatory.check_and_complete((r.topic, r.partition))
 
     # ------------------------------------------------------------------ OffsetsForLeaderEpoch
 

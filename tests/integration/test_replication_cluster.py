@@ -83,11 +83,11 @@ async def start_cluster(tmp_path) -> Controller:
 
 
 async def stop_cluster(ctl: Controller) -> None:
+    # each stop in a task of its own: awaited in pytest-asyncio's finalizer task itself, some
+    # never returned (after threads of asyncio.to_thread had run)
     for srv in ctl.nodes.values():  # every fetcher first: their connections hold the servers' drains
-        await srv.broker.replicas.stop()
+        await asyncio.wait_for(asyncio.ensure_future(srv.broker.replicas.stop()), 60)
     for srv in ctl.nodes.values():
-        # each in a task of its own: awaited in pytest-asyncio's finalizer task itself, the
-        # first stop never returned (after the confluent-kafka clients' threads ran)
         await asyncio.wait_for(asyncio.ensure_future(srv.stop()), 60)
 
 
@@ -300,3 +300,16 @@ async def test_a_fetch_v15_names_its_follower_in_replica_state(cluster):
     part = (await asyncio.to_thread(call, ctl.bootstrap(1), req, 15)).responses[0].partitions[0]
     assert part.error_code == E.NONE and part.high_watermark == 2
     assert ctl.plog(1).replica.hw == 2
+
+
+async def test_a_parked_acks_all_produce_is_answered_when_leadership_moves(cluster):
+    ctl = cluster
+    for nid in (2, 3):
+        ctl.rm(nid).stop_replicas([(TOPIC, 0)], delete=False)
+    answer = asyncio.ensure_future(produce(ctl, 1, [b"x"], acks=-1, timeout_ms=60000))
+    await until(lambda: ctl.rm(1).produce_purgatory.watched((TOPIC, 0)) == 1, "the produce to park")
+    started = time.monotonic()
+    ctl.publish(PartitionState(TOPIC, 0, leader=2, leader_epoch=1, isr=(2, 3), replicas=(1, 2, 3),
+                               controller_epoch=1, zk_version=9), to=[1])
+    assert (await answer).error_code == E.NOT_LEADER_OR_FOLLOWER
+    assert time.monotonic() - started < 30  # answered at the change, not at its 60 s timeout
