@@ -18,6 +18,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from protocol.errors import ErrorCode
 from server.clock import Clock
@@ -44,6 +45,11 @@ class ReplicationSettings:
     replica_fetch_response_max_bytes: int = 10485760
     replica_fetch_backoff_ms: int = 1000
     replica_socket_timeout_ms: int = 30000
+
+    @classmethod
+    def from_config(cls, config: Any) -> ReplicationSettings:
+        """The broker's values of the same names (server/config_catalogue.py)."""
+        return cls(**{name: config[name.replace("_", ".")] for name in cls.__dataclass_fields__})
 
 
 @dataclass(slots=True)

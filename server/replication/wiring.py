@@ -53,4 +53,5 @@ def replica_manager_for(broker: Broker, alter_isr: AlterIsr,
             shutil.rmtree(plog.path, ignore_errors=True)
 
     hooks = DataHooks(log_for=log_for, woken=woken, truncated=stale, replicated=replicated, deleted=deleted)
-    return ReplicaManager(broker.config.node_id, broker.clock, alter_isr, hooks, settings)
+    return ReplicaManager(broker.config.node_id, broker.clock, alter_isr, hooks,
+                          settings or ReplicationSettings.from_config(broker.config))
