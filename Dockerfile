@@ -35,7 +35,7 @@ EXPOSE 9092
 # SIGTERM: the server closes its listeners, flushes and fsyncs its logs, then exits
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=5s --timeout=5s --start-period=30s --retries=3 \
-  CMD ["python3", "-m", "server.healthcheck"]
+  CMD ["python3", "-m", "kcoord.server.healthcheck"]
 ENTRYPOINT ["kcoord"]
 CMD ["serve"]
 

@@ -47,7 +47,7 @@ test: setup clients docker-setup rdkafka-setup bytecode
 # Every server a test starts imports the project: compiled once here, not per process (the
 # machines this runs on may set PYTHONDONTWRITEBYTECODE, which makes each start compile it anew).
 bytecode: setup
-	@$(BIN)/python -m compileall -q protocol server storage sidecar kcoord_testing
+	@$(BIN)/python -m compileall -q protocol server storage sidecar kcoord.testing
 
 # librdkafka's suite against a kcoord it starts; the table in tests/rdkafka/, shown in docs/compatibility.md.
 # Both group protocols: every broker test under the classic one, then the consumer-group tests

@@ -20,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from protocol.api import API_TABLE  # noqa: E402
+from kcoord.protocol.api import API_TABLE  # noqa: E402
 
 
 def free_port() -> int:
@@ -44,7 +44,7 @@ def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 20
 
 def start_kcoord(overrides: dict[str, str] | None = None, log_dir: str | None = None,
                  kcoord: str | None = None) -> tuple[subprocess.Popen[bytes], int, str]:
-    """This tree's server (`python -m server serve`), or another build's `kcoord` executable."""
+    """This tree's server (`python -m kcoord.server serve`), or another build's `kcoord` executable."""
     port = free_port()
     log_dir = log_dir or tempfile.mkdtemp(prefix="kcoord-bench-")
     opts = {
@@ -54,7 +54,7 @@ def start_kcoord(overrides: dict[str, str] | None = None, log_dir: str | None = 
         "log.level": "WARNING",
         **(overrides or {}),
     }
-    args = [kcoord, "serve"] if kcoord else [sys.executable, "-m", "server", "serve"]
+    args = [kcoord, "serve"] if kcoord else [sys.executable, "-m", "kcoord.server", "serve"]
     for k, v in opts.items():
         args += ["--override", f"{k}={v}"]
     proc = subprocess.Popen(args, cwd=ROOT)

@@ -11,7 +11,7 @@ a GroupMetadata record per rebalance, offset deletions and whole groups deleted 
 and replaced, over 3 days; several segments per partition, the last one active.
 
 Every run compacts a fresh copy of the data in place (what `kcoord sidecar` does: closed
-segments only, cleaned ones handed over as .swap files), planned by sidecar.compact.plan_pass:
+segments only, cleaned ones handed over as .swap files), planned by kcoord.sidecar.compact.plan_pass:
 - baseline: compact_partition over every partition sequentially in this process, with the same
   reading and writing as the job (partition_io.process_partition without a key map);
 - sidecar warm: run_spark on a SparkSession already started and warmed by one untimed pass,
@@ -36,15 +36,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from protocol.coordinator_codec import encode_key, encode_value  # noqa: E402
-from protocol.coordinator_records import GroupKey, OffsetKey, OffsetValue  # noqa: E402
-from sidecar.compact import find_partitions, plan_pass  # noqa: E402
-from sidecar.compaction import Segment  # noqa: E402
-from sidecar.partition_io import process_partition  # noqa: E402
-from sidecar.pipeline import _segments_of, code_zip, get_spark, run_spark  # noqa: E402
-from sidecar.testdata import _group_value, groups_for_partition  # noqa: E402
-from storage.batch import build_batch  # noqa: E402
-from storage.segment import segment_name  # noqa: E402
+from kcoord.protocol.coordinator_codec import encode_key, encode_value  # noqa: E402
+from kcoord.protocol.coordinator_records import GroupKey, OffsetKey, OffsetValue  # noqa: E402
+from kcoord.sidecar.compact import find_partitions, plan_pass  # noqa: E402
+from kcoord.sidecar.compaction import Segment  # noqa: E402
+from kcoord.sidecar.partition_io import process_partition  # noqa: E402
+from kcoord.sidecar.pipeline import _segments_of, code_zip, get_spark, run_spark  # noqa: E402
+from kcoord.sidecar.testdata import _group_value, groups_for_partition  # noqa: E402
+from kcoord.storage.batch import build_batch  # noqa: E402
+from kcoord.storage.segment import segment_name  # noqa: E402
 
 NOW = 1_700_000_000_000
 DAY_MS = 86_400_000

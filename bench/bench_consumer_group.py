@@ -23,12 +23,12 @@ import uuid
 from _util import SyncClient, compare, encode_request, start_bare, start_kcoord, stop, table
 from kafka.protocol.admin import CreateTopicsRequest
 
-from protocol.coordinator_records import TopicMetadata
-from protocol.messages import ConsumerGroupHeartbeatRequest as R
-from server.clock import FakeClock
-from server.deferred import Deferred
-from server.group.config import GroupConfig
-from server.group.coordinator import GroupCoordinator
+from kcoord.protocol.coordinator_records import TopicMetadata
+from kcoord.protocol.messages import ConsumerGroupHeartbeatRequest as R
+from kcoord.server.clock import FakeClock
+from kcoord.server.deferred import Deferred
+from kcoord.server.group.config import GroupConfig
+from kcoord.server.group.coordinator import GroupCoordinator
 
 
 class _Topics:

@@ -30,7 +30,7 @@ import urllib.request
 from _util import ROOT, free_port, process_cpu_s, start_kcoord, stop, table
 
 sys.path.insert(0, str(ROOT))
-from kcoord_testing.etl import ONE_HOP, STAGES, Stage, create_topics, run_chain  # noqa: E402
+from kcoord.testing.etl import ONE_HOP, STAGES, Stage, create_topics, run_chain  # noqa: E402
 
 
 def _sys_cpu_s(pid: int) -> float:

@@ -11,7 +11,7 @@ import argparse
 from _util import SyncClient, compare, encode_request, start_bare, start_kcoord, stop
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, SyncGroupRequest
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 
 def join(port: int, group: str) -> tuple[str, int]:

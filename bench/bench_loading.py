@@ -20,15 +20,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import uvloop  # noqa: E402
 
-from protocol.coordinator_codec import decode_record, encode_key, encode_value  # noqa: E402
-from protocol.coordinator_records import OffsetKey, OffsetValue  # noqa: E402
-from server.clock import SystemClock  # noqa: E402
-from server.coordinator.runtime import CoordinatorRuntime  # noqa: E402
-from server.group.config import GroupConfig  # noqa: E402
-from server.group.coordinator import GroupCoordinator  # noqa: E402
-from server.group.shard import OffsetsRecords  # noqa: E402
-from storage.log import OFFSETS_SEGMENT_BYTES, PartitionLog  # noqa: E402
-from storage.log_manager import LogManager  # noqa: E402
+from kcoord.protocol.coordinator_codec import decode_record, encode_key, encode_value  # noqa: E402
+from kcoord.protocol.coordinator_records import OffsetKey, OffsetValue  # noqa: E402
+from kcoord.server.clock import SystemClock  # noqa: E402
+from kcoord.server.coordinator.runtime import CoordinatorRuntime  # noqa: E402
+from kcoord.server.group.config import GroupConfig  # noqa: E402
+from kcoord.server.group.coordinator import GroupCoordinator  # noqa: E402
+from kcoord.server.group.shard import OffsetsRecords  # noqa: E402
+from kcoord.storage.log import OFFSETS_SEGMENT_BYTES, PartitionLog  # noqa: E402
+from kcoord.storage.log_manager import LogManager  # noqa: E402
 
 BATCH = 100
 

@@ -14,11 +14,11 @@ import time
 from _util import SyncClient, rss_mb, start_kcoord, stop, table
 from kafka.protocol.consumer import OffsetFetchRequest
 
-from protocol.coordinator_codec import encode_key, encode_value
-from protocol.coordinator_records import OffsetKey, OffsetValue
-from protocol.errors import ErrorCode
-from protocol.partitioner import partition_for
-from storage.log import PartitionLog
+from kcoord.protocol.coordinator_codec import encode_key, encode_value
+from kcoord.protocol.coordinator_records import OffsetKey, OffsetValue
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.partitioner import partition_for
+from kcoord.storage.log import PartitionLog
 
 PARTITIONS = 50
 

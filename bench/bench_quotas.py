@@ -41,10 +41,10 @@ def extract(rev: str, into: Path) -> Path:
 
 def start(cwd: Path, log_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    args = [sys.executable, "-m", "server", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+    args = [sys.executable, "-m", "kcoord.server", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "--override", f"log.dirs={log_dir}", "--override", "group.initial.rebalance.delay.ms=0",
             "--override", "log.level=WARNING"]
-    proc = subprocess.Popen(args, cwd=cwd)  # `-m server` imports the package of its working directory
+    proc = subprocess.Popen(args, cwd=cwd)  # `-m kcoord.server` imports the package of its working directory
     wait_listening(port, proc, timeout=60)
     return proc, port
 
@@ -104,11 +104,11 @@ def run(what: str, servers: dict[str, tuple[subprocess.Popen[bytes] | None, int,
 INPROC = r"""
 import asyncio, struct, sys, time
 from kafka.protocol.consumer import HeartbeatRequest, OffsetCommitRequest
-from server.broker import Broker
-from server.config import Config
-from server.connection import KafkaConnection
-from server.dispatch import Dispatcher
-from server.session import Session
+from kcoord.server.broker import Broker
+from kcoord.server.config import Config
+from kcoord.server.connection import KafkaConnection
+from kcoord.server.dispatch import Dispatcher
+from kcoord.server.session import Session
 
 def encode(req, version, corr=1):
     flexible = req.flexible_version_q(version)

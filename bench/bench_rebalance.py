@@ -14,10 +14,10 @@ import time
 
 from kafka.protocol.consumer import JoinGroupRequest, SyncGroupRequest
 
-from server.clock import FakeClock
-from server.deferred import Deferred
-from server.group.config import GroupConfig
-from server.group.coordinator import GroupCoordinator
+from kcoord.server.clock import FakeClock
+from kcoord.server.deferred import Deferred
+from kcoord.server.group.config import GroupConfig
+from kcoord.server.group.coordinator import GroupCoordinator
 
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x05topic\xff\xff\xff\xff"
 

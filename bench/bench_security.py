@@ -31,7 +31,7 @@ from kafka.protocol.admin import CreateAclsRequest, CreateTopicsRequest
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 USER, PASSWORD = "bench", "bench-pw"
 JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{USER}="{PASSWORD}";'
@@ -57,7 +57,7 @@ def start_server(port: int, log_dir: Path, overrides: dict[str, str]) -> subproc
     """kcoord with PLAINTEXT on `port` (plus whatever `overrides` add), once it answers there."""
     opts = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(log_dir),
             "group.initial.rebalance.delay.ms": "0", "log.level": "WARNING", **overrides}
-    args = [sys.executable, "-m", "server", "serve"]
+    args = [sys.executable, "-m", "kcoord.server", "serve"]
     for k, v in opts.items():
         args += ["--override", f"{k}={v}"]
     proc = subprocess.Popen(args, cwd=ROOT)
@@ -346,11 +346,11 @@ def tls_cpu(work: Path, n: int = 30000) -> None:
     plaintext frames, then TLS records made by an in-memory client. What TLS itself costs the
     server, free of the load generator and of other load on the machine."""
     sys.path.insert(0, str(ROOT))
-    from server.broker import Broker
-    from server.config import Config
-    from server.connection import KafkaConnection
-    from server.dispatch import Dispatcher
-    from server.security.tls_transport import TlsProtocol
+    from kcoord.server.broker import Broker
+    from kcoord.server.config import Config
+    from kcoord.server.connection import KafkaConnection
+    from kcoord.server.dispatch import Dispatcher
+    from kcoord.server.security.tls_transport import TlsProtocol
 
     class Raw(asyncio.Transport):
         def __init__(self) -> None:
@@ -465,8 +465,8 @@ def write_acls(log_dir: Path, n: int) -> None:
     """The ACLs go into the server's ACL file before it starts, through the authorizer's own
     store (the same records CreateAcls from a super user would write)."""
     sys.path.insert(0, str(ROOT))
-    from server.security.acl import acl_from_creation
-    from server.security.authorizer import Authorizer
+    from kcoord.server.security.acl import acl_from_creation
+    from kcoord.server.security.authorizer import Authorizer
 
     log_dir.mkdir(parents=True, exist_ok=True)
     a = Authorizer(log_dir)
@@ -517,10 +517,10 @@ def dispatch_cpu(n_acls: int, work: Path, rounds: int = 5, batches: int = 40, pe
     """CPU time (this process's, so other load hardly moves it) to take an OffsetCommit from its
     frame to the durable write it queues, without and with the authorizer, in process."""
     sys.path.insert(0, str(ROOT))
-    from server.broker import Broker
-    from server.config import Config
-    from server.dispatch import Dispatcher
-    from server.session import Session
+    from kcoord.server.broker import Broker
+    from kcoord.server.config import Config
+    from kcoord.server.dispatch import Dispatcher
+    from kcoord.server.session import Session
 
     async def one(authorizing: bool, d: Path) -> float:
         cfg = {"log.dirs": str(d), "offsets.topic.num.partitions": 4, "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -563,8 +563,8 @@ def dispatch_cpu(n_acls: int, work: Path, rounds: int = 5, batches: int = 40, pe
 
 def decision_cost(n: int, work: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from server.security.acl import AclOperation, ResourceType, acl_from_creation
-    from server.security.authorizer import Authorizer
+    from kcoord.server.security.acl import AclOperation, ResourceType, acl_from_creation
+    from kcoord.server.security.authorizer import Authorizer
 
     work.mkdir(parents=True, exist_ok=True)
     a = Authorizer(work)
@@ -594,10 +594,10 @@ def commit_route_cost(a: object, reps: int = 200_000) -> float:
 
     from kafka.protocol.consumer import OffsetCommitRequest
 
-    from protocol.api import ApiKey
-    from server.handlers.routes import ROUTES
-    from server.security.guard import guarded_direct
-    from server.session import Session
+    from kcoord.protocol.api import ApiKey
+    from kcoord.server.handlers.routes import ROUTES
+    from kcoord.server.security.guard import guarded_direct
+    from kcoord.server.session import Session
 
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     req = OffsetCommitRequest(version=8, group_id="bench-commit", generation_id_or_member_epoch=-1, member_id="",

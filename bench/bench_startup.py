@@ -55,7 +55,7 @@ def _answered(port: int) -> bool:
 def kcoord_once(extra: dict[str, str]) -> tuple[float, float]:
     port = free_port()
     log_dir = tempfile.mkdtemp(prefix="kcoord-startup-")
-    args = [sys.executable, "-m", "server", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+    args = [sys.executable, "-m", "kcoord.server", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "--override", f"log.dirs={log_dir}"]
     for k, v in extra.items():
         args += ["--override", f"{k}={v}"]

@@ -5,7 +5,7 @@ point `kcoord`), the server as a child process (process.py), and the control API
         kcoord.control.inject_error("OffsetCommit", "NOT_COORDINATOR", count=3)
         consumer = Consumer({"bootstrap.servers": kcoord.bootstrap, ...})
 """
-from kcoord_testing.process import KcoordProcess, free_port
-from server.control.client import AsyncControlClient, ControlClient, ControlError
+from kcoord.server.control.client import AsyncControlClient, ControlClient, ControlError
+from kcoord.testing.process import KcoordProcess, free_port
 
 __all__ = ["AsyncControlClient", "ControlClient", "ControlError", "KcoordProcess", "free_port"]

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from kcoord_testing.process import KcoordProcess
+from kcoord.testing.process import KcoordProcess
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,7 +69,7 @@ class _External:
     """A kcoord the suite did not start: its bootstrap and control API only."""
 
     def __init__(self, bootstrap: str, control_url: str) -> None:
-        from server.control.client import AsyncControlClient, ControlClient
+        from kcoord.server.control.client import AsyncControlClient, ControlClient
 
         self.bootstrap = bootstrap
         self.control_url = control_url

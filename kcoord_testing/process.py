@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from server.control.client import AsyncControlClient, ControlClient
+from kcoord.server.control.client import AsyncControlClient, ControlClient
 
 
 def free_port() -> int:
@@ -21,12 +21,12 @@ def free_port() -> int:
 
 def kcoord_command() -> list[str]:
     """`kcoord` beside this interpreter (a console script runs with its own directory first on
-    sys.path, so a project's own `server` package cannot shadow kcoord's), else `-m server`."""
+    sys.path, so a project's own `server` package cannot shadow kcoord's), else `-m kcoord.server`."""
     script = Path(sys.executable).parent / "kcoord"
     if script.exists():
         return [str(script)]
     found = shutil.which("kcoord")
-    return [found] if found else [sys.executable, "-m", "server"]
+    return [found] if found else [sys.executable, "-m", "kcoord.server"]
 
 
 # What a test wants from a broker that differs from Kafka's defaults: the first rebalance of

@@ -266,7 +266,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", _KP + "admin.topics", 0, 0),
         ApiSpec(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", _KP + "admin.cluster", 0, 1),
         ApiSpec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", _KP + "admin.topics", 0, 0),
-        ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", "protocol.messages", 0, 1),
-        ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", "protocol.messages", 0, 1),
+        ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", "kcoord.protocol.messages", 0, 1),
+        ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", "kcoord.protocol.messages", 0, 1),
     )
 }

@@ -14,8 +14,8 @@ from typing import Any
 
 from kafka.protocol.api_data import ApiData
 
-from protocol import schemas
-from protocol.coordinator_records import (
+from kcoord.protocol import schemas
+from kcoord.protocol.coordinator_records import (
     Assignment,
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,

@@ -4,7 +4,7 @@ Owns the wire layout of OffsetCommitKey/Value and GroupMetadataKey/Value (Kafka'
 group-coordinator message JSONs) and routes the consumer-group keys (versions 3-8, 16) to
 protocol/consumer_group_codec.py: what we write (key v1 / v2, OffsetCommitValue v3 or v1,
 GroupMetadataValue v3) and reading every value version 0-4 (v4 is flexible: compact
-strings, unsigned-varint lengths, tagged fields). The shapes are protocol.coordinator_records.
+strings, unsigned-varint lengths, tagged fields). The shapes are kcoord.protocol.coordinator_records.
 
 Start-up loading decodes millions of records, so the offset-commit path is hand-unrolled
 `struct.unpack_from` and decoded keys are memoised (the same group/topic/partition key is
@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 import struct
 
-from protocol import consumer_group_codec
-from protocol.coordinator_records import (
+from kcoord.protocol import consumer_group_codec
+from kcoord.protocol.coordinator_records import (
     CoordinatorRecord,
     GroupKey,
     GroupValue,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from protocol.varint import uvarint
+from kcoord.protocol.varint import uvarint
 
 __all__ = ["FetchResponseData", "ProduceResponseData", "encode_fetch_response", "encode_produce_response"]
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from protocol.api import ApiKey, ApiSpec
+from kcoord.protocol.api import ApiKey, ApiSpec
 
 # response array field -> the request array it mirrors, when the names differ
 _MIRRORS: dict[str, tuple[str, ...]] = {

@@ -10,8 +10,8 @@ import struct
 from functools import lru_cache
 from typing import Any
 
-from protocol.headers import read_uvarint
-from protocol.varint import uvarint
+from kcoord.protocol.headers import read_uvarint
+from kcoord.protocol.varint import uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -538,7 +538,7 @@ class ConsumerGroupHeartbeatResponseData:
 
     @classmethod
     def decode(cls, data: bytes, version: int) -> Any:
-        from protocol.messages import ConsumerGroupHeartbeatResponse
+        from kcoord.protocol.messages import ConsumerGroupHeartbeatResponse
 
         return ConsumerGroupHeartbeatResponse.decode(data, version=version)
 

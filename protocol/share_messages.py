@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kafka.protocol.api_message import ApiMessage
 
-from protocol import schemas
+from kcoord.protocol import schemas
 
 
 class ShareGroupHeartbeatRequest(ApiMessage, load_json=schemas): pass  # noqa: E701

@@ -24,7 +24,7 @@ from typing import Any
 
 from kafka.protocol.api_data import ApiData
 
-from protocol import schemas
+from kcoord.protocol import schemas
 
 _h = struct.Struct(">h")
 _i = struct.Struct(">i")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from protocol.varint import uvarint
+from kcoord.protocol.varint import uvarint
 
 __all__ = [
     "KEY_VERSION",

@@ -148,7 +148,7 @@ class Server:
         listeners = ",".join(f"{p}://127.0.0.1:{port}" for p, port in self.ports.items())
         settings = {**SERVER_SETTINGS, **sec.server_settings(self.pki), **SCENARIO_SETTINGS.get(self.scenario, {}),
                     **self.extra, "listeners": listeners, "log.dirs": str(data / "data")}
-        args = [sys.executable, "-m", "server", "serve"]
+        args = [sys.executable, "-m", "kcoord.server", "serve"]
         for k, v in settings.items():
             args += ["--override", f"{k}={v}"]
         self.log = data / "server.log"
@@ -184,7 +184,7 @@ class Server:
     def _start_sidecar(self, data: Path, settings: dict[str, str]) -> None:
         """The sidecar on the server's log directory with the server's cleaner settings."""
         self._stop_sidecar()
-        args = [sys.executable, "-m", "server", "sidecar"]
+        args = [sys.executable, "-m", "kcoord.server", "sidecar"]
         for k in ("log.dirs", *CLEANER_SETTINGS):
             if k in settings:
                 args += ["--override", f"{k}={settings[k]}"]

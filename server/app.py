@@ -19,14 +19,14 @@ from urllib.parse import urlsplit
 
 import uvloop
 
-from server.broker import Broker, LogDirLocked
-from server.config import Config
-from server.connection import KafkaConnection
-from server.dispatch import Dispatcher
-from server.listeners import Listener, listener_specs
-from server.metrics import start_metrics_server
-from server.security.setup import build_listener
-from storage.log_dir_failure import LogDirFailureChannel
+from kcoord.server.broker import Broker, LogDirLocked
+from kcoord.server.config import Config
+from kcoord.server.connection import KafkaConnection
+from kcoord.server.dispatch import Dispatcher
+from kcoord.server.listeners import Listener, listener_specs
+from kcoord.server.metrics import start_metrics_server
+from kcoord.server.security.setup import build_listener
+from kcoord.storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("kcoord.server")
 
@@ -75,7 +75,7 @@ class Server:
         self.listeners: list[Listener] = []  # one per configured listener, in configuration order
         self.bound: list[tuple[str, int]] = []
         self.metrics_bound: tuple[str, int] | None = None
-        self.control: Any = None  # server.control.plane.ControlPlane when kcoord.control.listener is set
+        self.control: Any = None  # kcoord.server.control.plane.ControlPlane when kcoord.control.listener is set
         self.control_bound: tuple[str, int] | None = None
 
     def listener(self, name: str) -> Listener:
@@ -95,7 +95,7 @@ class Server:
         control_at = self.config["kcoord.control.listener"]
         virtual = self.config["kcoord.virtual.brokers"]
         if control_at or virtual > 1:  # before the Kafka listeners: every connection's first request is seen
-            from server.control.plane import ControlPlane
+            from kcoord.server.control.plane import ControlPlane
 
             self.control = ControlPlane(self)
         for spec in listener_specs(self.config):
@@ -126,7 +126,7 @@ class Server:
 
         factory: Callable[[], asyncio.BaseProtocol] = connection
         if listener.ssl_context is not None:  # the TLS handshake first, then the Kafka protocol
-            from server.security.tls_transport import tls_protocol_factory
+            from kcoord.server.security.tls_transport import tls_protocol_factory
 
             factory = tls_protocol_factory(listener.ssl_context, connection)
         srv = await loop.create_server(
@@ -146,8 +146,8 @@ class Server:
 
     async def _start_control_http(self, url: str) -> None:
         """The control API's HTTP listener (server/control/): imported only when it is on."""
-        from server.control.api import make_handler
-        from server.control.http import start_http_server
+        from kcoord.server.control.api import make_handler
+        from kcoord.server.control.http import start_http_server
 
         parts = urlsplit(url if "//" in url else "http://" + url)
         srv = await start_http_server(parts.hostname or "127.0.0.1", parts.port or 0, make_handler(self.control))

@@ -17,25 +17,25 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
-from server.clock import SystemClock
-from server.config import Config
-from server.config_layers import BrokerConfigs
-from server.metrics import Metrics
-from server.quotas.manager import QuotaManager
-from server.security.state import SecurityState
-from server.topic_deletion import TopicDeleter
-from server.topics import Topic, TopicRegistry, load_or_create_meta
-from storage.log_manager import LogManager
+from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.server.clock import SystemClock
+from kcoord.server.config import Config
+from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.metrics import Metrics
+from kcoord.server.quotas.manager import QuotaManager
+from kcoord.server.security.state import SecurityState
+from kcoord.server.topic_deletion import TopicDeleter
+from kcoord.server.topics import Topic, TopicRegistry, load_or_create_meta
+from kcoord.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
-    from protocol.coordinator_records import CoordinatorRecord
-    from server.connection import KafkaConnection
-    from server.coordinator.runtime import CoordinatorRuntime
-    from server.data_plane import DataPlane
-    from server.group.config import GroupConfig
-    from server.group.coordinator import GroupCoordinator
-    from server.txn.service import TxnService
+    from kcoord.protocol.coordinator_records import CoordinatorRecord
+    from kcoord.server.connection import KafkaConnection
+    from kcoord.server.coordinator.runtime import CoordinatorRuntime
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.group.config import GroupConfig
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.txn.service import TxnService
 
 log = logging.getLogger("kcoord.broker")
 
@@ -168,13 +168,13 @@ class Broker:
         """Topics' retention.ms / retention.bytes, every log.retention.check.interval.ms
         (server/data_plane.py: its code loads at the first pass)."""
         await asyncio.sleep(self.config["log.retention.check.interval.ms"] / 1000.0)
-        from server.data_plane import topic_retention_loop
+        from kcoord.server.data_plane import topic_retention_loop
 
         await topic_retention_loop(self)
 
     async def _log_flush(self) -> None:
         """flush.ms: data partitions' time-based flushes (server/log_flush.py)."""
-        from server.log_flush import log_flush_loop
+        from kcoord.server.log_flush import log_flush_loop
 
         await log_flush_loop(self)
 
@@ -192,7 +192,7 @@ class Broker:
                 partitions = self.logs.partitions(topic.name)  # those with a log
                 if not partitions or (topic.name == TXN_TOPIC and not self.txn.loaded):
                     continue
-                from server.data_plane import cleanup_policy
+                from kcoord.server.data_plane import cleanup_policy
 
                 if "compact" not in cleanup_policy(self, topic):
                     continue
@@ -321,7 +321,7 @@ class Broker:
 
 def group_config(cfg: Config) -> GroupConfig:
     """The coordinator's settings, same names as Kafka's with dots as underscores."""
-    from server.group.config import GroupConfig
+    from kcoord.server.group.config import GroupConfig
 
     return GroupConfig(
         group_min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
@@ -366,16 +366,16 @@ async def _nothing() -> None:
 
 
 def _build_data_plane(b: Broker) -> None:
-    from server.data_plane import DataPlane
+    from kcoord.server.data_plane import DataPlane
 
     b.data_plane = DataPlane(b)
 
 
 def _build_coordinator(b: Broker) -> None:
     """The group coordinator and its runtime, which writes and loads its __consumer_offsets."""
-    from server.coordinator.runtime import CoordinatorRuntime
-    from server.group.coordinator import GroupCoordinator
-    from server.group.shard import OffsetsRecords
+    from kcoord.server.coordinator.runtime import CoordinatorRuntime
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.group.shard import OffsetsRecords
 
     cfg = b.config
     partitions = b.offsets_partitions
@@ -411,7 +411,7 @@ def _txn_offsets_loaded(b: Broker, partition: int, plog: Any) -> None:
 
 
 def _start_runtime(b: Broker) -> None:
-    from server.group.shard import expire_offsets
+    from kcoord.server.group.shard import expire_offsets
 
     b.runtime.every(b.config["offsets.retention.check.interval.ms"],
                     functools.partial(expire_offsets, b.runtime, b.coordinator, b.metrics))
@@ -419,7 +419,7 @@ def _start_runtime(b: Broker) -> None:
 
 def _build_txn(b: Broker) -> None:
     """The transaction coordinator, beside the group's (which it hooks into: built first)."""
-    from server.txn.service import TxnService
+    from kcoord.server.txn.service import TxnService
 
     _ = b.coordinator, b.data_plane  # built first
     b.txn = TxnService(b)

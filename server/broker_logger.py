@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from protocol.errors import ErrorCode, KafkaError
-from server.config_catalogue import ConfigSource, ConfigType
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.config_catalogue import ConfigSource, ConfigType
 
 ROOT = "root"
 TRACE = 5
@@ -48,7 +48,7 @@ def loggers() -> dict[str, str]:
 
 
 def entries() -> list[Any]:
-    from server.config_layers import Entry
+    from kcoord.server.config_layers import Entry
 
     return [Entry(name, level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, False, ConfigType.UNKNOWN,
                   None, ()) for name, level in sorted(loggers().items())]

@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 
-from server.config import Config
+from kcoord.server.config import Config
 
 # `kcoord <tool>`: Kafka's command-line tools (server/kafkatools), module by name
 TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups", "acls": "acls"}
@@ -27,14 +27,14 @@ TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_
 def _serve(args: argparse.Namespace) -> int:
     import gc
 
-    from server.lazy_imports import defer_package_inits
+    from kcoord.server.lazy_imports import defer_package_inits
 
     # start-up time: no garbage collection while the modules load (it finds nothing to free
     # there; the server turns it back on once it listens), nor kafka-python's and aiokafka's
     # client packages
     gc.disable()
     defer_package_inits()
-    from server.app import serve
+    from kcoord.server.app import serve
 
     config = _load(args)
     return 2 if config is None else serve(config)
@@ -55,7 +55,7 @@ def _compact(args: argparse.Namespace) -> int:
     config = _load(args)
     if config is None:
         return 2
-    from sidecar.compact import main as compact_main
+    from kcoord.sidecar.compact import main as compact_main
 
     argv = [
         str(config.log_dir),
@@ -77,7 +77,7 @@ def _sidecar(args: argparse.Namespace) -> int:
         return 2
     import logging
 
-    from sidecar.daemon import serve
+    from kcoord.sidecar.daemon import serve
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return serve(config, args.master)
@@ -97,25 +97,25 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(_config_args(argparse.ArgumentParser(prog="kcoord serve", description="run the server"))
                       .parse_args(argv[1:]))
     if argv and argv[0] == "dump":
-        from storage.dump import main as dump_main
+        from kcoord.storage.dump import main as dump_main
 
         return dump_main(argv[1:])
     if argv and argv[0] == "ctl":
-        from server.control.cli import main as ctl_main
+        from kcoord.server.control.cli import main as ctl_main
 
         return ctl_main(argv[1:])
     if argv and argv[0] in ("groups", "offsets"):
-        from server.inspect import main as inspect_main
+        from kcoord.server.inspect import main as inspect_main
 
         return inspect_main(argv)
     if argv and argv[0] == "scram":
-        from server.security.scram_cli import main as scram_main
+        from kcoord.server.security.scram_cli import main as scram_main
 
         return scram_main(argv[1:])
     if argv and argv[0] in TOOLS:
         import importlib
 
-        return importlib.import_module(f"server.kafkatools.{TOOLS[argv[0]]}").main(argv[1:])
+        return importlib.import_module(f"kcoord.server.kafkatools.{TOOLS[argv[0]]}").main(argv[1:])
 
     parser = argparse.ArgumentParser(prog="kcoord", description="Kafka-compatible group coordinator")
     sub = parser.add_subparsers(dest="command", required=True)

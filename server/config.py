@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from server.config_catalogue import BROKER_CONFIGS, check_static
-from server.kafka_config_names import known_to_kafka
-from server.security.settings import LISTENER_SCOPED, MECHANISM_SCOPED, SECURITY_SETTINGS, SENSITIVE
+from kcoord.server.config_catalogue import BROKER_CONFIGS, check_static
+from kcoord.server.kafka_config_names import known_to_kafka
+from kcoord.server.security.settings import LISTENER_SCOPED, MECHANISM_SCOPED, SECURITY_SETTINGS, SENSITIVE
 
 if TYPE_CHECKING:
-    from server.listeners import EndPoint
+    from kcoord.server.listeners import EndPoint
 
 
 def _bool(v: Any) -> bool:
@@ -43,7 +43,7 @@ def _text(v: Any) -> str:
 
 
 def _assignors(v: Any) -> tuple[str, ...]:
-    from server.group.consumer.assignors import assignor_names
+    from kcoord.server.group.consumer.assignors import assignor_names
 
     names = [s for s in (v if isinstance(v, list | tuple) else str(v).split(",")) if str(s).strip()]
     if not names:
@@ -210,7 +210,7 @@ class Config:
         self.listener_overrides: dict[str, dict[str, Any]] = {}
         for k, v in (values or {}).items():
             self.set(k, v)
-        from server.listeners import listener_specs
+        from kcoord.server.listeners import listener_specs
 
         listener_specs(self)  # Kafka refuses a bad listener configuration at start-up
 
@@ -280,7 +280,7 @@ class Config:
             else:
                 values.update(parse_properties(text))
         if environ is not None:
-            from server.config_env import env_settings
+            from kcoord.server.config_env import env_settings
 
             values.update(env_settings(environ))
         for ov in overrides:
@@ -304,13 +304,13 @@ class Config:
 
     @property
     def listeners(self) -> list[EndPoint]:
-        from server.listeners import parse_endpoints
+        from kcoord.server.listeners import parse_endpoints
 
         return parse_endpoints(self["listeners"])
 
     @property
     def advertised_listeners(self) -> list[EndPoint]:
-        from server.listeners import parse_endpoints
+        from kcoord.server.listeners import parse_endpoints
 
         return parse_endpoints(self["advertised.listeners"]) or self.listeners
 

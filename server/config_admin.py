@@ -13,9 +13,9 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode, KafkaError
-from server import broker_logger
-from server.config_catalogue import (
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server import broker_logger
+from kcoord.server.config_catalogue import (
     TOPIC_CONFIGS,
     ConfigError,
     ConfigType,
@@ -23,12 +23,12 @@ from server.config_catalogue import (
     ResourceType,
     check_topic_configs,
 )
-from server.config_layers import Entry, broker_config_key
-from server.data_plane import apply_topic_configs
-from server.topics import validate_topic_name
+from kcoord.server.config_layers import Entry, broker_config_key
+from kcoord.server.data_plane import apply_topic_configs
+from kcoord.server.topics import validate_topic_name
 
 if TYPE_CHECKING:
-    from server.broker import Broker
+    from kcoord.server.broker import Broker
 
 log = logging.getLogger("kcoord.configs")
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.config import SETTINGS, Config
-from server.config_catalogue import (
+from kcoord.server.config import SETTINGS, Config
+from kcoord.server.config_catalogue import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigError,
@@ -34,8 +34,8 @@ from server.config_catalogue import (
     inferred_key,
     value_text,
 )
-from server.security.settings import Password
-from server.topics import DYNAMIC_FILE, Topic, atomic_write
+from kcoord.server.security.settings import Password
+from kcoord.server.topics import DYNAMIC_FILE, Topic, atomic_write
 
 log = logging.getLogger("kcoord.configs")
 

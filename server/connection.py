@@ -18,15 +18,15 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from protocol.framing import FrameDecoder, FrameTooLarge
-from server.deferred import Deferred
-from server.dispatch import CloseConnection, Dispatcher
-from server.session import Session
+from kcoord.protocol.framing import FrameDecoder, FrameTooLarge
+from kcoord.server.deferred import Deferred
+from kcoord.server.dispatch import CloseConnection, Dispatcher
+from kcoord.server.session import Session
 
 if TYPE_CHECKING:
-    from server.broker import Broker
-    from server.listeners import Listener
-    from server.security.sasl import ExpiredSession, Reauthentication, SaslAuthenticator
+    from kcoord.server.broker import Broker
+    from kcoord.server.listeners import Listener
+    from kcoord.server.security.sasl import ExpiredSession, Reauthentication, SaslAuthenticator
 
 log = logging.getLogger("kcoord.network")
 
@@ -105,7 +105,7 @@ class KafkaConnection(asyncio.Protocol):
     # SASL
 
     def _authenticator(self, reauth: Reauthentication | None = None) -> SaslAuthenticator:
-        from server.security.sasl import SaslAuthenticator  # SASL listeners only
+        from kcoord.server.security.sasl import SaslAuthenticator  # SASL listeners only
 
         assert self._listener is not None and self._listener.sasl is not None
         return SaslAuthenticator(self._listener.sasl, self.session,
@@ -128,7 +128,7 @@ class KafkaConnection(asyncio.Protocol):
     def _session_expired(self) -> None:
         self._expiry = None
         if not self._closed and self._gate is None:
-            from server.security.sasl import ExpiredSession
+            from kcoord.server.security.sasl import ExpiredSession
 
             self._gate = ExpiredSession(self.session, lambda frame: self._dispatcher.handle(frame, self.session))
 
@@ -141,7 +141,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._lifetime_ms <= 0 or (self._reauth_started and now - self._reauth_started < 1.0):
             return None
         self._reauth_started = now
-        from server.security.sasl import Reauthentication
+        from kcoord.server.security.sasl import Reauthentication
 
         gate = self._authenticator(Reauthentication(self.session.mechanism, self.session.principal))
         response = gate.start_reauthentication(mechanism, version)
@@ -151,7 +151,7 @@ class KafkaConnection(asyncio.Protocol):
     def _authenticate_certificate(self, transport: asyncio.BaseTransport) -> None:
         """SSL listeners: the principal is the client certificate's subject, mapped through
         ssl.principal.mapping.rules (User:ANONYMOUS without one)."""
-        from server.security.principal import ssl_principal
+        from kcoord.server.security.principal import ssl_principal
 
         sslobj = transport.get_extra_info("ssl_object")
         try:
@@ -189,8 +189,8 @@ class KafkaConnection(asyncio.Protocol):
             frames = self._decoder.feed(data)
         except FrameTooLarge as e:
             authenticating = False
-            if self._gate is not None:  # a SASL listener's connection: server.security.sasl is loaded
-                from server.security.sasl import SaslAuthenticator
+            if self._gate is not None:  # a SASL listener's connection: kcoord.server.security.sasl is loaded
+                from kcoord.server.security.sasl import SaslAuthenticator
 
                 authenticating = isinstance(self._gate, SaslAuthenticator)
             if authenticating:

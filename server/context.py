@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from server.broker import Broker
-    from server.session import Session
+    from kcoord.server.broker import Broker
+    from kcoord.server.session import Session
 
 
 @dataclass(slots=True)

@@ -12,17 +12,17 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode
-from protocol.topics import OFFSETS_TOPIC
-from server.config_catalogue import LONG_MAX
-from server.partition_txns import PartitionTxnStates
-from server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
-from server.purgatory import Purgatory
-from server.topics import Topic
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.config_catalogue import LONG_MAX
+from kcoord.server.partition_txns import PartitionTxnStates
+from kcoord.server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
+from kcoord.server.purgatory import Purgatory
+from kcoord.server.topics import Topic
 
 if TYPE_CHECKING:
-    from server.broker import Broker
-    from storage.log import PartitionLog
+    from kcoord.server.broker import Broker
+    from kcoord.storage.log import PartitionLog
 
 log = logging.getLogger("kcoord.data")
 

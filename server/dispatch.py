@@ -18,23 +18,23 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import API_TABLE, ApiKey, ApiSpec
-from protocol.errors import ErrorCode
-from protocol.headers import (
+from kcoord.protocol.api import API_TABLE, ApiKey, ApiSpec
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.headers import (
     HeaderError,
     encode_response_header,
     peek_api,
     read_client_id,
     skip_tagged_fields,
 )
-from server.context import RequestContext
-from server.deferred import Deferred
-from server.handlers import NO_RESPONSE, ROUTES, Route
-from server.handlers.api_versions import api_versions_body
+from kcoord.server.context import RequestContext
+from kcoord.server.deferred import Deferred
+from kcoord.server.handlers import NO_RESPONSE, ROUTES, Route
+from kcoord.server.handlers.api_versions import api_versions_body
 
 if TYPE_CHECKING:
-    from server.broker import Broker
-    from server.session import Session
+    from kcoord.server.broker import Broker
+    from kcoord.server.session import Session
 
 log = logging.getLogger("kcoord.dispatch")
 
@@ -104,7 +104,7 @@ def _general_encoder(spec: ApiSpec) -> Callable[[Any, int], bytes]:
 
 
 def _body_start(frame: bytes, header_version: int) -> int:
-    """Where the body starts after a request header v1/v2, as protocol.headers.read_client_id
+    """Where the body starts after a request header v1/v2, as kcoord.protocol.headers.read_client_id
     finds it, without decoding the client id."""
     if header_version < 1:
         return 8
@@ -130,7 +130,7 @@ def _route(key: int, version: int, dispatcher: Dispatcher) -> _Route | None:
         return None
     route = ROUTES[key]
     if dispatcher.authorizing:
-        from server.security.guard import guarded, guarded_direct
+        from kcoord.server.security.guard import guarded, guarded_direct
 
         direct, policy = route.direct, route.policy()
         route = route._replace(handler=guarded(spec.key, route.handler, policy), direct=None if direct is None else
@@ -196,7 +196,7 @@ class Dispatcher:
         # Never through self.__dict__: reading it turns CPython's inline attribute values into
         # a dict, and every attribute lookup of handle() gets slower (about 2% of a heartbeat)
         if active:
-            from server.quotas.gate import QuotaGate
+            from kcoord.server.quotas.gate import QuotaGate
 
             self.handle = QuotaGate(self.broker.quotas, self._unthrottled).handle  # type: ignore[method-assign]
             self._gated = True

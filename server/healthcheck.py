@@ -1,7 +1,7 @@
 """The container's health check: one real ApiVersions exchange with the server, what every Kafka
 client sends first (a listening socket alone is not health).
 
-    python3 -m server.healthcheck [HOST:PORT] [--tls]
+    python3 -m kcoord.server.healthcheck [HOST:PORT] [--tls]
 
 Exit 0 when the server answered ApiVersions v0 without error and listed ApiVersions among its
 APIs, 1 otherwise (the reason on stderr). HOST:PORT defaults to $KCOORD_HEALTHCHECK_ADDRESS or

@@ -13,12 +13,12 @@ import sys
 import time
 from typing import Any
 
-from protocol.coordinator_codec import CodecError, decode_record
-from protocol.topics import OFFSETS_TOPIC
-from server.clock import FakeClock
-from server.group.config import GroupConfig
-from server.group.coordinator import GroupCoordinator
-from storage.dump import read_records
+from kcoord.protocol.coordinator_codec import CodecError, decode_record
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.clock import FakeClock
+from kcoord.server.group.config import GroupConfig
+from kcoord.server.group.coordinator import GroupCoordinator
+from kcoord.storage.dump import read_records
 
 
 def rebuild(log_dir: str) -> GroupCoordinator:

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import ssl
 
-    from server.config import Config
-    from server.security.sasl import SaslSettings
+    from kcoord.server.config import Config
+    from kcoord.server.security.sasl import SaslSettings
 
 
 class SecurityProtocol(StrEnum):
@@ -190,7 +190,7 @@ class Listener:
     advertised_endpoint: EndPoint | None
     ssl_context: ssl.SSLContext | None = None
     sasl: SaslSettings | None = None
-    principal_mapper: Any = None  # server.security.principal.SslPrincipalMapper for SSL listeners
+    principal_mapper: Any = None  # kcoord.server.security.principal.SslPrincipalMapper for SSL listeners
     bound: list[tuple[str, int]] = field(default_factory=list)  # (host, port) of each bound socket
 
     @property

@@ -20,13 +20,13 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from server.config_catalogue import LONG_MAX
-from storage.flusher import group_commit
+from kcoord.server.config_catalogue import LONG_MAX
+from kcoord.storage.flusher import group_commit
 
 if TYPE_CHECKING:
-    from server.broker import Broker
-    from server.topics import Topic
-    from storage.log import PartitionLog
+    from kcoord.server.broker import Broker
+    from kcoord.server.topics import Topic
+    from kcoord.storage.log import PartitionLog
 
 log = logging.getLogger("kcoord.flush")
 

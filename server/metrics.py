@@ -16,8 +16,8 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from protocol.coordinator_records import CoordinatorRecord
-    from server.broker import Broker
+    from kcoord.protocol.coordinator_records import CoordinatorRecord
+    from kcoord.server.broker import Broker
 
 log = logging.getLogger("kcoord.metrics")
 
@@ -54,7 +54,7 @@ class Metrics:
 
     def records_applied(self, records: list[CoordinatorRecord], expired: bool = False) -> None:
         """Count what a durable write changed (the live replay path)."""
-        from protocol.coordinator_records import GroupValue, OffsetKey  # loaded: records come from it
+        from kcoord.protocol.coordinator_records import GroupValue, OffsetKey  # loaded: records come from it
 
         for r in records:
             if isinstance(r.key, OffsetKey):
@@ -86,9 +86,9 @@ class _Collector:
     def collect(self):  # noqa: ANN201 - yields prometheus_client metric families
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-        from server.group.classic.state import GroupState
-        from server.quotas.metrics import quota_metric_families
-        from server.txn.metrics import txn_metric_families
+        from kcoord.server.group.classic.state import GroupState
+        from kcoord.server.quotas.metrics import quota_metric_families
+        from kcoord.server.txn.metrics import txn_metric_families
 
         m, broker = self.m, self.broker
         groups = GaugeMetricFamily("kcoord_groups", "Consumer groups by state (Kafka: NumGroups<State>)",

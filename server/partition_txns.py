@@ -19,11 +19,11 @@ from __future__ import annotations
 import logging
 from bisect import bisect_left
 
-from storage.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
-from storage.log import PartitionLog
-from storage.segment import scan_batches
-from storage.transactions import COMMIT, control_type
-from storage.txn_index import AbortedTxn, append_entry, sync_txn_index, txn_index_path
+from kcoord.storage.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.segment import scan_batches
+from kcoord.storage.transactions import COMMIT, control_type
+from kcoord.storage.txn_index import AbortedTxn, append_entry, sync_txn_index, txn_index_path
 
 log = logging.getLogger("kcoord.txn")
 

@@ -26,10 +26,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol.errors import ErrorCode, KafkaError
-from storage.batch import BatchHeader
-from storage.log import PartitionLog
-from storage.segment import scan_batches
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.storage.batch import BatchHeader
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.segment import scan_batches
 
 log = logging.getLogger("kcoord.producers")
 
@@ -101,7 +101,7 @@ class ProducerIdManager:
         return pid
 
     def _persist(self, next_block_start: int) -> None:
-        from server.topics import atomic_write  # the topic registry's write-fsync-rename
+        from kcoord.server.topics import atomic_write  # the topic registry's write-fsync-rename
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, json.dumps({"version": 1, "next_block_start": next_block_start}).encode())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
-from server.clock import Clock, TimerHandle
+from kcoord.server.clock import Clock, TimerHandle
 
 
 class DelayedOperation:

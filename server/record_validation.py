@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 _LONG_MAX = 2**63 - 1
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from server.listeners import Listener
+    from kcoord.server.listeners import Listener
 
 ANONYMOUS = "User:ANONYMOUS"
 

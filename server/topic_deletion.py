@@ -26,16 +26,16 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode, KafkaError
-from server.crash_points import crash_point
-from server.deferred import Deferred
-from server.topics import PendingDeletion, Topic
-from storage.files import fsync_dir
-from storage.log_deletion import remove_delete_dirs, rename_for_delete
-from storage.partition_metadata import read_partition_metadata
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.crash_points import crash_point
+from kcoord.server.deferred import Deferred
+from kcoord.server.topics import PendingDeletion, Topic
+from kcoord.storage.files import fsync_dir
+from kcoord.storage.log_deletion import remove_delete_dirs, rename_for_delete
+from kcoord.storage.partition_metadata import read_partition_metadata
 
 if TYPE_CHECKING:
-    from server.broker import Broker
+    from kcoord.server.broker import Broker
 
 log = logging.getLogger("kcoord.topics")
 

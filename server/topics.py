@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from protocol.coordinator_records import TopicMetadata
+    from kcoord.protocol.coordinator_records import TopicMetadata
 
 REGISTRY_FILE = "kcoord-topics.json"
 DYNAMIC_FILE = "kcoord-broker-configs.json"  # the dynamic broker configs (server/config_layers.py)
@@ -107,7 +107,7 @@ class TopicRegistry:
     # ---- what the group coordinator reads (server/group/consumer/protocol.TopicSource)
 
     def metadata(self, name: str) -> TopicMetadata | None:
-        from protocol.coordinator_records import TopicMetadata  # loaded with the consumer groups
+        from kcoord.protocol.coordinator_records import TopicMetadata  # loaded with the consumer groups
 
         t = self.topics.get(name)
         return None if t is None else TopicMetadata(t.topic_id, t.name, t.partitions)

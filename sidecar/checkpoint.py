@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import os
 
-from storage.offset_checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
-from storage.segment import segment_name
+from kcoord.storage.offset_checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
+from kcoord.storage.segment import segment_name
 
 log = logging.getLogger("kcoord.compact")
 

@@ -29,9 +29,9 @@ if __package__ in (None, ""):
     # spark-submit runs this file as a script: make the project importable from its checkout.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
-from sidecar.compaction import DEFAULT_DELETE_RETENTION_MS, DEFAULT_SEGMENT_BYTES
-from sidecar.pipeline import PartitionPlan, code_zip, get_spark, run_spark
+from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.sidecar.compaction import DEFAULT_DELETE_RETENTION_MS, DEFAULT_SEGMENT_BYTES
+from kcoord.sidecar.pipeline import PartitionPlan, code_zip, get_spark, run_spark
 
 log = logging.getLogger("kcoord.compact")
 
@@ -184,10 +184,10 @@ def plan_pass(log_dir: str, partitions: dict[tuple[str, int], str], *, output_di
               ) -> tuple[list[PartitionPlan], dict[tuple[str, int], str]]:
     """What this pass does per partition, and why the others are skipped. `settings`: per
     topic, pass options over the pass's (pass_settings; its min_ratio replaces min_ratio)."""
-    from sidecar.checkpoint import dirty_ratio, read_checkpoint
-    from sidecar.handoff import closed_segments, fingerprints
-    from sidecar.partition_io import DirectoryOutput, SwapOutput
-    from storage.swap import pending_swaps, segment_bases
+    from kcoord.sidecar.checkpoint import dirty_ratio, read_checkpoint
+    from kcoord.sidecar.handoff import closed_segments, fingerprints
+    from kcoord.sidecar.partition_io import DirectoryOutput, SwapOutput
+    from kcoord.storage.swap import pending_swaps, segment_bases
 
     plans: list[PartitionPlan] = []
     skipped: dict[tuple[str, int], str] = {}
@@ -279,9 +279,9 @@ def run_pass(spark, log_dir: str, plans: list[PartitionPlan], options: dict, *, 
              handoff_timeout: float = 60.0) -> tuple[list[dict], str]:
     """Run the planned pass on `spark`; in place, also see the swaps through. Returns the
     per-partition stats and what happened to the swaps."""
-    from sidecar.checkpoint import write_checkpoint
-    from sidecar.handoff import finish
-    from sidecar.partition_io import SwapOutput
+    from kcoord.sidecar.checkpoint import write_checkpoint
+    from kcoord.sidecar.handoff import finish
+    from kcoord.sidecar.partition_io import SwapOutput
 
     progress = _Progress(spark, out)
     progress.start()
@@ -302,8 +302,8 @@ def run_pass(spark, log_dir: str, plans: list[PartitionPlan], options: dict, *, 
 
 def run(args: argparse.Namespace, spark=None, out=sys.stdout) -> int:
     """The whole job; returns the exit status (0 ok, 1 a partition failed, 2 refused)."""
-    from sidecar.handoff import CleanerLock
-    from storage.swap import remove_cleaned
+    from kcoord.sidecar.handoff import CleanerLock
+    from kcoord.storage.swap import remove_cleaned
 
     log_dir = os.path.abspath(args.log_dir)
     if not os.path.isdir(log_dir):

@@ -45,7 +45,7 @@ from aiokafka.record.default_records import (
 )
 from aiokafka.record.util import calc_crc32c
 
-from storage.batch import (
+from kcoord.storage.batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTR_LOG_APPEND_TIME,
@@ -58,8 +58,8 @@ from storage.batch import (
     parse_header,
     set_log_append_time,
 )
-from storage.segment import MAX_RELATIVE_OFFSET
-from storage.transactions import transaction_outcomes
+from kcoord.storage.segment import MAX_RELATIVE_OFFSET
+from kcoord.storage.transactions import transaction_outcomes
 
 __all__ = [
     "ATTR_DELETE_HORIZON",

@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 
-from sidecar.compact import (
+from kcoord.sidecar.compact import (
     compacted_topics,
     default_cleanup_policy,
     find_partitions,
@@ -32,9 +32,9 @@ from sidecar.compact import (
     plan_pass,
     run_pass,
 )
-from sidecar.handoff import CleanerLock
-from sidecar.pipeline import code_zip, get_spark, run_spark
-from storage.swap import remove_cleaned
+from kcoord.sidecar.handoff import CleanerLock
+from kcoord.sidecar.pipeline import code_zip, get_spark, run_spark
+from kcoord.storage.swap import remove_cleaned
 
 log = logging.getLogger("kcoord.sidecar")
 
@@ -115,7 +115,7 @@ def serve(config, master: str = "local[*]", *, max_passes: int | None = None, ou
 
 def warm_up(spark, tmp: str) -> None:
     """One pass, written to a scratch directory, over a small generated partition."""
-    from sidecar.testdata import write_partition
+    from kcoord.sidecar.testdata import write_partition
 
     log_dir, output = os.path.join(tmp, "warm-up", "log"), os.path.join(tmp, "warm-up", "out")
     gen = write_partition(log_dir, 0, groups=1, topics=1, partitions_per_topic=2, rounds=2)

@@ -1,7 +1,7 @@
 """A Spark Python Data Source over Kafka log segment files (`<topic>-N/<20-digit base>.log`,
 RecordBatch v2), such as kcoord's `__consumer_offsets`:
 
-    from sidecar.datasource import register
+    from kcoord.sidecar.datasource import register
     register(spark)
     df = (spark.read.format("kafka_segments")
           .option("path", "/data")                 # a log.dirs directory ...
@@ -64,8 +64,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from sidecar.compaction import ATTR_DELETE_HORIZON, iter_segment_batches
-from storage.batch import CorruptBatchError
+from kcoord.sidecar.compaction import ATTR_DELETE_HORIZON, iter_segment_batches
+from kcoord.storage.batch import CorruptBatchError
 
 __all__ = ["SCHEMA", "CorruptSegmentError", "KafkaSegmentsDataSource", "SegmentPack", "SegmentPartition", "freeze_worker_heap",
            "read_segment", "register", "segment_partitions"]

@@ -23,10 +23,10 @@ import sys
 import time
 from collections.abc import Iterable
 
-from sidecar.compaction import CleanedGroup, Segment
-from storage.log import PartitionLog
-from storage.segment import segment_name
-from storage.swap import CLEANED_SUFFIX, SWAP_SUFFIX, fsync_dir, pending_swaps, segment_bases
+from kcoord.sidecar.compaction import CleanedGroup, Segment
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.segment import segment_name
+from kcoord.storage.swap import CLEANED_SUFFIX, SWAP_SUFFIX, fsync_dir, pending_swaps, segment_bases
 
 __all__ = ["CleanerLock", "DirectoryInUseError", "InputChangedError", "LogDirLock", "closed_segments",
            "commit_swaps", "finish", "fingerprints", "publish", "write_cleaned"]

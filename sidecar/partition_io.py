@@ -14,7 +14,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from sidecar.compaction import (
+from kcoord.sidecar.compaction import (
     DEFAULT_DELETE_RETENTION_MS,
     DEFAULT_SEGMENT_BYTES,
     PartitionStats,
@@ -23,11 +23,11 @@ from sidecar.compaction import (
     iter_records,
     iter_segment_batches,
 )
-from sidecar.verify import diff_states, replay_state
-from storage.log import PartitionLog
-from storage.segment import segment_name
-from storage.swap import fsync_dir
-from storage.transactions import uncommitted_batches
+from kcoord.sidecar.verify import diff_states, replay_state
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.segment import segment_name
+from kcoord.storage.swap import fsync_dir
+from kcoord.storage.transactions import uncommitted_batches
 
 __all__ = ["DirectoryOutput", "OutputCheckError", "SwapOutput", "fsync_dir", "process_partition",
            "write_partition_dir"]
@@ -140,7 +140,7 @@ def process_partition(partition: int, segments: list[Segment], *, source_dir: st
     """Everything one Spark task does for one partition: compact, verify (replay input and
     output through the coordinator's replay), write. Returns the stats as a dict, with
     `error` set (and no exception) when compaction, the checks or the writing failed."""
-    from sidecar.handoff import publish
+    from kcoord.sidecar.handoff import publish
 
     started = time.monotonic()
     verified = "error"

@@ -24,7 +24,7 @@ import sys
 import zipfile
 from dataclasses import dataclass, field
 
-from sidecar.partition_io import Output
+from kcoord.sidecar.partition_io import Output
 
 __all__ = ["PartitionPlan", "cleanable_paths", "code_zip", "compact_planned_partition", "compaction_frame", "get_spark",
            "run_spark", "slot_values", "spark_hash_int"]
@@ -53,7 +53,7 @@ class PartitionPlan:
         return self.topic, self.partition
 
     def paths(self) -> list[str]:
-        from storage.segment import segment_name
+        from kcoord.storage.segment import segment_name
 
         return [os.path.join(self.directory, segment_name(b) + ".log") for b in self.bases]
 
@@ -100,7 +100,7 @@ def get_spark(master: str = "local[*]", app_name: str = "kcoord-compact"):
 
 
 def _segments_of(plan: PartitionPlan, segs: list) -> list:
-    from sidecar.compaction import Segment
+    from kcoord.sidecar.compaction import Segment
 
     segs = sorted(segs, key=lambda s: s.base_offset)
     if plan.active_base is not None:
@@ -175,7 +175,7 @@ def _planned_bytes(plan: PartitionPlan) -> int:
 
 def _error_result(plan: PartitionPlan, error: Exception) -> dict:
     """A result like process_partition's for a failure before it could run."""
-    from sidecar.compaction import PartitionStats
+    from kcoord.sidecar.compaction import PartitionStats
 
     st = PartitionStats(topic=plan.topic, partition=plan.partition, segments_in=len(plan.bases), verified="error")
     st.extra["error"] = f"{type(error).__name__}: {error}"
@@ -185,8 +185,8 @@ def _error_result(plan: PartitionPlan, error: Exception) -> dict:
 def compact_planned_partition(plan: PartitionPlan, key_map: dict[bytes, int] | None, options: dict) -> dict:
     """Phase 2 for one log partition (an executor): read its planned segments, compact them
     with the key map phase 1 built, write the output (sidecar/partition_io.py)."""
-    from sidecar.compaction import Segment
-    from sidecar.partition_io import process_partition
+    from kcoord.sidecar.compaction import Segment
+    from kcoord.sidecar.partition_io import process_partition
 
     segs = []
     try:
@@ -210,7 +210,7 @@ def _phase2(plans: dict[int, PartitionPlan], options: dict):
 
         import pyarrow as pa
 
-        from sidecar.datasource import freeze_worker_heap
+        from kcoord.sidecar.datasource import freeze_worker_heap
 
         freeze_worker_heap()
         logging.getLogger("storage").setLevel(logging.ERROR)
@@ -234,7 +234,7 @@ def compaction_frame(spark, plans: list[PartitionPlan], options: dict):
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
-    from sidecar.datasource import register
+    from kcoord.sidecar.datasource import register
 
     register(spark)
     number = {pl.key: i for i, pl in enumerate(plans)}  # the `partition` column of the job
@@ -297,7 +297,7 @@ def run_spark(spark, plans: list[PartitionPlan], options: dict) -> list[dict]:
     """One Spark job over every planned segment; returns the stats of each partition."""
     import pickle
 
-    from sidecar.partition_io import process_partition
+    from kcoord.sidecar.partition_io import process_partition
 
     results: list[dict] = []
     if plans:

@@ -10,10 +10,10 @@ import os
 import random
 from dataclasses import dataclass, field
 
-from protocol.coordinator_codec import encode_key, encode_value
-from protocol.coordinator_records import GroupKey, GroupValue, MemberValue, OffsetKey, OffsetValue
-from protocol.partitioner import partition_for
-from storage.log import PartitionLog
+from kcoord.protocol.coordinator_codec import encode_key, encode_value
+from kcoord.protocol.coordinator_records import GroupKey, GroupValue, MemberValue, OffsetKey, OffsetValue
+from kcoord.protocol.partitioner import partition_for
+from kcoord.storage.log import PartitionLog
 
 __all__ = ["GeneratedPartition", "groups_for_partition", "write_partition"]
 

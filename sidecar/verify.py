@@ -1,7 +1,7 @@
 """The compactor's check: replay a partition's input and its compacted output through the same
 replay the server uses at start-up, and compare what comes out.
 
-When `server.group.coordinator.GroupCoordinator` is importable, each side is replayed into a
+When `kcoord.server.group.coordinator.GroupCoordinator` is importable, each side is replayed into a
 fresh coordinator exactly as the coordinator runtime's _load_partition does (begin_loading,
 decode, replay, end_loading; undecodable records skipped) with a frozen FakeClock, and the resulting
 groups (state, generation, protocol, leader, members, committed offsets) are compared.
@@ -17,7 +17,7 @@ import logging
 from array import array
 from collections.abc import Iterable, Iterator
 
-from protocol.coordinator_codec import CodecError, decode_record
+from kcoord.protocol.coordinator_codec import CodecError, decode_record
 
 log = logging.getLogger("kcoord.compact.verify")
 
@@ -32,7 +32,7 @@ class VerifyError(AssertionError):
 
 def coordinator_available() -> bool:
     try:
-        import server.group.coordinator  # noqa: F401
+        import kcoord.server.group.coordinator  # noqa: F401
     except ImportError:
         return False
     return True
@@ -83,9 +83,9 @@ def _snap(obj, depth: int = 0):
 
 
 def _coordinator_state(records, partition: int, num_partitions: int):
-    from server.clock import FakeClock
-    from server.group.config import GroupConfig
-    from server.group.coordinator import GroupCoordinator
+    from kcoord.server.clock import FakeClock
+    from kcoord.server.group.config import GroupConfig
+    from kcoord.server.group.coordinator import GroupCoordinator
 
     coord = GroupCoordinator(GroupConfig(), FakeClock(_FROZEN_NOW_MS), num_partitions)
     coord.begin_loading(partition)
@@ -112,10 +112,10 @@ def _last_value_state(records):
 def _transaction_state(records, partition: int, num_partitions: int):
     """A __transaction_state partition replayed as the coordinator runtime loads it: the latest
     record of each transactional id into a TransactionCoordinator (undecodable records skipped)."""
-    from protocol.txn_log import TxnCodecError, decode_txn_record
-    from server.clock import FakeClock
-    from server.txn.coordinator import TransactionCoordinator
-    from server.txn.metadata import TxnConfig
+    from kcoord.protocol.txn_log import TxnCodecError, decode_txn_record
+    from kcoord.server.clock import FakeClock
+    from kcoord.server.txn.coordinator import TransactionCoordinator
+    from kcoord.server.txn.metadata import TxnConfig
 
     coord = TransactionCoordinator(TxnConfig(), FakeClock(_FROZEN_NOW_MS), num_partitions, lambda: -1)
     coord.active = True

@@ -27,13 +27,13 @@ import uuid
 from collections.abc import Iterator
 from typing import TextIO
 
-from protocol import share_records
-from protocol.coordinator_codec import CodecError, decode_key, decode_value
-from protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
-from protocol.txn_log import TxnCodecError, TxnValue, decode_txn_key, decode_txn_value
-from storage.batch import BatchHeader, iter_batch_records
-from storage.segment import scan_batches
-from storage.transactions import ABORT, COMMIT, control_type
+from kcoord.protocol import share_records
+from kcoord.protocol.coordinator_codec import CodecError, decode_key, decode_value
+from kcoord.protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
+from kcoord.protocol.txn_log import TxnCodecError, TxnValue, decode_txn_key, decode_txn_value
+from kcoord.storage.batch import BatchHeader, iter_batch_records
+from kcoord.storage.segment import scan_batches
+from kcoord.storage.transactions import ABORT, COMMIT, control_type
 
 __all__ = ["main", "read_records", "segment_files"]
 

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor
 
-from storage.log import FlushTicket, PartitionLog
+from kcoord.storage.log import FlushTicket, PartitionLog
 
 __all__ = ["GroupCommit", "group_commit", "sync"]
 

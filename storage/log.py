@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from storage.batch import (
+from kcoord.storage.batch import (
     BatchHeader,
     CorruptBatchError,
     build_batch,
@@ -27,11 +27,17 @@ from storage.batch import (
     set_log_append_time,
     split_batches,
 )
-from storage.files import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_MS, OFFSETS_SEGMENT_BYTES
-from storage.log_dir_failure import LogDirFailureChannel
-from storage.segment import INDEX_INTERVAL_BYTES, MAX_RELATIVE_OFFSET, LogSegment, scan_batches
-from storage.swap import complete_swap, pending_swaps, remove_cleaned, remove_swaps_below, segment_bases
-from storage.transactions import uncommitted_batches
+from kcoord.storage.files import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_MS, OFFSETS_SEGMENT_BYTES
+from kcoord.storage.log_dir_failure import LogDirFailureChannel
+from kcoord.storage.segment import INDEX_INTERVAL_BYTES, MAX_RELATIVE_OFFSET, LogSegment, scan_batches
+from kcoord.storage.swap import (
+    complete_swap,
+    pending_swaps,
+    remove_cleaned,
+    remove_swaps_below,
+    segment_bases,
+)
+from kcoord.storage.transactions import uncommitted_batches
 
 logger = logging.getLogger(__name__)
 

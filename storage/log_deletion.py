@@ -1,7 +1,7 @@
 """Deleting partition directories crash-safely, Kafka's way: a partition directory is first
 renamed to `<topic>-<partition>.<uniqueid>-delete` (the rename is atomic and, once the log
 directory is fsynced, durable), and only then are its files removed. A directory with that
-suffix is never opened as a log (storage.log_manager.parse_partition_dir refuses it), so a
+suffix is never opened as a log (kcoord.storage.log_manager.parse_partition_dir refuses it), so a
 crash at any point leaves either the intact partition or a `-delete` directory that the next
 start-up removes.
 """
@@ -13,7 +13,7 @@ import re
 import shutil
 import uuid
 
-from storage.files import fsync_dir
+from kcoord.storage.files import fsync_dir
 
 logger = logging.getLogger(__name__)
 

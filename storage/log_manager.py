@@ -16,14 +16,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from protocol.topics import OFFSETS_TOPIC
-from storage.files import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES
-from storage.log_dir_failure import LogDirFailureChannel
-from storage.offset_checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
-from storage.partition_metadata import read_partition_metadata, write_partition_metadata
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.storage.files import DEFAULT_SEGMENT_BYTES, OFFSETS_SEGMENT_BYTES
+from kcoord.storage.log_dir_failure import LogDirFailureChannel
+from kcoord.storage.offset_checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
+from kcoord.storage.partition_metadata import read_partition_metadata, write_partition_metadata
 
 if TYPE_CHECKING:
-    from storage.log import PartitionLog
+    from kcoord.storage.log import PartitionLog
 
 logger = logging.getLogger(__name__)
 
@@ -208,8 +208,8 @@ class LogManager:
 
 
 def _partition_log(path: str, **kw: object) -> PartitionLog:
-    """storage.log (and aiokafka's record batches with it) loads with the first partition log:
+    """kcoord.storage.log (and aiokafka's record batches with it) loads with the first partition log:
     a server on an empty directory declares its internal partitions and opens none."""
-    from storage.log import PartitionLog
+    from kcoord.storage.log import PartitionLog
 
     return PartitionLog(path, **kw)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from storage.files import fsync_dir
+from kcoord.storage.files import fsync_dir
 
 __all__ = ["CheckpointError", "read_offset_checkpoint", "write_offset_checkpoint"]
 

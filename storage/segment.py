@@ -37,7 +37,14 @@ from collections.abc import Iterator
 from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.util import calc_crc32c
 
-from storage.batch import ATTR_TRANSACTIONAL, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader
+from kcoord.storage.batch import (
+    ATTR_TRANSACTIONAL,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+)
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ import logging
 import os
 import re
 
-from storage.batch import CorruptBatchError
-from storage.files import fsync_dir
-from storage.segment import scan_batches, segment_name
+from kcoord.storage.batch import CorruptBatchError
+from kcoord.storage.files import fsync_dir
+from kcoord.storage.segment import scan_batches, segment_name
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from storage.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
+from kcoord.storage.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
 
 __all__ = ["ABORT", "COMMIT", "control_type", "transaction_outcomes", "uncommitted_batches"]
 

@@ -13,8 +13,8 @@ import struct
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from storage.batch import ATTR_CONTROL, MAGIC
-from storage.transactions import ABORT, COMMIT
+from kcoord.storage.batch import ATTR_CONTROL, MAGIC
+from kcoord.storage.transactions import ABORT, COMMIT
 
 __all__ = ["build_marker", "build_transactional_batch", "marker_key", "marker_value"]
 

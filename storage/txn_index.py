@@ -15,7 +15,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from storage.segment import segment_name
+from kcoord.storage.segment import segment_name
 
 __all__ = ["ENTRY_SIZE", "AbortedTxn", "append_entry", "decode_entries", "encode_entries", "read_entries",
            "sync_txn_index", "txn_index_path"]

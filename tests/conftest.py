@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-# The servers come from kcoord's own pytest plugin (kcoord_testing/plugin.py), which this suite
+from kcoord.protocol.api import API_TABLE
+
+# The servers come from kcoord's own pytest plugin (kcoord/testing/plugin.py), which this suite
 # uses as any project would: `kcoord` is the session's server reset for each test (restart(),
 # kill() and the like act on it; the next test gets it back running), `kcoord_factory` starts
 # a test's own servers with their settings. KcoordProcess and free_port are re-exported for
 # the tests that import them from here.
-from kcoord_testing.process import KcoordProcess, free_port  # noqa: F401
-from protocol.api import API_TABLE
+from kcoord.testing.process import KcoordProcess, free_port  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -30,7 +30,7 @@ DOCKERD_ARGS = ["--bip", "169.254.200.1/24", "--default-address-pool", "base=169
                 "--iptables=false"]
 # what the images are made of: the project's source (the .dockerignore of the repository)
 CONTEXT = ["pyproject.toml", "README.md", "Dockerfile", ".dockerignore", "protocol", "server", "storage",
-           "sidecar", "kcoord_testing", "examples/python"]
+           "sidecar", "kcoord.testing", "examples/python"]
 IMAGES = {"kcoord": "kcoord:latest", "demo-python": "kcoord-demo-python:latest",
           "compactor": "kcoord-compactor:latest"}
 

@@ -19,7 +19,7 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitRequest,
 )
 
-from protocol.api import ApiKey
+from kcoord.protocol.api import ApiKey
 
 TXN_APIS = frozenset({ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
                       ApiKey.TXN_OFFSET_COMMIT, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,

@@ -14,7 +14,7 @@ from kafka.net.sasl.scram import SaslMechanismScram
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from protocol.api import API_TABLE
+from kcoord.protocol.api import API_TABLE
 
 
 class Closed(ConnectionError):

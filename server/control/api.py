@@ -31,9 +31,9 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from server.control.faults import BadRule
-from server.control.http import HttpError
-from server.control.plane import ControlPlane, NotFound
+from kcoord.server.control.faults import BadRule
+from kcoord.server.control.http import HttpError
+from kcoord.server.control.plane import ControlPlane, NotFound
 
 Route = Callable[[ControlPlane, dict[str, str], dict[str, str], dict[str, Any]], Any]
 

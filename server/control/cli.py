@@ -23,7 +23,7 @@ import os
 import sys
 from typing import Any
 
-from server.control.client import ControlClient, ControlError
+from kcoord.server.control.client import ControlClient, ControlError
 
 DEFAULT_URL = "http://127.0.0.1:9405"
 

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.api import API_TABLE, ApiKey
-from protocol.error_response import present
-from protocol.errors import ErrorCode
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.error_response import present
+from kcoord.protocol.errors import ErrorCode
 
 _ids = itertools.count(1)
 

@@ -13,16 +13,16 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import API_TABLE, ApiKey, ApiSpec
-from protocol.error_response import body_version, error_response
-from protocol.headers import HeaderError, encode_response_header, peek_api, read_client_id
-from server.control.faults import Facts
-from server.deferred import Deferred
-from server.dispatch import CloseConnection
+from kcoord.protocol.api import API_TABLE, ApiKey, ApiSpec
+from kcoord.protocol.error_response import body_version, error_response
+from kcoord.protocol.headers import HeaderError, encode_response_header, peek_api, read_client_id
+from kcoord.server.control.faults import Facts
+from kcoord.server.deferred import Deferred
+from kcoord.server.dispatch import CloseConnection
 
 if TYPE_CHECKING:
-    from server.connection import KafkaConnection
-    from server.control.plane import ControlPlane
+    from kcoord.server.connection import KafkaConnection
+    from kcoord.server.control.plane import ControlPlane
 
 log = logging.getLogger("kcoord.control")
 

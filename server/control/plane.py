@@ -15,10 +15,10 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import API_TABLE, ApiKey
-from protocol.errors import ErrorCode
-from protocol.topics import OFFSETS_TOPIC
-from server.control.faults import (
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.control.faults import (
     BadRule,
     ErrorRule,
     Facts,
@@ -29,13 +29,13 @@ from server.control.faults import (
     parse_count,
     parse_match,
 )
-from server.control.intercept import Interceptor
-from server.control.recorder import Recorder
-from server.deferred import Deferred
+from kcoord.server.control.intercept import Interceptor
+from kcoord.server.control.recorder import Recorder
+from kcoord.server.deferred import Deferred
 
 if TYPE_CHECKING:
-    from server.app import Server
-    from server.connection import KafkaConnection
+    from kcoord.server.app import Server
+    from kcoord.server.connection import KafkaConnection
 
 log = logging.getLogger("kcoord.control")
 
@@ -59,8 +59,8 @@ class ControlPlane:
         self.loading: dict[int, asyncio.Task[None]] = {}
         self.active = False
         self._needs_body: frozenset[ApiKey | None] = frozenset()
-        self.virtual: Any = None  # server.virtual.cluster.VirtualCluster with kcoord.virtual.brokers > 1
-        self.routing: Any = None  # server.virtual.routing.Routing, beside it
+        self.virtual: Any = None  # kcoord.server.virtual.cluster.VirtualCluster with kcoord.virtual.brokers > 1
+        self.routing: Any = None  # kcoord.server.virtual.routing.Routing, beside it
         self._routed: frozenset[ApiKey] = frozenset()
         self.intercept = Interceptor(self)
         self.dispatcher.connection_hook = self.intercept
@@ -68,8 +68,8 @@ class ControlPlane:
     async def start_virtual(self, count: int) -> None:
         """kcoord.virtual.brokers > 1: the other nodes' listeners, and every request routed
         (server/virtual/), so every connection stays hooked."""
-        from server.virtual.cluster import VirtualCluster
-        from server.virtual.routing import ROUTED, Routing
+        from kcoord.server.virtual.cluster import VirtualCluster
+        from kcoord.server.virtual.routing import ROUTED, Routing
 
         self.virtual = VirtualCluster(self.server, count)
         await self.virtual.start()
@@ -291,7 +291,7 @@ class ControlPlane:
     # the group coordinator's controls, and reset, load at their first call (start-up time)
 
     def rebalance(self, group_id: str) -> dict[str, Any]:
-        from server.group import control as group_control
+        from kcoord.server.group import control as group_control
 
         err = group_control.force_rebalance(self.broker.coordinator, group_id, "rebalance forced by the control API")
         if err == ErrorCode.GROUP_ID_NOT_FOUND:
@@ -301,7 +301,7 @@ class ControlPlane:
         return {"group_id": group_id, "state": self.broker.coordinator.group(group_id).state_name()}
 
     def expire(self, group_id: str, member: str) -> dict[str, Any]:
-        from server.group import control as group_control
+        from kcoord.server.group import control as group_control
 
         err, member_id = group_control.expire_member(
             self.broker.coordinator, group_id, member,
@@ -419,7 +419,7 @@ class ControlPlane:
         self.loading.clear()
         if self.virtual is not None:
             await self.virtual.reset()
-        from server.control.reset import reset_broker
+        from kcoord.server.control.reset import reset_broker
 
         dropped = reset_broker(self.broker)
         self._refresh()

@@ -9,8 +9,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.api import API_TABLE, ApiKey
-from server.security.redact import redacted
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.server.security.redact import redacted
 
 
 @dataclass(slots=True)

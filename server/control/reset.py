@@ -19,16 +19,16 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from server.clock import SystemClock
-from server.metrics import Metrics
-from server.producers import PRODUCER_ID_FILE
-from server.quotas.store import QUOTAS_FILE
-from server.topics import DYNAMIC_FILE, REGISTRY_FILE
-from storage.log_deletion import delete_dir_name
-from storage.log_manager import parse_partition_dir
+from kcoord.server.clock import SystemClock
+from kcoord.server.metrics import Metrics
+from kcoord.server.producers import PRODUCER_ID_FILE
+from kcoord.server.quotas.store import QUOTAS_FILE
+from kcoord.server.topics import DYNAMIC_FILE, REGISTRY_FILE
+from kcoord.storage.log_deletion import delete_dir_name
+from kcoord.storage.log_manager import parse_partition_dir
 
 if TYPE_CHECKING:
-    from server.broker import Broker
+    from kcoord.server.broker import Broker
 
 log = logging.getLogger("kcoord.control")
 

@@ -5,7 +5,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 R = TypeVar("R")
 

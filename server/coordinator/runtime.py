@@ -21,12 +21,12 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
-from protocol.errors import ErrorCode, KafkaError
-from server.clock import Clock
-from server.coordinator.result import CoordinatorResult
-from server.coordinator.writer import LogWriter, RecordFormat
-from server.deferred import Deferred
-from storage.log_manager import LogManager
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.clock import Clock
+from kcoord.server.coordinator.result import CoordinatorResult
+from kcoord.server.coordinator.writer import LogWriter, RecordFormat
+from kcoord.server.deferred import Deferred
+from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.coordinator")
 

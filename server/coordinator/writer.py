@@ -20,12 +20,12 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from protocol.errors import ErrorCode, KafkaError, error_code_of
-from server.clock import Clock
-from storage.flusher import group_commit
-from storage.log import PartitionLog
-from storage.log_dir_failure import LogDirOfflineError
-from storage.log_manager import LogManager
+from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
+from kcoord.server.clock import Clock
+from kcoord.storage.flusher import group_commit
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.log_dir_failure import LogDirOfflineError
+from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.coordinator")
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
-from server.group.classic import control as classic_control
-from server.group.consumer import control as consumer_control
-from server.group.types import GroupType
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.classic import control as classic_control
+from kcoord.server.group.consumer import control as consumer_control
+from kcoord.server.group.types import GroupType
 
 if TYPE_CHECKING:
-    from server.group.coordinator import GroupCoordinator
+    from kcoord.server.group.coordinator import GroupCoordinator
 
 
 def force_rebalance(coordinator: GroupCoordinator, group_id: str, reason: str) -> ErrorCode | None:

@@ -22,26 +22,32 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from protocol import consumer_group_codec
-from protocol.coordinator_records import CoordinatorRecord, GroupKey, GroupValue, OffsetKey, OffsetValue
-from protocol.errors import ErrorCode
-from server.clock import Clock
-from server.group.classic.group import ClassicGroup
-from server.group.classic.membership import ClassicMembership
-from server.group.config import GroupConfig
-from server.group.consumer.classic_members import ClassicMembersOfConsumerGroups
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.protocol import ConsumerGroupProtocol
-from server.group.consumer.records import ConsumerGroupRecords
-from server.group.consumer.timers import Timers
-from server.group.consumer.topics import GroupTopics, TopicSource
-from server.group.consumer.writes import ConsumerGroupWrites
-from server.group.group_manager import GroupMetadataManager, log
-from server.group.migration import GroupMigration
-from server.group.offset_manager import OffsetMetadataManager
-from server.group.responses import delete_groups_response, heartbeat_response
-from server.group.result import CoordinatorResult
-from server.group.types import Group, GroupType
+from kcoord.protocol import consumer_group_codec
+from kcoord.protocol.coordinator_records import (
+    CoordinatorRecord,
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+)
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.clock import Clock
+from kcoord.server.group.classic.group import ClassicGroup
+from kcoord.server.group.classic.membership import ClassicMembership
+from kcoord.server.group.config import GroupConfig
+from kcoord.server.group.consumer.classic_members import ClassicMembersOfConsumerGroups
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.protocol import ConsumerGroupProtocol
+from kcoord.server.group.consumer.records import ConsumerGroupRecords
+from kcoord.server.group.consumer.timers import Timers
+from kcoord.server.group.consumer.topics import GroupTopics, TopicSource
+from kcoord.server.group.consumer.writes import ConsumerGroupWrites
+from kcoord.server.group.group_manager import GroupMetadataManager, log
+from kcoord.server.group.migration import GroupMigration
+from kcoord.server.group.offset_manager import OffsetMetadataManager
+from kcoord.server.group.responses import delete_groups_response, heartbeat_response
+from kcoord.server.group.result import CoordinatorResult
+from kcoord.server.group.types import Group, GroupType
 
 
 class GroupCoordinator:

@@ -12,21 +12,21 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from protocol.errors import ErrorCode
-from protocol.partitioner import partition_for
-from server.clock import Clock
-from server.group.classic.group import ClassicGroup
-from server.group.classic.state import GroupState
-from server.group.config import GroupConfig
-from server.group.responses import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.partitioner import partition_for
+from kcoord.server.clock import Clock
+from kcoord.server.group.classic.group import ClassicGroup
+from kcoord.server.group.classic.state import GroupState
+from kcoord.server.group.config import GroupConfig
+from kcoord.server.group.responses import (
     AUTHORIZED_OPERATIONS_OMITTED,
     GROUP_AUTHORIZED_OPERATIONS,
     describe_response,
     described_group,
     list_response,
 )
-from server.group.result import CoordinatorResult
-from server.group.types import Group
+from kcoord.server.group.result import CoordinatorResult
+from kcoord.server.group.types import Group
 
 log = logging.getLogger("kcoord.group")
 

@@ -26,14 +26,14 @@ import logging
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from protocol.consumer_protocol import (
+from kcoord.protocol.consumer_protocol import (
     ConsumerProtocolError,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     read_version,
 )
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     Assignment,
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -47,19 +47,19 @@ from protocol.coordinator_records import (
     CoordinatorRecord,
     GroupKey,
 )
-from protocol.errors import ErrorCode
-from server.group.classic.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
-from server.group.classic.member import JoinResult, MemberMetadata, SyncResult
-from server.group.classic.state import GroupState
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.member import ConsumerGroupMember, MemberState
-from server.group.consumer.timers import Timers, cancel_member_timers
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.classic.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
+from kcoord.server.group.classic.member import JoinResult, MemberMetadata, SyncResult
+from kcoord.server.group.classic.state import GroupState
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.member import ConsumerGroupMember, MemberState
+from kcoord.server.group.consumer.timers import Timers, cancel_member_timers
 
 if TYPE_CHECKING:
-    from server.group.classic.membership import ClassicMembership
-    from server.group.consumer.topics import GroupTopics
-    from server.group.consumer.writes import ConsumerGroupWrites
-    from server.group.group_manager import GroupMetadataManager
+    from kcoord.server.group.classic.membership import ClassicMembership
+    from kcoord.server.group.consumer.topics import GroupTopics
+    from kcoord.server.group.consumer.writes import ConsumerGroupWrites
+    from kcoord.server.group.group_manager import GroupMetadataManager
 
 log = logging.getLogger("kcoord.group")
 

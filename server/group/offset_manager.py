@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from protocol.coordinator_codec import offset_key
-from protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
-from protocol.errors import ErrorCode
-from protocol.fastpath import OffsetCommitResponseData
-from server.group.group_manager import GroupMetadataManager, log
-from server.group.offsets import OffsetStore
-from server.group.responses import (
+from kcoord.protocol.coordinator_codec import offset_key
+from kcoord.protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.fastpath import OffsetCommitResponseData
+from kcoord.server.group.group_manager import GroupMetadataManager, log
+from kcoord.server.group.offsets import OffsetStore
+from kcoord.server.group.responses import (
     FetchRow,
     commit_response,
     fetch_group,
@@ -27,9 +27,9 @@ from server.group.responses import (
     fetch_response_single,
     offset_delete_response,
 )
-from server.group.result import CoordinatorResult
-from server.group.txn_offsets import PendingTxnOffsets
-from server.group.types import Group
+from kcoord.server.group.result import CoordinatorResult
+from kcoord.server.group.txn_offsets import PendingTxnOffsets
+from kcoord.server.group.types import Group
 
 _INT64_MAX = 2**63 - 1
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 
-from protocol.coordinator_records import OffsetValue
+from kcoord.protocol.coordinator_records import OffsetValue
 
 _NO_EXPIRE = -1  # OffsetValue.expire_timestamp None is stored as -1 (Kafka's DEFAULT_TIMESTAMP)
 _ABSENT = -(2**63)  # offset slot value meaning "no committed offset for this partition"

@@ -15,9 +15,9 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 
-from protocol.errors import ErrorCode
-from protocol.fastpath import OffsetCommitResponseData
-from server.group.classic.member import JoinResult, SyncResult
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.fastpath import OffsetCommitResponseData
+from kcoord.server.group.classic.member import JoinResult, SyncResult
 
 _JoinMember = JoinGroupResponse.JoinGroupResponseMember
 _LeaveMember = LeaveGroupResponse.MemberResponse

@@ -4,6 +4,6 @@ Consumer groups apply their records as they make them (applied=True, with undo);
 and classic groups change state in replay once the records are durable."""
 from __future__ import annotations
 
-from server.coordinator.result import CoordinatorResult
+from kcoord.server.coordinator.result import CoordinatorResult
 
 __all__ = ["CoordinatorResult"]

@@ -7,17 +7,17 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 
-from protocol.coordinator_codec import CodecError, decode_record, encode_key, encode_value
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode, coordinator_append_error
-from protocol.partitioner import partition_for
-from protocol.topics import OFFSETS_TOPIC
-from server.clock import Clock
-from server.coordinator.runtime import CoordinatorRuntime
-from server.coordinator.writer import LogWriter
-from server.group.coordinator import GroupCoordinator
-from server.metrics import Metrics
-from storage.log_manager import LogManager
+from kcoord.protocol.coordinator_codec import CodecError, decode_record, encode_key, encode_value
+from kcoord.protocol.coordinator_records import CoordinatorRecord
+from kcoord.protocol.errors import ErrorCode, coordinator_append_error
+from kcoord.protocol.partitioner import partition_for
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.clock import Clock
+from kcoord.server.coordinator.runtime import CoordinatorRuntime
+from kcoord.server.coordinator.writer import LogWriter
+from kcoord.server.group.coordinator import GroupCoordinator
+from kcoord.server.metrics import Metrics
+from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.coordinator")
 

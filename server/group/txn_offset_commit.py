@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.coordinator_codec import offset_key
-from protocol.coordinator_records import CoordinatorRecord, OffsetValue
-from protocol.errors import ErrorCode
-from server.group.group_manager import GroupMetadataManager
+from kcoord.protocol.coordinator_codec import offset_key
+from kcoord.protocol.coordinator_records import CoordinatorRecord, OffsetValue
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.group_manager import GroupMetadataManager
 
 # (topic, partition, error)
 Row = tuple[str, int, ErrorCode]

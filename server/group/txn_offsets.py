@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
+from kcoord.protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
 
 
 class _Pending:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode
+from kcoord.protocol.coordinator_records import CoordinatorRecord
+from kcoord.protocol.errors import ErrorCode
 
 
 class GroupType(StrEnum):

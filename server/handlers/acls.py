@@ -13,9 +13,9 @@ from typing import Any
 
 from kafka.protocol.admin.acl import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
-from protocol.errors import ErrorCode, error_code_of
-from server.context import RequestContext
-from server.security.acl import (
+from kcoord.protocol.errors import ErrorCode, error_code_of
+from kcoord.server.context import RequestContext
+from kcoord.server.security.acl import (
     AclFilter,
     AclOperation,
     AclPermissionType,
@@ -29,7 +29,7 @@ Matching = DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl
 
 
 def _refuse(reason: str) -> None:
-    from server.dispatch import CloseConnection  # dispatch imports the handlers
+    from kcoord.server.dispatch import CloseConnection  # dispatch imports the handlers
 
     raise CloseConnection(reason)
 

@@ -9,11 +9,11 @@ from typing import Any
 
 from kafka.protocol.producer.transaction import AddOffsetsToTxnResponse
 
-from protocol.errors import ErrorCode, fenced_for_version
-from protocol.topics import OFFSETS_TOPIC
-from server.context import RequestContext
-from server.deferred import then
-from server.txn.settling import after_completion
+from kcoord.protocol.errors import ErrorCode, fenced_for_version
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.context import RequestContext
+from kcoord.server.deferred import then
+from kcoord.server.txn.settling import after_completion
 
 
 def handle_add_offsets_to_txn(ctx: RequestContext, req: Any, version: int) -> Any:

@@ -17,11 +17,11 @@ from typing import Any
 
 from kafka.protocol.producer.transaction import AddPartitionsToTxnResponse
 
-from protocol.errors import ErrorCode, fenced_for_version
-from server.context import RequestContext
-from server.data_plane import partition_log
-from server.deferred import gather, then
-from server.txn.settling import after_completion
+from kcoord.protocol.errors import ErrorCode, fenced_for_version
+from kcoord.server.context import RequestContext
+from kcoord.server.data_plane import partition_log
+from kcoord.server.deferred import gather, then
+from kcoord.server.txn.settling import after_completion
 
 _Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 _TopicResult = _Result.AddPartitionsToTxnTopicResult

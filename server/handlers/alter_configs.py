@@ -7,9 +7,9 @@ from typing import Any
 
 from kafka.protocol.admin.configs import AlterConfigsResponse
 
-from protocol.errors import ErrorCode, KafkaError, error_code_of
-from server.config_admin import DUPLICATE_RESOURCE, commit, duplicates, plan_legacy
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
+from kcoord.server.config_admin import DUPLICATE_RESOURCE, commit, duplicates, plan_legacy
+from kcoord.server.context import RequestContext
 
 Out = AlterConfigsResponse.AlterConfigsResourceResponse
 

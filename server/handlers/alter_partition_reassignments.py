@@ -7,8 +7,8 @@ from typing import Any
 
 from kafka.protocol.admin.topics import AlterPartitionReassignmentsResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
 
 TopicOut = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionOut = TopicOut.ReassignablePartitionResponse

@@ -8,11 +8,11 @@ from typing import Any
 
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 
-from protocol.api import API_TABLE
-from protocol.errors import ErrorCode
-from server import features
-from server.context import RequestContext
-from server.handlers.routes import ROUTES
+from kcoord.protocol.api import API_TABLE
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server import features
+from kcoord.server.context import RequestContext
+from kcoord.server.handlers.routes import ROUTES
 
 
 def api_versions_body(error: ErrorCode, version: int, transaction_version: int | None = None) -> Any:

@@ -8,9 +8,9 @@ from typing import Any
 
 from kafka.protocol.admin.client_quotas import AlterClientQuotasResponse, DescribeClientQuotasResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
-from server.quotas.entities import Filter, QuotaError
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
+from kcoord.server.quotas.entities import Filter, QuotaError
 
 DEntry = DescribeClientQuotasResponse.EntryData
 AEntry = AlterClientQuotasResponse.EntryData

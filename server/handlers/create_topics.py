@@ -8,11 +8,11 @@ from typing import Any
 
 from kafka.protocol.admin.topics import CreateTopicsResponse
 
-from protocol.errors import ErrorCode, KafkaError
-from server.config_catalogue import TOPIC_CONFIGS, ConfigError, check_topic_configs
-from server.context import RequestContext
-from server.quotas.mutation import mutation_quota
-from server.topics import validate_topic_name
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.config_catalogue import TOPIC_CONFIGS, ConfigError, check_topic_configs
+from kcoord.server.context import RequestContext
+from kcoord.server.quotas.mutation import mutation_quota
+from kcoord.server.topics import validate_topic_name
 
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs

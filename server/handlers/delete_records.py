@@ -21,10 +21,10 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DeleteRecordsResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
-from server.data_plane import cleanup_policy, data_plane, partition_log
-from storage.log import OffsetOutOfRangeError
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
+from kcoord.server.data_plane import cleanup_policy, data_plane, partition_log
+from kcoord.storage.log import OffsetOutOfRangeError
 
 log = logging.getLogger("kcoord.delete_records")
 

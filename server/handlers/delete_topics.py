@@ -22,10 +22,10 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DeleteTopicsResponse
 
-from protocol.errors import ErrorCode, KafkaError
-from server.context import RequestContext
-from server.quotas.mutation import mutation_quota
-from server.topics import Topic
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.context import RequestContext
+from kcoord.server.quotas.mutation import mutation_quota
+from kcoord.server.topics import Topic
 
 log = logging.getLogger("kcoord.topics")
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from kafka.protocol.admin.cluster import DescribeClusterResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
 
 BrokerOut = DescribeClusterResponse.DescribeClusterBroker
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2

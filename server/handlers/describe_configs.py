@@ -7,10 +7,10 @@ from typing import Any
 
 from kafka.protocol.admin.configs import DescribeConfigsResponse
 
-from protocol.errors import ErrorCode, KafkaError
-from server.config_admin import describe
-from server.config_catalogue import ConfigSource
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.config_admin import describe
+from kcoord.server.config_catalogue import ConfigSource
+from kcoord.server.context import RequestContext
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
 ConfigOut = Result.DescribeConfigsResourceResult

@@ -8,8 +8,8 @@ from typing import Any
 
 from kafka.protocol.admin.cluster import DescribeLogDirsResponse
 
-from protocol.errors import ErrorCode, error_code_of
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode, error_code_of
+from kcoord.server.context import RequestContext
 
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
 TopicOut = Result.DescribeLogDirsTopic

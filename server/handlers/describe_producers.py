@@ -10,9 +10,9 @@ from typing import Any
 
 from kafka.protocol.admin.transactions import DescribeProducersResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
-from server.data_plane import data_plane, partition_log
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
+from kcoord.server.data_plane import data_plane, partition_log
 
 _Topic = DescribeProducersResponse.TopicResponse
 _Partition = _Topic.PartitionResponse

@@ -9,9 +9,9 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse
 
-from protocol.errors import ErrorCode, KafkaError
-from server.context import RequestContext
-from server.topics import validate_topic_name
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.context import RequestContext
+from kcoord.server.topics import validate_topic_name
 
 TopicOut = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 PartitionOut = TopicOut.DescribeTopicPartitionsResponsePartition

@@ -10,8 +10,8 @@ from typing import Any
 
 from kafka.protocol.admin.transactions import DescribeTransactionsResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
 
 _State = DescribeTransactionsResponse.TransactionState
 _Topic = _State.TopicData

@@ -8,8 +8,8 @@ from typing import Any
 
 from kafka.protocol.admin.topics import ElectLeadersResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
 
 Result = ElectLeadersResponse.ReplicaElectionResult
 PartitionOut = Result.PartitionResult

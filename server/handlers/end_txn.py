@@ -14,10 +14,10 @@ from typing import Any
 
 from kafka.protocol.producer.transaction import EndTxnResponse
 
-from protocol.errors import ErrorCode, fenced_for_version
-from server.context import RequestContext
-from server.deferred import then
-from server.txn.settling import after_completion
+from kcoord.protocol.errors import ErrorCode, fenced_for_version
+from kcoord.server.context import RequestContext
+from kcoord.server.deferred import then
+from kcoord.server.txn.settling import after_completion
 
 
 def handle_end_txn(ctx: RequestContext, req: Any, version: int) -> Any:

@@ -30,14 +30,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from protocol.data_fastpath import FetchResponseData
-from protocol.errors import ErrorCode
-from server.context import RequestContext
-from server.data_plane import data_plane, leader_epoch_error, partition_log
-from server.deferred import Deferred
-from server.handlers import fetch_txn
-from server.purgatory import DelayedOperation
-from storage.log import OffsetOutOfRangeError, PartitionLog
+from kcoord.protocol.data_fastpath import FetchResponseData
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
+from kcoord.server.data_plane import data_plane, leader_epoch_error, partition_log
+from kcoord.server.deferred import Deferred
+from kcoord.server.handlers import fetch_txn
+from kcoord.server.purgatory import DelayedOperation
+from kcoord.storage.log import OffsetOutOfRangeError, PartitionLog
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)

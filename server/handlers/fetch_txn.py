@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.consumer import FetchResponse
 
-from storage.log import PartitionLog
+from kcoord.storage.log import PartitionLog
 
 if TYPE_CHECKING:
-    from server.data_plane import DataPlane
+    from kcoord.server.data_plane import DataPlane
 
 READ_COMMITTED = 1
 _BASE_AND_LENGTH = struct.Struct(">qi")

@@ -12,8 +12,8 @@ from typing import Any
 
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
 
 GROUP = 0
 TRANSACTION = 1

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode
-from protocol.fastpath import OffsetCommitResponseData, heartbeat_response_body
-from server.context import RequestContext
-from server.deferred import Deferred
-from server.group.responses import commit_response
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.fastpath import OffsetCommitResponseData, heartbeat_response_body
+from kcoord.server.context import RequestContext
+from kcoord.server.deferred import Deferred
+from kcoord.server.group.responses import commit_response
 
 if TYPE_CHECKING:
-    from server.broker import Broker
+    from kcoord.server.broker import Broker
 
 
 def handle_join_group(ctx: RequestContext, req: Any, version: int) -> Any:

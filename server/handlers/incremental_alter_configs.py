@@ -7,10 +7,10 @@ from typing import Any
 
 from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
 
-from protocol.errors import ErrorCode, KafkaError, error_code_of
-from server import broker_logger
-from server.config_admin import DUPLICATE_RESOURCE, commit, duplicates, plan_incremental
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
+from kcoord.server import broker_logger
+from kcoord.server.config_admin import DUPLICATE_RESOURCE, commit, duplicates, plan_incremental
+from kcoord.server.context import RequestContext
 
 Out = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 

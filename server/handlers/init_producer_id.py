@@ -17,11 +17,11 @@ from typing import Any
 
 from kafka.protocol.producer import InitProducerIdResponse
 
-from protocol.errors import ErrorCode, fenced_for_version
-from server.context import RequestContext
-from server.data_plane import data_plane
-from server.deferred import then
-from server.txn.settling import after_completion
+from kcoord.protocol.errors import ErrorCode, fenced_for_version
+from kcoord.server.context import RequestContext
+from kcoord.server.data_plane import data_plane
+from kcoord.server.deferred import then
+from kcoord.server.txn.settling import after_completion
 
 log = logging.getLogger("kcoord.producers")
 

@@ -26,10 +26,10 @@ from typing import Any
 
 from kafka.protocol.consumer import ListOffsetsResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
-from server.data_plane import LEADER_EPOCH, data_plane, leader_epoch_error, partition_log
-from storage.log import PartitionLog
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
+from kcoord.server.data_plane import LEADER_EPOCH, data_plane, leader_epoch_error, partition_log
+from kcoord.storage.log import PartitionLog
 
 log = logging.getLogger("kcoord.list_offsets")
 

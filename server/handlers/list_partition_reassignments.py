@@ -6,8 +6,8 @@ from typing import Any
 
 from kafka.protocol.admin.topics import ListPartitionReassignmentsResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
 
 
 def handle_list_partition_reassignments(ctx: RequestContext, req: Any, version: int) -> Any:

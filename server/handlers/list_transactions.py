@@ -10,7 +10,7 @@ from typing import Any
 
 from kafka.protocol.admin.transactions import ListTransactionsResponse
 
-from server.context import RequestContext
+from kcoord.server.context import RequestContext
 
 _State = ListTransactionsResponse.TransactionState
 

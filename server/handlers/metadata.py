@@ -12,9 +12,9 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataResponse
 
-from protocol.errors import ErrorCode, KafkaError
-from server.context import RequestContext
-from server.topics import Topic, validate_topic_name
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.context import RequestContext
+from kcoord.server.topics import Topic, validate_topic_name
 
 TopicOut = MetadataResponse.MetadataResponseTopic
 PartitionOut = TopicOut.MetadataResponsePartition

@@ -16,9 +16,9 @@ from typing import Any
 
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
-from server.data_plane import LEADER_EPOCH, leader_epoch_error, partition_log
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
+from kcoord.server.data_plane import LEADER_EPOCH, leader_epoch_error, partition_log
 
 TopicOut = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 PartitionOut = TopicOut.EpochEndOffset

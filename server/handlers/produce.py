@@ -43,24 +43,30 @@ from typing import Any
 
 from aiokafka.errors import UnsupportedCodecError
 
-from protocol.data_fastpath import ProduceResponseData
-from protocol.errors import ErrorCode, KafkaError, error_code_of
-from server.context import RequestContext
-from server.data_plane import LEADER_EPOCH, data_plane, partition_log, timestamp_bounds_of, topic_values
-from server.deferred import Deferred
-from server.handlers import produce_txn
-from server.handlers.registry import NO_RESPONSE
-from server.log_flush import flush_rolled, needs_flush
-from server.record_validation import validate_records
-from server.replication.delayed_produce import Waiting, watch
-from server.txn.markers import wait
-from storage.batch import (
+from kcoord.protocol.data_fastpath import ProduceResponseData
+from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
+from kcoord.server.context import RequestContext
+from kcoord.server.data_plane import (
+    LEADER_EPOCH,
+    data_plane,
+    partition_log,
+    timestamp_bounds_of,
+    topic_values,
+)
+from kcoord.server.deferred import Deferred
+from kcoord.server.handlers import produce_txn
+from kcoord.server.handlers.registry import NO_RESPONSE
+from kcoord.server.log_flush import flush_rolled, needs_flush
+from kcoord.server.record_validation import validate_records
+from kcoord.server.replication.delayed_produce import Waiting, watch
+from kcoord.server.txn.markers import wait
+from kcoord.storage.batch import (
     CorruptBatchError,
     client_batch_problem,
     crc_ok,
     split_batches,
 )
-from storage.flusher import group_commit, sync
+from kcoord.storage.flusher import group_commit, sync
 
 log = logging.getLogger("kcoord.produce")
 
@@ -306,7 +312,7 @@ def handle_produce(ctx: RequestContext, req: Any, version: int) -> Any:
 
 async def _append_after_adds(ctx: RequestContext, req: Any, version: int, acks: int,
                              adding: Deferred[dict[tuple[str, int], ErrorCode]]) -> Any:
-    from server.dispatch import CloseConnection
+    from kcoord.server.dispatch import CloseConnection
 
     added = await wait(adding)
     try:
@@ -324,7 +330,7 @@ def _append_all(ctx: RequestContext, req: Any, version: int, acks: int,
     if acks == 0:
         errors = [r.error.name for rs in results for r in rs if r.error]
         if errors:
-            from server.dispatch import CloseConnection  # dispatch imports the handlers
+            from kcoord.server.dispatch import CloseConnection  # dispatch imports the handlers
 
             raise CloseConnection(f"error during produce request with acks=0: {', '.join(sorted(set(errors)))}")
         for rs in results:
@@ -359,7 +365,7 @@ def _flush_failed(exc: BaseException | None) -> None:
 
 def _close_or(acks: int, ctx: RequestContext, response: Any, code: ErrorCode) -> Any:
     if acks == 0:
-        from server.dispatch import CloseConnection
+        from kcoord.server.dispatch import CloseConnection
 
         raise CloseConnection(f"error during produce request with acks=0: {code.name}")
     return response

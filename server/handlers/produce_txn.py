@@ -27,15 +27,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode
-from server.data_plane import partition_log
-from server.deferred import Deferred
-from server.txn.settling import after_completion
-from storage.batch import BatchHeader
-from storage.log import PartitionLog
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.data_plane import partition_log
+from kcoord.server.deferred import Deferred
+from kcoord.server.txn.settling import after_completion
+from kcoord.storage.batch import BatchHeader
+from kcoord.storage.log import PartitionLog
 
 if TYPE_CHECKING:
-    from server.broker import Broker
+    from kcoord.server.broker import Broker
 
 TopicPartition = tuple[str, int]
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from server.context import RequestContext
+    from kcoord.server.context import RequestContext
 
 # handler(ctx, request, version) -> response object | Deferred | awaitable | NO_RESPONSE
 Handler = Callable[["RequestContext", Any, int], Any]

@@ -23,13 +23,13 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from protocol.api import ApiKey
-from server.handlers.registry import Handler
+from kcoord.protocol.api import ApiKey
+from kcoord.server.handlers.registry import Handler
 
 if TYPE_CHECKING:
-    from protocol.fastpath import FastPath
-    from server.broker import Broker
-    from server.security.guard import AsIs, Policy
+    from kcoord.protocol.fastpath import FastPath
+    from kcoord.server.broker import Broker
+    from kcoord.server.security.guard import AsIs, Policy
 
 
 class Route(NamedTuple):
@@ -152,18 +152,18 @@ _TABLE = (
 
 def _function(name: str) -> Any:
     module, _, fn = name.rpartition(".")
-    return getattr(importlib.import_module("server.handlers." + module), fn)
+    return getattr(importlib.import_module("kcoord.server.handlers." + module), fn)
 
 
 def _policy(name: str) -> Any:
     module, _, fn = name.rpartition(".")
-    return getattr(importlib.import_module("server.security.policies." + module), fn)
+    return getattr(importlib.import_module("kcoord.server.security.policies." + module), fn)
 
 
 def _load(d: Declared) -> Route:
     fast = None
     if d.fast is not None:
-        from protocol import fastpath
+        from kcoord.protocol import fastpath
 
         fast = getattr(fastpath, d.fast)
     return Route(d.key, _function(d.handler), fast, None if d.direct is None else _function(d.direct), d)

@@ -12,8 +12,8 @@ from typing import Any
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from protocol.errors import ErrorCode
-from server.context import RequestContext
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.context import RequestContext
 
 
 def handle_sasl_handshake(ctx: RequestContext, req: Any, version: int) -> Any:

@@ -7,9 +7,9 @@ from typing import Any
 
 from kafka.protocol.admin.users import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 
-from protocol.errors import ErrorCode, error_code_of
-from server.context import RequestContext
-from server.security import credentials
+from kcoord.protocol.errors import ErrorCode, error_code_of
+from kcoord.server.context import RequestContext
+from kcoord.server.security import credentials
 
 DescribeResult = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 AlterResult = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult

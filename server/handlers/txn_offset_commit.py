@@ -21,13 +21,13 @@ from typing import Any
 
 from kafka.protocol.producer.transaction import TxnOffsetCommitResponse
 
-from protocol.errors import ErrorCode
-from protocol.topics import OFFSETS_TOPIC
-from server.context import RequestContext
-from server.data_plane import partition_log
-from server.deferred import Deferred, then
-from server.group.txn_offset_commit import Row, txn_offset_records, validate_txn_offset_commit
-from server.txn.settling import after_completion
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.context import RequestContext
+from kcoord.server.data_plane import partition_log
+from kcoord.server.deferred import Deferred, then
+from kcoord.server.group.txn_offset_commit import Row, txn_offset_records, validate_txn_offset_commit
+from kcoord.server.txn.settling import after_completion
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition

@@ -12,8 +12,8 @@ from typing import Any
 
 from kafka.protocol.admin.acl import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
-from server.kafkatools.options import ToolParser, check_invalid, check_required, load_properties
-from server.kafkatools.wire import Client, KafkaCallError, check
+from kcoord.server.kafkatools.options import ToolParser, check_invalid, check_required, load_properties
+from kcoord.server.kafkatools.wire import Client, KafkaCallError, check
 
 WHAT = "This tool helps to manage acls on kafka."
 CLUSTER_NAME = "kafka-cluster"

@@ -17,11 +17,11 @@ from kafka.protocol.admin.configs import (
     IncrementalAlterConfigsRequest,
 )
 
-from server.config_catalogue import TOPIC_CONFIGS
-from server.kafkatools import quota_configs, scram_configs
-from server.kafkatools.options import ToolParser, check_invalid, load_properties
-from server.kafkatools.wire import Client, KafkaCallError, check
-from server.topics import validate_topic_name
+from kcoord.server.config_catalogue import TOPIC_CONFIGS
+from kcoord.server.kafkatools import quota_configs, scram_configs
+from kcoord.server.kafkatools.options import ToolParser, check_invalid, load_properties
+from kcoord.server.kafkatools.wire import Client, KafkaCallError, check
+from kcoord.server.topics import validate_topic_name
 
 WHAT = "This tool helps to manipulate and describe entity config for a topic, client, user, broker, ip or client-metrics"
 TOPICS, BROKERS, LOGGERS, USERS, CLIENTS, IPS, METRICS = ("topics", "brokers", "broker-loggers", "users", "clients",

@@ -22,9 +22,9 @@ from kafka.protocol.consumer import (
     OffsetFetchRequest,
 )
 
-from server.kafkatools.options import ToolParser, check_invalid, check_required, given
-from server.kafkatools.topics import describe_topics
-from server.kafkatools.wire import Client, KafkaCallError, check
+from kcoord.server.kafkatools.options import ToolParser, check_invalid, check_required, given
+from kcoord.server.kafkatools.topics import describe_topics
+from kcoord.server.kafkatools.wire import Client, KafkaCallError, check
 
 WHAT = ("This tool helps to list all consumer groups, describe a consumer group, delete consumer group info, or "
         "reset consumer group offsets.")
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     o = p.parse(list(sys.argv[1:] if argv is None else argv), WHAT)
     check_args(p, o)
     try:
-        from server.kafkatools.options import load_properties
+        from kcoord.server.kafkatools.options import load_properties
 
         props = load_properties(o.command_config) if o.command_config else {}
         client = Client(o.bootstrap_server, max(o.timeout, 1000) / 1000 * 6,

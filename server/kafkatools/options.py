@@ -35,7 +35,7 @@ class ToolParser(argparse.ArgumentParser):
             self.print_help(sys.stdout)
             sys.exit(0)
         if opts.version:
-            from server.kafkatools import KAFKA_VERSION
+            from kcoord.server.kafkatools import KAFKA_VERSION
 
             print(KAFKA_VERSION)
             sys.exit(0)
@@ -67,7 +67,7 @@ def given(opts: Any, name: str) -> bool:
 
 
 def load_properties(path: str) -> dict[str, str]:
-    from server.config import parse_properties
+    from kcoord.server.config import parse_properties
 
     with open(path) as f:
         return parse_properties(f.read())

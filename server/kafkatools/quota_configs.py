@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from server.config_catalogue import java_double
-from server.kafkatools.wire import Client, check
+from kcoord.server.config_catalogue import java_double
+from kcoord.server.kafkatools.wire import Client, check
 
 USERS, CLIENTS, IPS = "users", "clients", "ips"
 ENTITY_TYPE = {USERS: "user", CLIENTS: "client-id", IPS: "ip"}

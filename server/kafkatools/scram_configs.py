@@ -10,8 +10,8 @@ import re
 
 from kafka.protocol.admin.users import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 
-from server.kafkatools.wire import Client, KafkaCallError, check
-from server.security.scram import ScramMechanism, salted_password, secure_random_string
+from kcoord.server.kafkatools.wire import Client, KafkaCallError, check
+from kcoord.server.security.scram import ScramMechanism, salted_password, secure_random_string
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 QUOTA_CONFIGS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")

@@ -17,9 +17,9 @@ from kafka.protocol.admin.topics import (
     ListPartitionReassignmentsRequest,
 )
 
-from server.config_catalogue import TOPIC_CONFIGS, ConfigError, check_topic_configs
-from server.kafkatools.options import ToolParser, check_invalid, check_required, given, load_properties
-from server.kafkatools.wire import Client, KafkaCallError, PartitionInfo, TopicInfo, check
+from kcoord.server.config_catalogue import TOPIC_CONFIGS, ConfigError, check_topic_configs
+from kcoord.server.kafkatools.options import ToolParser, check_invalid, check_required, given, load_properties
+from kcoord.server.kafkatools.wire import Client, KafkaCallError, PartitionInfo, TopicInfo, check
 
 ACTIONS = ("create", "list", "alter", "describe", "delete")
 WHAT = "Create, delete, describe, or change a topic."

@@ -21,8 +21,8 @@ from kafka.protocol.metadata import (
     MetadataRequest,
 )
 
-from protocol.headers import skip_tagged_fields
-from server.kafkatools.java_errors import JAVA_ERRORS
+from kcoord.protocol.headers import skip_tagged_fields
+from kcoord.server.kafkatools.java_errors import JAVA_ERRORS
 
 # The highest version of each API the tools fill in (what Java kafka-clients 3.9 sends).
 CAPS = {

@@ -10,7 +10,7 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 ENTITY_TYPES = (USER, CLIENT_ID, IP)

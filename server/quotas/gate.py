@@ -18,13 +18,13 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import API_TABLE, ApiKey
-from server.deferred import Deferred
-from server.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
-from server.quotas.manager import QuotaManager, user_name
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.server.deferred import Deferred
+from kcoord.server.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from kcoord.server.quotas.manager import QuotaManager, user_name
 
 if TYPE_CHECKING:
-    from server.session import Session
+    from kcoord.server.session import Session
 
 log = logging.getLogger("kcoord.quotas")
 _perf_counter = time.perf_counter

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode, error_code_of
-from server.quotas import store as quota_store
-from server.quotas.entities import (
+from kcoord.protocol.errors import ErrorCode, error_code_of
+from kcoord.server.quotas import store as quota_store
+from kcoord.server.quotas.entities import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
@@ -34,10 +34,10 @@ from server.quotas.entities import (
     Entity,
     Filter,
 )
-from server.quotas.rate import Rate
+from kcoord.server.quotas.rate import Rate
 
 if TYPE_CHECKING:
-    from server.config import Config
+    from kcoord.server.config import Config
 
 log = logging.getLogger("kcoord.quotas")
 

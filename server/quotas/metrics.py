@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from server.broker import Broker
+    from kcoord.server.broker import Broker
 
 
 def quota_metric_families(broker: Broker) -> Iterator[Any]:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode, KafkaError
-from server.quotas.entities import CONTROLLER_MUTATION_RATE
-from server.quotas.manager import user_name
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.quotas.entities import CONTROLLER_MUTATION_RATE
+from kcoord.server.quotas.manager import user_name
 
 if TYPE_CHECKING:
-    from server.context import RequestContext
+    from kcoord.server.context import RequestContext
 
 THROTTLED_MESSAGE = "The throttling quota has been exceeded."
 

@@ -12,9 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from protocol.errors import ErrorCode
-from server.quotas.entities import Entity, QuotaError, entity_text, keys_for, validate_entity, validate_value
-from server.security.store import Record, RecordStore
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.quotas.entities import (
+    Entity,
+    QuotaError,
+    entity_text,
+    keys_for,
+    validate_entity,
+    validate_value,
+)
+from kcoord.server.security.store import Record, RecordStore
 
 QUOTAS_FILE = "kcoord-client-quotas.json"
 

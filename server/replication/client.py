@@ -7,7 +7,7 @@ import asyncio
 import struct
 from typing import Any
 
-from protocol.api import API_TABLE
+from kcoord.protocol.api import API_TABLE
 
 _SIZE = struct.Struct(">i")
 

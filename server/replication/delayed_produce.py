@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode
-from server.deferred import Deferred
-from server.purgatory import DelayedOperation
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.deferred import Deferred
+from kcoord.server.purgatory import DelayedOperation
 
 
 class Waiting:

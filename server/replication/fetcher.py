@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 
-from protocol.errors import ErrorCode
-from server.replication.client import BrokerClient, BrokerConnectionError
-from server.replication.partition import truncation_point
-from storage.batch import CorruptBatchError
-from storage.leader_epoch import UNDEFINED_EPOCH
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.replication.client import BrokerClient, BrokerConnectionError
+from kcoord.server.replication.partition import truncation_point
+from kcoord.storage.batch import CorruptBatchError
+from kcoord.storage.leader_epoch import UNDEFINED_EPOCH
 
 if TYPE_CHECKING:
-    from server.replication.replica_manager import ReplicaManager, TopicPartition
+    from kcoord.server.replication.replica_manager import ReplicaManager, TopicPartition
 
 log = logging.getLogger("kcoord.replication.fetcher")
 

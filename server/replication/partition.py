@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
-from server.cluster.partition_state import PartitionState
-from storage.leader_epoch import LeaderEpochCache
-from storage.log import PartitionLog
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.cluster.partition_state import PartitionState
+from kcoord.storage.leader_epoch import LeaderEpochCache
+from kcoord.storage.log import PartitionLog
 
 NO_EPOCH = -1
 

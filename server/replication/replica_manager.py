@@ -20,13 +20,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.errors import ErrorCode
-from server.clock import Clock
-from server.cluster.partition_state import NO_LEADER, PartitionState
-from server.purgatory import Purgatory
-from server.replication.partition import PartitionReplica
-from storage.leader_epoch import LeaderEpochCache
-from storage.log import PartitionLog
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.clock import Clock
+from kcoord.server.cluster.partition_state import NO_LEADER, PartitionState
+from kcoord.server.purgatory import Purgatory
+from kcoord.server.replication.partition import PartitionReplica
+from kcoord.storage.leader_epoch import LeaderEpochCache
+from kcoord.storage.log import PartitionLog
 
 log = logging.getLogger("kcoord.replication")
 
@@ -74,7 +74,7 @@ class ReplicaManager:
         self.replicas: dict[TopicPartition, PartitionReplica] = {}
         self.produce_purgatory = Purgatory(clock, "produce")
         self.endpoints: dict[int, tuple[str, int]] = {}
-        from server.replication.fetcher import FetcherManager
+        from kcoord.server.replication.fetcher import FetcherManager
 
         self.fetchers = FetcherManager(self)
         self._tasks: set[asyncio.Task] = set()
@@ -256,7 +256,7 @@ def _epoch_cache(plog: PartitionLog) -> LeaderEpochCache:
     node, or before this feature) gets one built from its batches' epochs."""
     cache = LeaderEpochCache.open(plog.path)
     if not cache.exists and plog.log_end_offset > plog.log_start_offset:
-        from storage.segment import scan_batches
+        from kcoord.storage.segment import scan_batches
 
         for seg in plog.segments:
             for h, _ in scan_batches(seg.fd, 0, seg.size, verify_crc=False):

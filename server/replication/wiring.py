@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
-from server.replication.replica_manager import AlterIsr, DataHooks, ReplicaManager, ReplicationSettings
+from kcoord.server.replication.replica_manager import AlterIsr, DataHooks, ReplicaManager, ReplicationSettings
 
 if TYPE_CHECKING:
-    from server.broker import Broker
-    from storage.log import PartitionLog
+    from kcoord.server.broker import Broker
+    from kcoord.storage.log import PartitionLog
 
 
 def replica_manager_for(broker: Broker, alter_isr: AlterIsr,

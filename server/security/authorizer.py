@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import ErrorCode
-from server.security.acl import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.security.acl import (
     SUPPORTED_OPERATIONS,
     WILDCARD,
     WILDCARD_PRINCIPAL,
@@ -39,7 +39,7 @@ from server.security.acl import (
     bit_field,
     validate_new_acl,
 )
-from server.security.store import Record, RecordStore
+from kcoord.server.security.store import Record, RecordStore
 
 audit = logging.getLogger("kcoord.authorizer")
 

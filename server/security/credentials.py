@@ -11,10 +11,15 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import ErrorCode
-from server.security.scram import MAX_ITERATIONS, ScramCredential, ScramMechanism, credential_from_salted
-from server.security.state import CREDENTIALS_FILE
-from server.security.store import Record, RecordStore
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.security.scram import (
+    MAX_ITERATIONS,
+    ScramCredential,
+    ScramMechanism,
+    credential_from_salted,
+)
+from kcoord.server.security.state import CREDENTIALS_FILE
+from kcoord.server.security.store import Record, RecordStore
 
 # (user, mechanism) -> credential
 Credentials = dict[tuple[str, ScramMechanism], ScramCredential]

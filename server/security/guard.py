@@ -27,17 +27,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import API_TABLE, ApiKey
-from protocol.error_response import error_response
-from protocol.errors import ErrorCode
-from server.deferred import Deferred
-from server.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.error_response import error_response
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.deferred import Deferred
+from kcoord.server.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from server.broker import Broker
-    from server.context import RequestContext
-    from server.security.authorizer import Authorizer
-    from server.session import Session
+    from kcoord.server.broker import Broker
+    from kcoord.server.context import RequestContext
+    from kcoord.server.security.authorizer import Authorizer
+    from kcoord.server.session import Session
 
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
                                                 AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE)
@@ -134,8 +134,8 @@ def then(result: Any, fn: Callable[[Any], Any]) -> Any:
 
 
 def _passthrough(r: Any) -> bool:
-    from server.dispatch import CloseConnection  # the dispatcher imports this module
-    from server.handlers.registry import NO_RESPONSE
+    from kcoord.server.dispatch import CloseConnection  # the dispatcher imports this module
+    from kcoord.server.handlers.registry import NO_RESPONSE
 
     return r is None or r is NO_RESPONSE or isinstance(r, CloseConnection | bytes)
 
@@ -209,6 +209,6 @@ def clone(obj: Any, **changes: Any) -> Any:
 
 
 def close_connection(reason: str) -> None:
-    from server.dispatch import CloseConnection
+    from kcoord.server.dispatch import CloseConnection
 
     raise CloseConnection(reason)

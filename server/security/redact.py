@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.api import ApiKey
+from kcoord.protocol.api import ApiKey
 
 HIDDEN = "[hidden]"
 _BROKER = 4  # ConfigResource.Type.BROKER
 
 
 def _secret_config(name: str) -> bool:
-    from server.config_layers import broker_config_key  # the config catalogue imports much
+    from kcoord.server.config_layers import broker_config_key  # the config catalogue imports much
 
     key = broker_config_key(name)
     return key is None or key.sensitive

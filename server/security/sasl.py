@@ -27,18 +27,23 @@ from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from protocol.api import API_TABLE, ApiKey
-from protocol.errors import ErrorCode
-from protocol.headers import HeaderError, read_client_id
-from server.deferred import Deferred
-from server.dispatch import CloseConnection, frame_response
-from server.security.plain import PlainAuthenticationFailed, PlainServer
-from server.security.principal import user
-from server.security.scram import SCRAM_MECHANISMS, ScramAuthenticationFailed, ScramMechanism, ScramServer
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.headers import HeaderError, read_client_id
+from kcoord.server.deferred import Deferred
+from kcoord.server.dispatch import CloseConnection, frame_response
+from kcoord.server.security.plain import PlainAuthenticationFailed, PlainServer
+from kcoord.server.security.principal import user
+from kcoord.server.security.scram import (
+    SCRAM_MECHANISMS,
+    ScramAuthenticationFailed,
+    ScramMechanism,
+    ScramServer,
+)
 
 if TYPE_CHECKING:
-    from server.security.credentials import CredentialStore
-    from server.session import Session
+    from kcoord.server.security.credentials import CredentialStore
+    from kcoord.server.session import Session
 
 log = logging.getLogger("kcoord.network")
 

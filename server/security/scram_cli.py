@@ -20,9 +20,9 @@ import os
 import re
 import sys
 
-from server.config import Config
-from server.security.credentials import CredentialStore, upsert_record
-from server.security.scram import MAX_ITERATIONS, ScramMechanism, credential_from_password
+from kcoord.server.config import Config
+from kcoord.server.security.credentials import CredentialStore, upsert_record
+from kcoord.server.security.scram import MAX_ITERATIONS, ScramMechanism, credential_from_password
 
 _SPEC = re.compile(r"^\s*(SCRAM-SHA-(?:256|512))\s*=\s*\[(.*)\]\s*$")
 

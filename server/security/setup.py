@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from server.listeners import Listener, ListenerSpec, listener_setting
+from kcoord.server.listeners import Listener, ListenerSpec, listener_setting
 
 if TYPE_CHECKING:
-    from server.broker import Broker
-    from server.config import Config
-    from server.security.sasl import SaslSettings
+    from kcoord.server.broker import Broker
+    from kcoord.server.config import Config
+    from kcoord.server.security.sasl import SaslSettings
 
 log = logging.getLogger("kcoord.security")
 
@@ -18,8 +18,8 @@ def build_listener(spec: ListenerSpec, config: Config, broker: Broker) -> Listen
     """ValueError (with the listener's name) for a configuration that cannot be served."""
     listener = Listener(spec.name, spec.protocol, spec.host, spec.port, spec.advertised)
     if spec.protocol.uses_tls:  # the TLS and SASL modules load for the listeners that use them
-        from server.security.principal import SslPrincipalMapper
-        from server.security.tls import server_context
+        from kcoord.server.security.principal import SslPrincipalMapper
+        from kcoord.server.security.tls import server_context
 
         listener.ssl_context = server_context(config, spec)
         try:
@@ -33,8 +33,8 @@ def build_listener(spec: ListenerSpec, config: Config, broker: Broker) -> Listen
 
 
 def sasl_settings(spec: ListenerSpec, config: Config, broker: Broker) -> SaslSettings:
-    from server.security.jaas import JaasError, parse_jaas_config, plain_users
-    from server.security.sasl import SUPPORTED_MECHANISMS, SaslSettings
+    from kcoord.server.security.jaas import JaasError, parse_jaas_config, plain_users
+    from kcoord.server.security.sasl import SUPPORTED_MECHANISMS, SaslSettings
 
     name = spec.name
     mechanisms = list(dict.fromkeys(m.upper() for m in listener_setting(config, name, "sasl.enabled.mechanisms")))

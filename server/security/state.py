@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from server.config import Config
-    from server.security.authorizer import Authorizer
-    from server.security.credentials import CredentialStore
+    from kcoord.server.config import Config
+    from kcoord.server.security.authorizer import Authorizer
+    from kcoord.server.security.credentials import CredentialStore
 
 log = logging.getLogger("kcoord.security")
 
@@ -28,7 +28,7 @@ class SecurityState:
     @cached_property
     def credentials(self) -> CredentialStore:
         """The SCRAM credentials (loaded at start-up when the file exists, else empty)."""
-        from server.security.credentials import CredentialStore
+        from kcoord.server.security.credentials import CredentialStore
 
         return CredentialStore(self.config.log_dir)
 
@@ -41,7 +41,7 @@ class SecurityState:
             if n:
                 log.info("Loaded %d SCRAM credentials from %s", len(self.credentials.state), self.credentials.path)
         if self.config["authorizer.class.name"]:
-            from server.security.authorizer import make_authorizer
+            from kcoord.server.security.authorizer import make_authorizer
 
             self.authorizer = make_authorizer(self.config, log_dir)  # ValueError: an unknown class name
         if self.authorizer is not None:

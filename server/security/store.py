@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from server.topics import atomic_write
+from kcoord.server.topics import atomic_write
 
 log = logging.getLogger("kcoord.security")
 

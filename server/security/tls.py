@@ -21,11 +21,11 @@ import ssl
 import tempfile
 from typing import TYPE_CHECKING
 
-from server.listeners import has_listener_setting, listener_setting
+from kcoord.server.listeners import has_listener_setting, listener_setting
 
 if TYPE_CHECKING:
-    from server.config import Config
-    from server.listeners import ListenerSpec
+    from kcoord.server.config import Config
+    from kcoord.server.listeners import ListenerSpec
 
 _VERSIONS = {
     "TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,

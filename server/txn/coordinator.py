@@ -25,12 +25,12 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from protocol.errors import ErrorCode
-from protocol.partitioner import partition_for
-from protocol.txn_log import NO_PRODUCER_ID, TxnKey, TxnRecord
-from server.clock import Clock
-from server.deferred import Deferred
-from server.txn.metadata import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.partitioner import partition_for
+from kcoord.protocol.txn_log import NO_PRODUCER_ID, TxnKey, TxnRecord
+from kcoord.server.clock import Clock
+from kcoord.server.deferred import Deferred
+from kcoord.server.txn.metadata import (
     INT16_MAX,
     NO_PRODUCER_EPOCH,
     TopicPartition,
@@ -38,8 +38,21 @@ from server.txn.metadata import (
     TxnMetadata,
     epoch_exhausted,
 )
-from server.txn.result import MarkerJob, TxnResult
-from server.txn.state import CA, CC, END_TXN_V2, EXPIRATION_ALLOWED, ON, PA, PC, PF, PREPARED, D, E, TxnState
+from kcoord.server.txn.result import MarkerJob, TxnResult
+from kcoord.server.txn.state import (
+    CA,
+    CC,
+    END_TXN_V2,
+    EXPIRATION_ALLOWED,
+    ON,
+    PA,
+    PC,
+    PF,
+    PREPARED,
+    D,
+    E,
+    TxnState,
+)
 
 log = logging.getLogger("kcoord.txn")
 

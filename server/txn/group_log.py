@@ -27,21 +27,21 @@ from typing import TYPE_CHECKING
 
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from protocol.coordinator_codec import CodecError, decode_record, encode_key, encode_value
-from protocol.coordinator_records import CoordinatorRecord, OffsetKey
-from protocol.errors import ErrorCode, coordinator_append_error, error_code_of
-from protocol.topics import OFFSETS_TOPIC
-from server.deferred import Deferred
-from server.group.txn_offsets import PendingTxnOffsets
-from storage.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
-from storage.flusher import group_commit
-from storage.log import PartitionLog
-from storage.segment import scan_batches
-from storage.transactions import transaction_outcomes
-from storage.txn_batches import build_marker, build_transactional_batch
+from kcoord.protocol.coordinator_codec import CodecError, decode_record, encode_key, encode_value
+from kcoord.protocol.coordinator_records import CoordinatorRecord, OffsetKey
+from kcoord.protocol.errors import ErrorCode, coordinator_append_error, error_code_of
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.deferred import Deferred
+from kcoord.server.group.txn_offsets import PendingTxnOffsets
+from kcoord.storage.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+from kcoord.storage.flusher import group_commit
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.segment import scan_batches
+from kcoord.storage.transactions import transaction_outcomes
+from kcoord.storage.txn_batches import build_marker, build_transactional_batch
 
 if TYPE_CHECKING:
-    from server.broker import Broker
+    from kcoord.server.broker import Broker
 
 log = logging.getLogger("kcoord.txn")
 

@@ -18,19 +18,19 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode, KafkaError, error_code_of
-from protocol.topics import OFFSETS_TOPIC
-from server.crash_points import crash_point
-from server.data_plane import partition_log
-from server.deferred import Deferred
-from server.txn.result import MarkerJob
-from server.txn.state import TxnState
-from storage.flusher import group_commit
-from storage.txn_batches import build_marker
+from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.crash_points import crash_point
+from kcoord.server.data_plane import partition_log
+from kcoord.server.deferred import Deferred
+from kcoord.server.txn.result import MarkerJob
+from kcoord.server.txn.state import TxnState
+from kcoord.storage.flusher import group_commit
+from kcoord.storage.txn_batches import build_marker
 
 if TYPE_CHECKING:
-    from server.broker import Broker
-    from server.txn.service import TxnService
+    from kcoord.server.broker import Broker
+    from kcoord.server.txn.service import TxnService
 
 log = logging.getLogger("kcoord.txn")
 

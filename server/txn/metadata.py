@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.txn_log import NO_PRODUCER_ID, TxnValue
-from server.txn.state import TxnState, check_transition
+from kcoord.protocol.txn_log import NO_PRODUCER_ID, TxnValue
+from kcoord.server.txn.state import TxnState, check_transition
 
 NO_PRODUCER_EPOCH = -1
 INT16_MAX = 2**15 - 1

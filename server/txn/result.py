@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.coordinator.result import CoordinatorResult
+from kcoord.server.coordinator.result import CoordinatorResult
 
 # The coordinator runtime's result (server/coordinator/result.py) with __transaction_state
 # records (TxnRecord), each appended to the partition of its transactional id. `on_appended`

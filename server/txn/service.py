@@ -14,18 +14,18 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from protocol.topics import TXN_TOPIC
-from server.coordinator.runtime import CoordinatorRuntime
-from server.group.txn_offsets import PendingTxnOffsets
-from server.txn.coordinator import TransactionCoordinator
-from server.txn.group_log import GroupTxnLog
-from server.txn.markers import MarkerWriter
-from server.txn.metadata import TxnConfig
-from server.txn.metrics import TxnCounters
-from server.txn.shard import TxnRecords
+from kcoord.protocol.topics import TXN_TOPIC
+from kcoord.server.coordinator.runtime import CoordinatorRuntime
+from kcoord.server.group.txn_offsets import PendingTxnOffsets
+from kcoord.server.txn.coordinator import TransactionCoordinator
+from kcoord.server.txn.group_log import GroupTxnLog
+from kcoord.server.txn.markers import MarkerWriter
+from kcoord.server.txn.metadata import TxnConfig
+from kcoord.server.txn.metrics import TxnCounters
+from kcoord.server.txn.shard import TxnRecords
 
 if TYPE_CHECKING:
-    from server.broker import Broker
+    from kcoord.server.broker import Broker
 
 log = logging.getLogger("kcoord.txn")
 

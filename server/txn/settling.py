@@ -22,10 +22,10 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from server.deferred import Deferred
+from kcoord.server.deferred import Deferred
 
 if TYPE_CHECKING:
-    from server.txn.coordinator import TransactionCoordinator
+    from kcoord.server.txn.coordinator import TransactionCoordinator
 
 MAX_WAIT_S = 0.5
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from protocol.errors import ErrorCode, txn_append_error
-from protocol.topics import TXN_TOPIC
-from protocol.txn_log import (
+from kcoord.protocol.errors import ErrorCode, txn_append_error
+from kcoord.protocol.topics import TXN_TOPIC
+from kcoord.protocol.txn_log import (
     VALUE_VERSION,
     TxnCodecError,
     TxnRecord,
@@ -16,9 +16,9 @@ from protocol.txn_log import (
     encode_txn_key,
     encode_txn_value,
 )
-from server.clock import Clock
-from server.coordinator.writer import LogWriter
-from storage.log_manager import LogManager
+from kcoord.server.clock import Clock
+from kcoord.server.coordinator.writer import LogWriter
+from kcoord.storage.log_manager import LogManager
 
 __all__ = ["TXN_TOPIC", "TxnLogWriter", "TxnRecords"]
 

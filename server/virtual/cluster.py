@@ -22,11 +22,11 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from protocol.topics import OFFSETS_TOPIC
-from server.listeners import EndPoint, Listener
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.listeners import EndPoint, Listener
 
 if TYPE_CHECKING:
-    from server.app import Server
+    from kcoord.server.app import Server
 
 log = logging.getLogger("kcoord.virtual")
 

@@ -18,15 +18,15 @@ import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.api import ApiKey, ApiSpec
-from protocol.error_response import encode, error_response, present
-from protocol.errors import ErrorCode
-from server.control.faults import request_groups
-from server.deferred import Deferred
-from server.handlers.routes import ROUTES
+from kcoord.protocol.api import ApiKey, ApiSpec
+from kcoord.protocol.error_response import encode, error_response, present
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.control.faults import request_groups
+from kcoord.server.deferred import Deferred
+from kcoord.server.handlers.routes import ROUTES
 
 if TYPE_CHECKING:
-    from server.virtual.cluster import VirtualCluster, VirtualNode
+    from kcoord.server.virtual.cluster import VirtualCluster, VirtualNode
 
 # API key -> how it is routed: the `virtual` of its route (server/handlers/routes.py)
 _KINDS: dict[int, str] = {k: d.virtual for k in ROUTES if (d := ROUTES.declared(k)) is not None and d.virtual}
@@ -211,7 +211,7 @@ def _topic_key(t: Any) -> Any:
 
 
 def _framed(spec: ApiSpec, version: int, frame: bytes, response: Any) -> bytes:
-    from protocol.headers import encode_response_header
+    from kcoord.protocol.headers import encode_response_header
 
     body = encode(response, version)
     header = encode_response_header(int.from_bytes(frame[4:8], "big", signed=True), spec.response_header_version(version))

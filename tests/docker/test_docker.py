@@ -40,7 +40,7 @@ from dockerlib import (
     wait_for,
 )
 
-from server.healthcheck import check as api_versions
+from kcoord.server.healthcheck import check as api_versions
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -168,7 +168,7 @@ def test_images_are_small_non_root_with_stop_signal_and_healthcheck(images, caps
         assert cfg["StopSignal"] == "SIGTERM", tag
         assert cfg["Volumes"] == {"/data": {}}, tag
     cfg = json.loads(docker("image", "inspect", "kcoord:latest").stdout)[0]["Config"]
-    assert "server.healthcheck" in " ".join(cfg["Healthcheck"]["Test"])
+    assert "kcoord.server.healthcheck" in " ".join(cfg["Healthcheck"]["Test"])
     assert "KAFKA_LOG_DIRS=/data" in cfg["Env"]
     # no compiler, no pip, no pip cache in the server's image
     r = docker("run", "--rm", "--entrypoint", "sh", "kcoord:latest", "-c",
@@ -294,7 +294,7 @@ def test_restart_keeps_offsets_and_down_up_keeps_the_volume(stack):
 
 def test_control_api_from_the_host(stack):
     url = f"http://127.0.0.1:{stack.env['KCOORD_CONTROL_PORT']}"
-    r = subprocess.run([sys.executable, "-m", "server", "ctl", "--url", url, "status"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "kcoord.server", "ctl", "--url", url, "status"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip(), r

@@ -161,7 +161,7 @@ class Corpus:
         return dict(sorted(Counter((f.api, f.version) for f in self.frames).items()))
 
     def describe(self) -> str:
-        from protocol.api import API_TABLE
+        from kcoord.protocol.api import API_TABLE
 
         def name(api: int) -> str:
             spec = API_TABLE.get(api)
@@ -210,8 +210,8 @@ def client_family(client_id: str) -> str:
 
 def build_corpus(raw: Iterable[bytes]) -> Corpus:
     """Deduplicate request frames (correlation id zeroed) and parse their headers."""
-    from protocol.api import API_TABLE
-    from protocol.headers import read_client_id
+    from kcoord.protocol.api import API_TABLE
+    from kcoord.protocol.headers import read_client_id
 
     seen: dict[bytes, Frame] = {}
     captured = 0

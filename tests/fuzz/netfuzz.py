@@ -36,7 +36,7 @@ from pathlib import Path
 import uvloop
 
 from fuzz.capture import Corpus, Frame
-from protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.api import API_TABLE, ApiKey
 
 TESTS = Path(__file__).resolve().parent.parent
 

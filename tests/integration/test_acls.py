@@ -65,14 +65,14 @@ from kafka.protocol.producer.transaction import (
 )
 from wire import WireClient
 
-from protocol.errors import ErrorCode as E
-from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
-from server.app import Server
-from server.config import Config
-from server.security.acl import AclOperation as Op
-from server.security.acl import AclPermissionType as Perm
-from server.security.acl import PatternType as Pat
-from server.security.acl import ResourceType as Res
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from kcoord.server.app import Server
+from kcoord.server.config import Config
+from kcoord.server.security.acl import AclOperation as Op
+from kcoord.server.security.acl import AclPermissionType as Perm
+from kcoord.server.security.acl import PatternType as Pat
+from kcoord.server.security.acl import ResourceType as Res
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw", "mallory": "mallory-pw"}
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "

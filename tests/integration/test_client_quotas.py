@@ -14,7 +14,7 @@ import pytest
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.metadata import MetadataRequest
 
-from kcoord_testing import free_port
+from kcoord.testing import free_port
 from tests.conftest import call
 from tests.wire import WireClient
 
@@ -406,7 +406,7 @@ def test_controller_mutation_rate_refuses_strictly_then_throttles_old_versions(k
 
 
 def test_user_quotas_apply_to_the_authenticated_principal(tmp_path):
-    from kcoord_testing import KcoordProcess
+    from kcoord.testing import KcoordProcess
 
     plain, sasl = free_port(), free_port()
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import committed, removals, unique
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from protocol.partitioner import partition_for
+from kcoord.protocol.partitioner import partition_for
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from conftest import call, unique
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.admin import DescribeGroupsRequest, ListGroupsRequest
 
-from protocol.messages import ConsumerGroupDescribeRequest
+from kcoord.protocol.messages import ConsumerGroupDescribeRequest
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.admin import ListGroupsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 
-from protocol.messages import ConsumerGroupDescribeRequest
+from kcoord.protocol.messages import ConsumerGroupDescribeRequest
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from conftest import call, unique
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.consumer import OffsetFetchRequest
 
-from protocol.messages import ConsumerGroupDescribeRequest
+from kcoord.protocol.messages import ConsumerGroupDescribeRequest
 
 pytestmark = pytest.mark.integration
 

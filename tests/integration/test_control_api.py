@@ -19,7 +19,7 @@ from conftest import call, committed, unique
 from kafka.protocol.admin import ListGroupsRequest, ListTransactionsRequest
 from kafka.protocol.metadata import MetadataRequest
 
-from kcoord_testing import ControlError
+from kcoord.testing import ControlError
 
 pytestmark = [pytest.mark.integration]
 
@@ -199,7 +199,7 @@ def test_reset_answers_within_a_bound_with_what_it_dropped(kcoord):
 
 def test_kcoord_ctl_drives_the_same_api(kcoord):
     def ctl(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "server", "ctl", "--url", kcoord.control_url, *args],
+        return subprocess.run([sys.executable, "-m", "kcoord.server", "ctl", "--url", kcoord.control_url, *args],
                               capture_output=True, text=True, timeout=60)
 
     out = ctl("error", "OffsetCommit", "NOT_COORDINATOR", "--count", "2", "--group", "g1")
@@ -212,6 +212,6 @@ def test_kcoord_ctl_drives_the_same_api(kcoord):
     assert bad.returncode == 1 and "HTTP 400" in bad.stderr and "unknown error code" in bad.stderr
     assert json.loads(ctl("clear").stdout) == {"removed": 2}
     assert json.loads(ctl("status").stdout)["faults"] == []
-    unreachable = subprocess.run([sys.executable, "-m", "server", "ctl", "--url", "http://127.0.0.1:1", "status"],
+    unreachable = subprocess.run([sys.executable, "-m", "kcoord.server", "ctl", "--url", "http://127.0.0.1:1", "status"],
                                  capture_output=True, text=True, timeout=60)
     assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr

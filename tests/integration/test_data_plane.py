@@ -25,7 +25,7 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from storage.batch import split_batches
+from kcoord.storage.batch import split_batches
 
 pytestmark = pytest.mark.integration
 

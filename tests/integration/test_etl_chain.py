@@ -1,7 +1,7 @@
 """The chained ETL that used to fall into a slow mode (issue 28): consumer groups of
 confluent-kafka (cooperative-sticky, KIP-848) and kafka-python members chained through three
 topics of 7-31 partitions, each member consuming, producing onward with an idempotent acks=all
-producer and committing (kcoord_testing/etl.py). Every produce used to wait for an fdatasync and
+producer and committing (kcoord/testing/etl.py). Every produce used to wait for an fdatasync and
 every fetch read batch headers one pread at a time, so the requests grew slower as the batches
 grew smaller, and the chain could crawl at full server CPU. It must finish, every time, well
 within a deadline generous enough for a busy machine."""
@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from conftest import KcoordProcess
 
-from kcoord_testing.etl import STAGES, TOPICS, create_topics, run_chain
+from kcoord.testing.etl import STAGES, TOPICS, create_topics, run_chain
 
 pytestmark = pytest.mark.integration
 

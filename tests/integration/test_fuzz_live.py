@@ -38,7 +38,7 @@ from fuzz.netfuzz import Mutator, NetworkFuzzer, Stats, seeds_module
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.api import API_TABLE, ApiKey
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

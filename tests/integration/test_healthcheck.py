@@ -9,14 +9,14 @@ import threading
 
 import pytest
 
-from server.healthcheck import main
+from kcoord.server.healthcheck import main
 
 pytestmark = pytest.mark.integration
 
 
 def test_healthy_when_the_server_answers_api_versions(kcoord):
     assert main([kcoord.bootstrap]) == 0
-    r = subprocess.run([sys.executable, "-m", "server.healthcheck", kcoord.bootstrap],
+    r = subprocess.run([sys.executable, "-m", "kcoord.server.healthcheck", kcoord.bootstrap],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
 

@@ -29,7 +29,7 @@ def tool(name: str, *args: str, timeout: float = 60) -> subprocess.CompletedProc
 
 def kcoord(name: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """`kcoord <name>` (the same code, through the CLI)."""
-    return subprocess.run([sys.executable, "-m", "server", name, *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kcoord.server", name, *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
 
 

@@ -10,10 +10,10 @@ import pytest
 from conftest import ROOT, call, free_port
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
-from protocol.errors import ErrorCode
-from server.app import Server
-from server.config import Config
-from server.listeners import SecurityProtocol
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.app import Server
+from kcoord.server.config import Config
+from kcoord.server.listeners import SecurityProtocol
 
 
 def _metadata(bootstrap: str, version: int = 12, topics: list[str] | None = None):
@@ -107,7 +107,7 @@ def test_a_bad_listener_configuration_is_refused_at_start_up(tmp_path, overrides
     p, q = free_port(), free_port()
     opts = {"listeners": f"PLAINTEXT://127.0.0.1:{p}", "log.dirs": str(tmp_path / "d"),
             **{k: v.format(p=p, q=q) for k, v in overrides.items()}}
-    args = [sys.executable, "-m", "server", "serve"]
+    args = [sys.executable, "-m", "kcoord.server", "serve"]
     for k, v in opts.items():
         args += ["--override", f"{k}={v}"]
     r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -146,7 +146,7 @@ def test_acknowledged_commits_survive_sigkill(kcoord, client):
     assert after["members"][0]["member_assignment"] == before["members"][0]["member_assignment"]
 
     # the same state, rebuilt offline from the segments by the CLI
-    out = subprocess.run([sys.executable, "-m", "server", "offsets", "--log-dir", str(kcoord.log_dir),
+    out = subprocess.run([sys.executable, "-m", "kcoord.server", "offsets", "--log-dir", str(kcoord.log_dir),
                           "--group", group], capture_output=True, text=True, timeout=60, check=True).stdout
     lines = [ln.split() for ln in out.splitlines()[1:]]
     assert {int(cols[2]): int(cols[3]) for cols in lines} == committed

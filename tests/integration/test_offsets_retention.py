@@ -50,11 +50,11 @@ def test_expired_offsets_are_tombstoned_and_logged(kcoord_factory):
     assert re.search(r"Removed [1-9]\d* expired offsets in \d+ milliseconds\.", srv.log_text())
 
     # The tombstone is in the log: the state rebuilt offline agrees.
-    out = subprocess.run([sys.executable, "-m", "server", "offsets", "--log-dir", str(srv.log_dir)],
+    out = subprocess.run([sys.executable, "-m", "kcoord.server", "offsets", "--log-dir", str(srv.log_dir)],
                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
     groups = {line.split()[0] for line in out.splitlines()[1:]}
     assert groups == {"kept"}
-    dump = subprocess.run([sys.executable, "-m", "server", "dump", str(srv.log_dir), "--json"],
+    dump = subprocess.run([sys.executable, "-m", "kcoord.server", "dump", str(srv.log_dir), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
     assert '"value": null' in dump  # the offset's tombstone
 

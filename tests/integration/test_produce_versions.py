@@ -24,8 +24,8 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from protocol.api import API_TABLE, ApiKey
-from storage.batch import split_batches
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.storage.batch import split_batches
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ SAMPLE = '''
 import asyncio
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from kcoord_testing import AsyncControlClient, ControlClient, KcoordProcess
+from kcoord.testing import AsyncControlClient, ControlClient, KcoordProcess
 
 STATE = {}
 

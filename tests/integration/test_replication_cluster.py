@@ -17,13 +17,13 @@ from conftest import call
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 
-from protocol.errors import ErrorCode as E
-from server.app import Server
-from server.cluster.partition_state import PartitionState
-from server.config import Config
-from server.replication.replica_manager import ReplicationSettings
-from server.replication.wiring import replica_manager_for
-from storage.leader_epoch import CHECKPOINT_FILE, parse_checkpoint
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.app import Server
+from kcoord.server.cluster.partition_state import PartitionState
+from kcoord.server.config import Config
+from kcoord.server.replication.replica_manager import ReplicationSettings
+from kcoord.server.replication.wiring import replica_manager_for
+from kcoord.storage.leader_epoch import CHECKPOINT_FILE, parse_checkpoint
 
 TOPIC = "rep"
 SETTINGS = ReplicationSettings(replica_lag_time_max_ms=1500, replica_fetch_wait_max_ms=100,

@@ -18,10 +18,10 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest
 from wire import Closed, SaslFailed, WireClient
 
-from protocol.errors import ErrorCode
-from server.app import Server
-from server.config import Config
-from server.security.scram import ScramMechanism, salted_password
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.app import Server
+from kcoord.server.config import Config
+from kcoord.server.security.scram import ScramMechanism, salted_password
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
               'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
@@ -322,7 +322,7 @@ async def test_kcoord_scram_makes_the_first_users_of_a_stopped_server(tmp_path):
     from conftest import ROOT
 
     def scram(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "server", "scram", "--override", f"log.dirs={tmp_path / 'data'}",
+        return subprocess.run([sys.executable, "-m", "kcoord.server", "scram", "--override", f"log.dirs={tmp_path / 'data'}",
                                *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
     made = scram("--add-scram", "SCRAM-SHA-512=[name=root,password=r00t-Secret,iterations=8192]", "--list")
     assert made.returncode == 0, made.stderr

@@ -13,8 +13,8 @@ from kafka.protocol.metadata import MetadataRequest
 from pki import make_pki
 from wire import Closed, WireClient, client_tls
 
-from server.app import Server
-from server.config import Config
+from kcoord.server.app import Server
+from kcoord.server.config import Config
 
 pytestmark = pytest.mark.integration
 

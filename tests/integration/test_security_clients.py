@@ -24,7 +24,7 @@ from conftest import KcoordProcess, committed, free_port, unique
 from pki import make_pki
 from wire import WireClient
 
-from server.security.scram import ScramMechanism, salted_password
+from kcoord.server.security.scram import ScramMechanism, salted_password
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ def test_sigterm_exits_zero_after_a_clean_shutdown(kcoord):
 
 def test_second_server_on_the_same_log_dir_is_refused(kcoord, tmp_path):
     other = KcoordProcess(kcoord.log_dir)
-    args = [sys.executable, "-m", "server", "serve"]
+    args = [sys.executable, "-m", "kcoord.server", "serve"]
     for k, v in other.overrides.items():
         args += ["--override", f"{k}={v}"]
     r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -72,13 +72,13 @@ def test_unknown_setting_is_reported_like_kafka(kcoord_factory):
 
 
 def test_bad_value_for_a_known_setting_is_refused():
-    r = subprocess.run([sys.executable, "-m", "server", "serve", "--override", "num.partitions=many"],
+    r = subprocess.run([sys.executable, "-m", "kcoord.server", "serve", "--override", "num.partitions=many"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "bad value for num.partitions" in r.stderr
 
 
 def _run_and_describe(argv: list[str], port: int) -> dict:
-    proc = subprocess.Popen([sys.executable, "-m", "server", *argv], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "kcoord.server", *argv], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60

@@ -17,7 +17,7 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from sidecar.compaction import (
+from kcoord.sidecar.compaction import (
     ATTR_DELETE_HORIZON,
     DEFAULT_DELETE_RETENTION_MS,
     Segment,
@@ -28,14 +28,21 @@ from sidecar.compaction import (
     read_partition_segments,
     scan_segment,
 )
-from sidecar.datasource import OPEN_COST_BYTES, register
-from sidecar.handoff import fingerprints
-from sidecar.partition_io import DirectoryOutput, SwapOutput, process_partition
-from sidecar.pipeline import PartitionPlan, _segments_of, get_spark, run_spark, slot_values, spark_hash_int
-from sidecar.testdata import write_partition
-from storage.batch import ATTR_CONTROL, parse_header, set_log_append_time
-from storage.segment import segment_name
-from storage.swap import segment_bases
+from kcoord.sidecar.datasource import OPEN_COST_BYTES, register
+from kcoord.sidecar.handoff import fingerprints
+from kcoord.sidecar.partition_io import DirectoryOutput, SwapOutput, process_partition
+from kcoord.sidecar.pipeline import (
+    PartitionPlan,
+    _segments_of,
+    get_spark,
+    run_spark,
+    slot_values,
+    spark_hash_int,
+)
+from kcoord.sidecar.testdata import write_partition
+from kcoord.storage.batch import ATTR_CONTROL, parse_header, set_log_append_time
+from kcoord.storage.segment import segment_name
+from kcoord.storage.swap import segment_bases
 
 NOW = 1_700_000_000_000
 TOPIC = "__consumer_offsets"

@@ -24,8 +24,8 @@ from conftest import ROOT, KcoordProcess, committed
 from kafka.admin import KafkaAdminClient, NewTopic
 from test_offsets_durability import CONFLUENT_COMMITTER, KAFKA_PYTHON_COMMITTER
 
-from sidecar.testdata import write_partition
-from storage.swap import segment_bases
+from kcoord.sidecar.testdata import write_partition
+from kcoord.storage.swap import segment_bases
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -120,7 +120,7 @@ def test_commits_flow_while_the_sidecar_compacts(kcoord_factory, tmp_path):
     admin.close()
     committers = [Committer(CONFLUENT_COMMITTER, srv.bootstrap, topic, "sidecar-confluent"),
                   Committer(KAFKA_PYTHON_COMMITTER, srv.bootstrap, topic, "sidecar-kafka-python")]
-    sidecar = subprocess.Popen([sys.executable, "-m", "server", "sidecar",
+    sidecar = subprocess.Popen([sys.executable, "-m", "kcoord.server", "sidecar",
                                 str(properties(tmp_path / "server.properties", srv)), "--master", "local[1]"],
                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = Output(sidecar)
@@ -138,7 +138,7 @@ def test_commits_flow_while_the_sidecar_compacts(kcoord_factory, tmp_path):
         # Several passes swapped in by the running server while the commits go on.
         wait_for(lambda: swapped() >= 3 and sum(x.startswith("pass ") for x in out.lines) >= 2, 180, "passes of the sidecar")
         # A second compactor is refused while the sidecar holds the cleaner lock.
-        second = subprocess.run([sys.executable, "-m", "server", "compact", str(tmp_path / "server.properties")],
+        second = subprocess.run([sys.executable, "-m", "kcoord.server", "compact", str(tmp_path / "server.properties")],
                                 cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert second.returncode == 2 and "another compactor" in second.stderr, second.stderr
         acked_during = [c.acked for c in committers]
@@ -186,7 +186,7 @@ def test_kcoord_compact_in_place_while_the_server_runs(kcoord_factory, tmp_path)
     wait_for(lambda: len(loaded(srv.log_text())[0]) == PARTS, 30, "loading")
     before = loaded(srv.log_text())
     segments_before = {p: segment_bases(str(data / f"__consumer_offsets-{p}")) for p in range(PARTS)}
-    done = subprocess.run([sys.executable, "-m", "server", "compact", str(properties(tmp_path / "s.properties", srv)),
+    done = subprocess.run([sys.executable, "-m", "kcoord.server", "compact", str(properties(tmp_path / "s.properties", srv)),
                            "--master", "local[1]"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "swapped in by the running server" in done.stdout, done.stdout

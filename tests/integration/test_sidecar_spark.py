@@ -11,21 +11,21 @@ import time
 import pyspark  # noqa: F401  (make test installs it: failing here means setup is incomplete)
 import pytest
 
-from sidecar.compact import _Progress, find_partitions, get_spark, parse_args, plan_pass, run
-from sidecar.compaction import (
+from kcoord.sidecar.compact import _Progress, find_partitions, get_spark, parse_args, plan_pass, run
+from kcoord.sidecar.compaction import (
     ATTR_DELETE_HORIZON,
     DEFAULT_DELETE_RETENTION_MS,
     iter_records,
     iter_segment_batches,
     read_partition_segments,
 )
-from sidecar.handoff import CleanerLock
-from sidecar.partition_io import input_records, output_records
-from sidecar.pipeline import run_spark
-from sidecar.testdata import write_partition
-from sidecar.verify import replay_state
-from storage.log_manager import LogManager
-from storage.swap import pending_swaps
+from kcoord.sidecar.handoff import CleanerLock
+from kcoord.sidecar.partition_io import input_records, output_records
+from kcoord.sidecar.pipeline import run_spark
+from kcoord.sidecar.testdata import write_partition
+from kcoord.sidecar.verify import replay_state
+from kcoord.storage.log_manager import LogManager
+from kcoord.storage.swap import pending_swaps
 
 NOW = 1_700_000_000_000
 PARTS = 3

@@ -20,7 +20,7 @@ from conftest import ROOT, committed
 from test_sidecar_server import properties, wait_for
 from test_topic_admin import ck_create, commit
 
-from storage.swap import segment_bases
+from kcoord.storage.swap import segment_bases
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -85,7 +85,7 @@ def log_bytes(srv, partition_dir: str) -> int:
 
 
 def kcoord_compact(tmp_path, srv) -> str:
-    done = subprocess.run([sys.executable, "-m", "server", "compact", str(properties(tmp_path / "s.properties", srv)),
+    done = subprocess.run([sys.executable, "-m", "kcoord.server", "compact", str(properties(tmp_path / "s.properties", srv)),
                            "--master", "local[1]"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout

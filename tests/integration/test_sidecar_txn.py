@@ -10,10 +10,10 @@ import json
 import pyspark  # noqa: F401  (make test installs it)
 import pytest
 
-from protocol.txn_log import TxnKey, TxnValue, decode_txn_record, encode_txn_key, encode_txn_value
-from sidecar.compact import get_spark, parse_args, run
-from sidecar.compaction import iter_records, iter_segment_batches, read_partition_segments
-from storage.log import PartitionLog
+from kcoord.protocol.txn_log import TxnKey, TxnValue, decode_txn_record, encode_txn_key, encode_txn_value
+from kcoord.sidecar.compact import get_spark, parse_args, run
+from kcoord.sidecar.compaction import iter_records, iter_segment_batches, read_partition_segments
+from kcoord.storage.log import PartitionLog
 
 NOW = 1_700_000_000_000
 

@@ -32,7 +32,7 @@ from conftest import KcoordProcess, call
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.integration
 

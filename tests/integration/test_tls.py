@@ -14,8 +14,8 @@ from conftest import ROOT, free_port
 from pki import client_dn, make_pki
 from wire import Closed, WireClient, client_tls
 
-from server.app import Server
-from server.config import Config
+from kcoord.server.app import Server
+from kcoord.server.config import Config
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_unusable_keystores_stop_the_start_up_with_a_message(tmp_path, pki, over
     port = free_port()
     opts = {"listeners": f"SSL://127.0.0.1:{port}", "log.dirs": str(tmp_path / "d"),
             **{k: v.format(pki=pki.root) for k, v in overrides.items()}}
-    args = [sys.executable, "-m", "server", "serve"]
+    args = [sys.executable, "-m", "kcoord.server", "serve"]
     for k, v in opts.items():
         args += ["--override", f"{k}={v}"]
     r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -29,9 +29,9 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.protocol.producer.transaction import EndTxnRequest, TxnOffsetCommitRequest
 
-from kcoord_testing.process import KcoordProcess
-from protocol.errors import ErrorCode as E
-from storage.batch import iter_batch_records, split_batches
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.storage.batch import iter_batch_records, split_batches
+from kcoord.testing.process import KcoordProcess
 
 PARTITIONS = 2
 

@@ -17,8 +17,8 @@ from conftest import call, committed, unique
 from kafka.protocol.consumer import FetchRequest, HeartbeatRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
-from kcoord_testing import ControlError
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
+from kcoord.testing import ControlError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -106,7 +106,7 @@ def test_each_node_answers_as_a_broker_of_a_three_broker_cluster(cluster):
     with pytest.raises(ControlError) as e:
         cluster.control.move_coordinator(group, 9)
     assert e.value.status == 400 and "node ids [1, 2, 3]" in e.value.message
-    out = subprocess.run([sys.executable, "-m", "server", "ctl", "--url", cluster.control_url, "move-leader", topic,
+    out = subprocess.run([sys.executable, "-m", "kcoord.server", "ctl", "--url", cluster.control_url, "move-leader", topic,
                           str(on_1[0]), "3"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert fetch(nodes[3], topic_id, [on_1[0]]) == {on_1[0]: ErrorCode.NONE}

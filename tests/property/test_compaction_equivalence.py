@@ -12,20 +12,20 @@ import tempfile
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from protocol.coordinator_codec import encode_key, encode_value
-from protocol.coordinator_records import GroupKey, OffsetKey, OffsetValue
-from sidecar.compaction import (
+from kcoord.protocol.coordinator_codec import encode_key, encode_value
+from kcoord.protocol.coordinator_records import GroupKey, OffsetKey, OffsetValue
+from kcoord.sidecar.compaction import (
     Segment,
     compact_partition,
     iter_records,
     iter_segment_batches,
     read_partition_segments,
 )
-from sidecar.handoff import closed_segments, fingerprints, publish
-from sidecar.testdata import _group_value, control_batch, transactional_batch
-from storage.batch import build_batch
-from storage.log import PartitionLog
-from storage.transactions import transaction_outcomes
+from kcoord.sidecar.handoff import closed_segments, fingerprints, publish
+from kcoord.sidecar.testdata import _group_value, control_batch, transactional_batch
+from kcoord.storage.batch import build_batch
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.transactions import transaction_outcomes
 
 T0 = 1_700_000_000_000
 RETENTION = 1000
@@ -46,7 +46,7 @@ ops = st.one_of(
 def _consumer_record(kind: int, member: str, now: int) -> tuple:
     import uuid
 
-    from protocol import coordinator_records as r
+    from kcoord.protocol import coordinator_records as r
 
     t = uuid.UUID(int=7)
     g = "cg"

@@ -18,7 +18,7 @@ from test_consumer_group import Client  # noqa: E402
 from test_consumer_group_migration import Classic, G, classic_group, full_state, harness, replayed  # noqa: E402
 from test_group_helpers import E, done, parked  # noqa: E402
 
-from protocol.consumer_protocol import encode_assignment  # noqa: E402
+from kcoord.protocol.consumer_protocol import encode_assignment  # noqa: E402
 
 CLASSIC = [f"k{i}" for i in range(4)]
 CONSUMER = [f"n{i}" for i in range(2)]

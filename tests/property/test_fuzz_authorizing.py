@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from test_fuzz_dispatch import TOPIC, Env, make_seeds, mutated, stop_env
 
-from protocol.api import API_TABLE
-from server.broker import Broker
-from server.config import Config
-from server.dispatch import Dispatcher
-from server.session import Session
+from kcoord.protocol.api import API_TABLE
+from kcoord.server.broker import Broker
+from kcoord.server.config import Config
+from kcoord.server.dispatch import Dispatcher
+from kcoord.server.session import Session
 
 
 class _Env(Env):

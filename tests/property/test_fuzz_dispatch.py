@@ -70,12 +70,12 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from txn_seeds import ERROR_BY_DESIGN as TXN_ERROR_BY_DESIGN
 from txn_seeds import TXN_APIS, txn_request
 
-from protocol.api import API_TABLE, ApiKey, _generic_decoder
-from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
-from server.broker import Broker
-from server.config import Config
-from server.deferred import Deferred
-from server.dispatch import CloseConnection, Dispatcher
+from kcoord.protocol.api import API_TABLE, ApiKey, _generic_decoder
+from kcoord.protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from kcoord.server.broker import Broker
+from kcoord.server.config import Config
+from kcoord.server.deferred import Deferred
+from kcoord.server.dispatch import CloseConnection, Dispatcher
 
 TOPIC = "fuzz"
 GROUP = "fuzz-g"
@@ -379,7 +379,7 @@ def _creates_huge_topic(frame: bytes) -> bool:
     spec = API_TABLE[api]
     if not spec.min_version <= v <= spec.max_version:
         return False
-    from protocol.headers import read_client_id
+    from kcoord.protocol.headers import read_client_id
     try:
         _, pos = read_client_id(frame, spec.request_header_version(v))
         req = spec.decode(frame, pos, v)

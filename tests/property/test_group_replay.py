@@ -14,9 +14,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit"))
 
 from test_group_helpers import E, Harness, done, stable_group, sub  # noqa: E402
 
-from server.clock import FakeClock  # noqa: E402
-from server.group.classic.state import GroupState  # noqa: E402
-from server.group.coordinator import GroupCoordinator  # noqa: E402
+from kcoord.server.clock import FakeClock  # noqa: E402
+from kcoord.server.group.classic.state import GroupState  # noqa: E402
+from kcoord.server.group.coordinator import GroupCoordinator  # noqa: E402
 
 GROUPS = ["g0", "g1", "g2"]
 TOPICS = ["t0", "t1"]

@@ -15,10 +15,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit"))
 from test_group_helpers import Harness  # noqa: E402
 from test_group_replay import apply, op, snapshot  # noqa: E402
 
-from protocol.coordinator_codec import decode_record, encode_key, encode_value  # noqa: E402
-from server.clock import FakeClock  # noqa: E402
-from server.coordinator.runtime import keep_latest  # noqa: E402
-from server.group.coordinator import GroupCoordinator  # noqa: E402
+from kcoord.protocol.coordinator_codec import decode_record, encode_key, encode_value  # noqa: E402
+from kcoord.server.clock import FakeClock  # noqa: E402
+from kcoord.server.coordinator.runtime import keep_latest  # noqa: E402
+from kcoord.server.group.coordinator import GroupCoordinator  # noqa: E402
 
 
 def reload_latest_per_key(h: Harness) -> GroupCoordinator:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.replication.partition import truncation_point
-from storage.leader_epoch import UNDEFINED_EPOCH, LeaderEpochCache
+from kcoord.server.replication.partition import truncation_point
+from kcoord.storage.leader_epoch import UNDEFINED_EPOCH, LeaderEpochCache
 
 N = 3
 

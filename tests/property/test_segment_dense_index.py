@@ -8,8 +8,8 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage.batch import build_batch, split_batches
-from storage.segment import LogSegment
+from kcoord.storage.batch import build_batch, split_batches
+from kcoord.storage.segment import LogSegment
 
 batches = st.lists(st.lists(st.binary(max_size=300), min_size=1, max_size=8), min_size=1, max_size=25)
 

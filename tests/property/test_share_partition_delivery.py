@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.group.share.partition import (
+from kcoord.server.group.share.partition import (
     AckBatch,
     AckError,
     AckType,

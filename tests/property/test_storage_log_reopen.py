@@ -7,8 +7,8 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage.batch import build_batch
-from storage.log import PartitionLog
+from kcoord.storage.batch import build_batch
+from kcoord.storage.log import PartitionLog
 
 blobs = st.binary(max_size=40)
 record = st.tuples(st.one_of(st.none(), blobs), st.one_of(st.none(), blobs), st.integers(0, 10**13))

@@ -17,10 +17,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit"))
 
 from txn_helpers import TxnHarness  # noqa: E402
 
-from protocol.errors import ErrorCode as E  # noqa: E402
-from protocol.txn_log import TxnKey, TxnRecord, TxnValue, encode_txn_key, encode_txn_value  # noqa: E402
-from server.txn.metadata import INT16_MAX  # noqa: E402
-from server.txn.state import TxnState  # noqa: E402
+from kcoord.protocol.errors import ErrorCode as E  # noqa: E402
+from kcoord.protocol.txn_log import TxnKey, TxnRecord, TxnValue, encode_txn_key, encode_txn_value  # noqa: E402
+from kcoord.server.txn.metadata import INT16_MAX  # noqa: E402
+from kcoord.server.txn.state import TxnState  # noqa: E402
 
 IDS = ["a", "b", "c"]
 PARTS = [("t0", 0), ("t0", 1), ("t1", 0), ("__consumer_offsets", 2)]

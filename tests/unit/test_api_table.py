@@ -7,8 +7,8 @@ import importlib
 
 import pytest
 
-from protocol.api import API_TABLE, ApiKey, ApiSpec
-from server.handlers.routes import _TABLE, ROUTES
+from kcoord.protocol.api import API_TABLE, ApiKey, ApiSpec
+from kcoord.server.handlers.routes import _TABLE, ROUTES
 
 SPECS = sorted(API_TABLE.values(), key=lambda s: s.key)
 
@@ -66,7 +66,7 @@ def test_every_served_api_has_a_route_declared_once_whose_functions_load():
         assert ROUTES[key] is route  # loaded once
     for d in _TABLE:
         if d.fast is not None:
-            assert ROUTES[d.key].fast is getattr(importlib.import_module("protocol.fastpath"), d.fast)
+            assert ROUTES[d.key].fast is getattr(importlib.import_module("kcoord.protocol.fastpath"), d.fast)
         if d.direct is not None:
             assert callable(ROUTES[d.key].direct)
 
@@ -75,7 +75,7 @@ def test_every_route_names_an_authorization_policy_that_loads_and_a_known_virtua
     """Everything about an API is on its route: its policy (and the quick check of a direct
     route's usual case) resolves to a function under server/security/policies/, and its
     virtual-broker routing is one server/virtual/routing.py knows."""
-    from server.virtual.routing import ROUTED
+    from kcoord.server.virtual.routing import ROUTED
 
     kinds = {"group", "partitioned", "metadata", "find_coordinator", "describe_cluster", "list_groups"}
     for d in _TABLE:

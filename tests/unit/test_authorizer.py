@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from server.handlers import HANDLERS
-from server.handlers.routes import POLICIES
-from server.security.acl import (
+from kcoord.server.handlers import HANDLERS
+from kcoord.server.handlers.routes import POLICIES
+from kcoord.server.security.acl import (
     AclFilter,
     AclOperation,
     AclPermissionType,
@@ -17,7 +17,7 @@ from server.security.acl import (
     ResourceType,
     StandardAcl,
 )
-from server.security.authorizer import Authorizer, parse_super_users
+from kcoord.server.security.authorizer import Authorizer, parse_super_users
 
 Op, Perm, Pat, Res = AclOperation, AclPermissionType, PatternType, ResourceType
 HOST = "10.0.0.1"
@@ -107,8 +107,8 @@ def test_the_commit_fast_path_follows_acl_changes(tmp_path):
     authorizer's cache when the ACLs change (a DENY added, an ALLOW deleted)."""
     from kafka.protocol.consumer import OffsetCommitRequest
 
-    from protocol.api import ApiKey
-    from server.handlers.routes import ALLOWED_AS_IS
+    from kcoord.protocol.api import ApiKey
+    from kcoord.server.handlers.routes import ALLOWED_AS_IS
 
     T = OffsetCommitRequest.OffsetCommitRequestTopic
 

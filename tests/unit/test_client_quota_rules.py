@@ -6,14 +6,14 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.producer.produce import ProduceResponse
 
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from server.config import Config
-from server.quotas import store
-from server.quotas.entities import Filter, QuotaError
-from server.quotas.gate import throttle_slot, with_throttle
-from server.quotas.manager import QuotaManager, _resolve
-from server.quotas.rate import Rate
+from kcoord.protocol.api import ApiKey
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.config import Config
+from kcoord.server.quotas import store
+from kcoord.server.quotas.entities import Filter, QuotaError
+from kcoord.server.quotas.gate import throttle_slot, with_throttle
+from kcoord.server.quotas.manager import QuotaManager, _resolve
+from kcoord.server.quotas.rate import Rate
 
 
 def test_alter_makes_records_only_for_changes_and_validate_errors_per_entry():
@@ -165,7 +165,7 @@ def test_throttle_time_goes_where_each_answer_carries_it():
 
 
 def test_token_bucket_starts_full_and_refills_at_the_rate():
-    from server.quotas.mutation import TokenBucket
+    from kcoord.server.quotas.mutation import TokenBucket
 
     b = TokenBucket()
     assert b.measure(2.0, 22.0, 1000) == 22.0
@@ -178,7 +178,7 @@ def test_token_bucket_starts_full_and_refills_at_the_rate():
 def test_idle_measures_are_forgotten_after_an_hour(tmp_path):
     import asyncio
 
-    from server.quotas import manager
+    from kcoord.server.quotas import manager
 
     now = [0]
     m = QuotaManager(Config({"log.dirs": str(tmp_path)}), tmp_path, clock_ms=lambda: now[0])

@@ -1,4 +1,4 @@
-"""protocol.coordinator_codec: every key/value version, against bytes built here from the
+"""kcoord.protocol.coordinator_codec: every key/value version, against bytes built here from the
 schema JSONs (an independent encoder, so a shared misunderstanding cannot hide)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from protocol.coordinator_codec import (
+from kcoord.protocol.coordinator_codec import (
     CodecError,
     decode_key,
     decode_record,
@@ -15,7 +15,7 @@ from protocol.coordinator_codec import (
     encode_key,
     encode_value,
 )
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     CoordinatorRecord,
     GroupKey,
     GroupValue,
@@ -130,7 +130,7 @@ def test_group_key_v2_layout_and_round_trip():
 def test_newer_key_versions_are_skipped(version, caplog):
     """Share- and streams-group keys (9-15, 17+) are not ours; consumer-group keys (3-8, 16) are
     (tests/unit/test_consumer_group_records.py)."""
-    caplog.set_level(logging.DEBUG, logger="protocol.coordinator_codec")
+    caplog.set_level(logging.DEBUG, logger="kcoord.protocol.coordinator_codec")
     b = i16(version) + string("g", False) + b"whatever follows"
     assert decode_key(b) is None
     assert decode_record(b, b"\x00\x00junk") is None

@@ -9,16 +9,16 @@ import shutil
 
 import pytest
 
-from protocol.coordinator_codec import encode_key, encode_value
-from protocol.coordinator_records import OffsetKey, OffsetValue
-from sidecar.compaction import (
+from kcoord.protocol.coordinator_codec import encode_key, encode_value
+from kcoord.protocol.coordinator_records import OffsetKey, OffsetValue
+from kcoord.sidecar.compaction import (
     Segment,
     compact_partition,
     iter_records,
     iter_segment_batches,
     read_partition_segments,
 )
-from sidecar.handoff import (
+from kcoord.sidecar.handoff import (
     InputChangedError,
     closed_segments,
     commit_swaps,
@@ -26,11 +26,11 @@ from sidecar.handoff import (
     publish,
     write_cleaned,
 )
-from sidecar.testdata import write_partition
-from sidecar.verify import replay_state
-from storage.log import PartitionLog
-from storage.segment import segment_name
-from storage.swap import SWAP_SUFFIX, complete_swap, pending_swaps, segment_bases
+from kcoord.sidecar.testdata import write_partition
+from kcoord.sidecar.verify import replay_state
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.segment import segment_name
+from kcoord.storage.swap import SWAP_SUFFIX, complete_swap, pending_swaps, segment_bases
 
 NOW = 1_700_000_000_000
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.config import SETTINGS, Config
-from server.config_catalogue import (
+from kcoord.server.config import SETTINGS, Config
+from kcoord.server.config_catalogue import (
     BROKER_CONFIGS,
     LONG_MAX,
     TOPIC_CONFIGS,
@@ -17,8 +17,8 @@ from server.config_catalogue import (
     java_double,
     parse_value,
 )
-from server.config_layers import BrokerConfigs
-from server.topics import Topic
+from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.topics import Topic
 
 # Kafka 3.9's LogConfig names (kafka-configs --describe --all of a topic lists exactly these).
 KAFKA_39_TOPIC_CONFIGS = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.config import Config
-from server.config_env import env_settings, setting_name
+from kcoord.server.config import Config
+from kcoord.server.config_env import env_settings, setting_name
 
 
 @pytest.mark.parametrize("variable, name", [
@@ -70,7 +70,7 @@ def test_a_bad_value_from_the_environment_is_refused():
 
 
 def test_the_command_line_reads_the_environment(monkeypatch, tmp_path):
-    from server import cli
+    from kcoord.server import cli
 
     monkeypatch.setenv("KAFKA_LOG_DIRS", str(tmp_path / "env-dir"))
     monkeypatch.setenv("KAFKA_NUM_PARTITIONS", "6")

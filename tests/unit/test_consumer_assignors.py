@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.group.consumer.assignors import (
+from kcoord.server.group.consumer.assignors import (
     GroupSpec,
     MemberSpec,
     PartitionAssignorError,

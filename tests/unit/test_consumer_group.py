@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from test_group_helpers import ConsumerHarness, E, FakeTopics, done, stable_group, sub
 
-from protocol.coordinator_codec import decode_record, encode_key, encode_value
-from server.clock import FakeClock
-from server.group.consumer.member import MemberState
-from server.group.coordinator import GroupCoordinator
+from kcoord.protocol.coordinator_codec import decode_record, encode_key, encode_value
+from kcoord.server.clock import FakeClock
+from kcoord.server.group.consumer.member import MemberState
+from kcoord.server.group.coordinator import GroupCoordinator
 
 G = "cg"
 
@@ -124,7 +124,7 @@ def test_joins_of_one_turn_share_one_assignment() -> None:
 
 
 def _join_req(member_id: str) -> Any:
-    from protocol.messages import ConsumerGroupHeartbeatRequest as R
+    from kcoord.protocol.messages import ConsumerGroupHeartbeatRequest as R
 
     return R(version=1, group_id=G, member_id=member_id, member_epoch=0, instance_id=None, rack_id=None,
              rebalance_timeout_ms=30000, subscribed_topic_names=["t"], subscribed_topic_regex=None,
@@ -139,8 +139,8 @@ def test_steady_heartbeat_writes_nothing_and_omits_the_assignment() -> None:
     r = done(h.cg_heartbeat(G, "m", 1))  # a keep-alive: nothing but the epoch
     assert r.error_code == 0 and r.assignment is None and len(h.log) == n
     # the server's fast path for it answers the same bytes
-    from protocol.fastpath import encode_consumer_group_heartbeat_answer
-    from protocol.messages import ConsumerGroupHeartbeatRequest as R
+    from kcoord.protocol.fastpath import encode_consumer_group_heartbeat_answer
+    from kcoord.protocol.messages import ConsumerGroupHeartbeatRequest as R
 
     req = R(version=1, group_id=G, member_id="m", member_epoch=1, instance_id=None, rack_id=None,
             rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
@@ -155,7 +155,7 @@ def test_keepalive_answers_a_value_not_bytes() -> None:
     ConsumerGroupHeartbeat route's encoder makes the bytes."""
     h = ConsumerHarness()
     Client(h, "m").join()
-    from protocol.messages import ConsumerGroupHeartbeatRequest as R
+    from kcoord.protocol.messages import ConsumerGroupHeartbeatRequest as R
 
     req = R(version=1, group_id=G, member_id="m", member_epoch=1, instance_id=None, rack_id=None,
             rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,

@@ -13,12 +13,12 @@ import pytest
 from test_consumer_group import Client, live_state
 from test_group_helpers import ConsumerHarness, E, FakeTopics, done, parked
 
-from protocol.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
-from protocol.coordinator_codec import decode_record, encode_key, encode_value
-from protocol.coordinator_records import ConsumerGroupMemberMetadataKey, GroupKey
-from server.clock import FakeClock
-from server.group.consumer.member import MemberState
-from server.group.coordinator import GroupCoordinator
+from kcoord.protocol.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
+from kcoord.protocol.coordinator_codec import decode_record, encode_key, encode_value
+from kcoord.protocol.coordinator_records import ConsumerGroupMemberMetadataKey, GroupKey
+from kcoord.server.clock import FakeClock
+from kcoord.server.group.consumer.member import MemberState
+from kcoord.server.group.coordinator import GroupCoordinator
 
 G = "cg"  # the group test_consumer_group.Client joins
 

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from protocol.coordinator_codec import (
+from kcoord.protocol.coordinator_codec import (
     CodecError,
     decode_key,
     decode_record,
@@ -18,7 +18,7 @@ from protocol.coordinator_codec import (
     encode_key,
     encode_value,
 )
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -88,8 +88,8 @@ def test_malformed_values_and_keys_are_codec_errors():
 
 
 def test_dump_prints_them(tmp_path, capsys):
-    from storage.dump import main
-    from storage.log import PartitionLog
+    from kcoord.storage.dump import main
+    from kcoord.storage.log import PartitionLog
 
     log = PartitionLog(str(tmp_path / "__consumer_offsets-0"))
     log.append_records([(encode_key(k), encode_value(v)) for _, k, v in RECORDS], 1000)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from protocol.api import API_TABLE, ApiKey
-from protocol.error_response import body_version, error_response
-from protocol.errors import ErrorCode
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.error_response import body_version, error_response
+from kcoord.protocol.errors import ErrorCode
 
 CODE = ErrorCode.NOT_COORDINATOR
 TOPIC_ID = uuid.uuid4()

@@ -9,9 +9,9 @@ import struct
 
 import pytest
 
-from server.app import Server
-from server.config import Config
-from server.control.plane import ControlPlane
+from kcoord.server.app import Server
+from kcoord.server.config import Config
+from kcoord.server.control.plane import ControlPlane
 
 
 def api_versions(correlation: int, client_id: bytes) -> bytes:

@@ -5,15 +5,15 @@ import asyncio
 import concurrent.futures
 import threading
 
-from protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
-from protocol.errors import ErrorCode
-from protocol.partitioner import partition_for
-from protocol.topics import OFFSETS_TOPIC
-from server.clock import SystemClock
-from server.group.shard import OffsetsLogWriter as CoordinatorWriter
-from storage.batch import split_batches
-from storage.flusher import GroupCommit, _commits
-from storage.log_manager import LogManager
+from kcoord.protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.partitioner import partition_for
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.clock import SystemClock
+from kcoord.server.group.shard import OffsetsLogWriter as CoordinatorWriter
+from kcoord.storage.batch import split_batches
+from kcoord.storage.flusher import GroupCommit, _commits
+from kcoord.storage.log_manager import LogManager
 
 N = 4
 
@@ -109,7 +109,7 @@ async def test_not_durable_in_time_is_answered_then_replayed_when_it_lands(tmp_p
 
 
 def test_cached_offset_keys_encode_like_fresh_ones():
-    from protocol.coordinator_codec import _OFFSET_KEYS, decode_key, encode_key, offset_key
+    from kcoord.protocol.coordinator_codec import _OFFSET_KEYS, decode_key, encode_key, offset_key
 
     k = offset_key("grp", "topic", 7)
     assert k is offset_key("grp", "topic", 7)  # shared by the commits of that partition

@@ -10,11 +10,11 @@ from kafka.protocol.admin import CreatePartitionsRequest
 from kafka.protocol.metadata import MetadataRequest
 from test_produce_helpers import batch, call, make_broker, produce
 
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode as E
-from server.broker import Broker
-from server.config import Config
-from storage.partition_metadata import read_partition_metadata
+from kcoord.protocol.api import ApiKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.broker import Broker
+from kcoord.server.config import Config
+from kcoord.storage.partition_metadata import read_partition_metadata
 
 T = CreatePartitionsRequest.CreatePartitionsTopic
 

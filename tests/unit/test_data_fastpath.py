@@ -8,7 +8,7 @@ import pytest
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.producer import ProduceResponse
 
-from protocol.data_fastpath import encode_fetch_response, encode_produce_response
+from kcoord.protocol.data_fastpath import encode_fetch_response, encode_produce_response
 
 PT = ProduceResponse.TopicProduceResponse
 PP = PT.PartitionProduceResponse
@@ -61,7 +61,7 @@ def test_a_fetch_topic_without_an_id_is_answered_with_the_zero_uuid():
     encodes a null uuid: 16 zero bytes, not an internal error."""
     from kafka.protocol.consumer import FetchResponse
 
-    from protocol.data_fastpath import encode_fetch_response
+    from kcoord.protocol.data_fastpath import encode_fetch_response
 
     body = encode_fetch_response(13, 0, 0, [(None, [(0, 3, -1, -1, -1, None, b"")])])
     resp = FetchResponse.decode(body, version=13)

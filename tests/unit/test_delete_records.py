@@ -10,12 +10,12 @@ from kafka.protocol.admin import DeleteRecordsRequest
 from test_delete_topics import delete, ready
 from test_produce_helpers import NOW, batch, call, decode_records, fetch_req, list_offsets_req, produce
 
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode as E
-from server.broker import Broker
-from server.config import Config
-from server.deferred import Deferred
-from storage.log_manager import LOG_START_OFFSET_CHECKPOINT
+from kcoord.protocol.api import ApiKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.broker import Broker
+from kcoord.server.config import Config
+from kcoord.server.deferred import Deferred
+from kcoord.storage.log_manager import LOG_START_OFFSET_CHECKPOINT
 
 T = DeleteRecordsRequest.DeleteRecordsTopic
 

@@ -21,13 +21,13 @@ from test_produce_helpers import (
     produce,
 )
 
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode as E
-from server.broker import Broker
-from server.config import Config
-from server.deferred import Deferred
-from storage.log_deletion import is_delete_dir
-from storage.partition_metadata import read_partition_metadata
+from kcoord.protocol.api import ApiKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.broker import Broker
+from kcoord.server.config import Config
+from kcoord.server.deferred import Deferred
+from kcoord.storage.log_deletion import is_delete_dir
+from kcoord.storage.partition_metadata import read_partition_metadata
 
 ZERO = uuid.UUID(int=0)
 
@@ -305,7 +305,7 @@ async def test_a_delete_while_loading_finishes_after_the_load_and_blocks_the_nam
 async def test_a_deletion_cut_short_is_finished_by_the_next_start(tmp_path, stop_after):
     """In process: the steps a crash would leave done, replayed by hand, then a start-up
     (tests/integration/test_topic_deletion_crash.py SIGKILLs a real server at each step)."""
-    from storage.log_deletion import rename_for_delete
+    from kcoord.storage.log_deletion import rename_for_delete
 
     b = await ready(tmp_path)
     b.create_topic("t", 3, {})
@@ -332,7 +332,7 @@ async def test_a_deletion_cut_short_is_finished_by_the_next_start(tmp_path, stop
 async def test_start_up_leaves_a_directory_of_another_topic_id_alone(tmp_path):
     """A directory under the deleted name that belongs to another topic id is not the
     deleted topic's: the resumed deletion does not touch it."""
-    from storage.partition_metadata import write_partition_metadata
+    from kcoord.storage.partition_metadata import write_partition_metadata
 
     b = await ready(tmp_path)
     b.create_topic("t", 1, {})

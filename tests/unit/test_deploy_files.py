@@ -38,7 +38,7 @@ def test_server_service_volume_listeners_port_and_health():
     assert "127.0.0.1:${KCOORD_PORT:-9092}:9092" in kcoord["ports"]  # the host's loopback only
     assert env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"] == "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"
     health = kcoord["healthcheck"]["test"]
-    assert health[0] == "CMD" and "server.healthcheck" in health  # a real ApiVersions
+    assert health[0] == "CMD" and "kcoord.server.healthcheck" in health  # a real ApiVersions
 
 
 def test_sidecar_and_compactor_share_the_volume():

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import HeartbeatRequest
 
-from protocol.fastpath import FastDecodeError, decode_heartbeat
+from kcoord.protocol.fastpath import FastDecodeError, decode_heartbeat
 
 names = st.text(max_size=40)
 
@@ -42,7 +42,7 @@ def test_truncated_heartbeat_raises(cut):
 def test_cached_heartbeat_response_matches_generic_encoder(version, error):
     from kafka.protocol.consumer import HeartbeatResponse
 
-    from protocol.fastpath import heartbeat_response_body
+    from kcoord.protocol.fastpath import heartbeat_response_body
 
     body = heartbeat_response_body(version, error)
     assert body == bytes(HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error).encode())
@@ -55,7 +55,7 @@ def test_cached_heartbeat_response_matches_generic_encoder(version, error):
 def test_offset_commit_response_matches_generic_encoder(version, topics):
     from kafka.protocol.consumer import OffsetCommitResponse
 
-    from protocol.fastpath import encode_offset_commit_response
+    from kcoord.protocol.fastpath import encode_offset_commit_response
 
     T = OffsetCommitResponse.OffsetCommitResponseTopic
     P = T.OffsetCommitResponsePartition
@@ -72,7 +72,7 @@ def test_offset_commit_response_matches_generic_encoder(version, topics):
 def test_offset_commit_request_matches_generic_decoder(version, group, gen, member, instance, retention, topics):
     from kafka.protocol.consumer import OffsetCommitRequest
 
-    from protocol.fastpath import decode_offset_commit
+    from kcoord.protocol.fastpath import decode_offset_commit
 
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     P = T.OffsetCommitRequestPartition
@@ -110,7 +110,7 @@ def _commit_v8(group="g", member="m", instance=None, topics=(("t", ((0, 5, -1, "
 
 def _general_reader_calls(monkeypatch) -> list:
     """Record the fallbacks of the straight OffsetCommit v8+ reader to the general one."""
-    import protocol.fastpath as fastpath
+    import kcoord.protocol.fastpath as fastpath
 
     calls: list = []
     general = fastpath._offset_commit_general
@@ -124,7 +124,7 @@ def _general_reader_calls(monkeypatch) -> list:
 
 
 def test_offset_commit_straight_reader_reads_what_clients_send(monkeypatch):
-    from protocol.fastpath import decode_offset_commit
+    from kcoord.protocol.fastpath import decode_offset_commit
 
     calls = _general_reader_calls(monkeypatch)
     body = _commit_v8(instance="i", topics=(("a", ((0, 5, 2, ""), (7, 2**40, -1, None))), ("b", ((1, 9, 0, "md"),))))
@@ -144,7 +144,7 @@ def test_offset_commit_straight_reader_reads_what_clients_send(monkeypatch):
     (b"\x02\xff" + _commit_v8()[2:], None),       # not UTF-8
 ])
 def test_offset_commit_straight_reader_leaves_the_rest_to_the_general_reader(monkeypatch, body, group):
-    from protocol.fastpath import decode_offset_commit
+    from kcoord.protocol.fastpath import decode_offset_commit
 
     calls = _general_reader_calls(monkeypatch)
     if group is None:
@@ -161,7 +161,7 @@ def test_offset_commit_straight_reader_leaves_the_rest_to_the_general_reader(mon
 def test_offset_commit_rows_encode_like_kafka_python(version, rows):
     from kafka.protocol.consumer import OffsetCommitResponse
 
-    from protocol.fastpath import OffsetCommitResponseData
+    from kcoord.protocol.fastpath import OffsetCommitResponseData
 
     T = OffsetCommitResponse.OffsetCommitResponseTopic
     P = T.OffsetCommitResponsePartition
@@ -182,8 +182,8 @@ def test_offset_commit_rows_encode_like_kafka_python(version, rows):
 def test_dispatch_body_start_agrees_with_read_client_id(client_id, header_version, tagged, cut):
     """The dispatcher skips the client id of a Heartbeat without decoding it: same body offset,
     and the same refusal of a truncated header."""
-    from protocol.headers import read_client_id
-    from server.dispatch import _body_start
+    from kcoord.protocol.headers import read_client_id
+    from kcoord.server.dispatch import _body_start
 
     frame = b"\x00\x0c\x00\x04\x00\x00\x00\x07"
     frame += b"\xff\xff" if client_id is None else len(client_id).to_bytes(2, "big") + client_id
@@ -205,9 +205,9 @@ def test_dispatch_body_start_agrees_with_read_client_id(client_id, header_versio
        regex=st.none() | names, owned=st.none() | st.lists(st.tuples(st.uuids(), st.lists(st.integers(0, 2**31 - 1),
                                                                                               max_size=5)), max_size=3))
 def test_consumer_group_heartbeat_matches_generic_codecs(version, group, member, epoch, instance, topics, regex, owned):
-    from protocol.fastpath import ConsumerGroupHeartbeatResponseData, decode_consumer_group_heartbeat
-    from protocol.messages import ConsumerGroupHeartbeatRequest as R
-    from protocol.messages import ConsumerGroupHeartbeatResponse as S
+    from kcoord.protocol.fastpath import ConsumerGroupHeartbeatResponseData, decode_consumer_group_heartbeat
+    from kcoord.protocol.messages import ConsumerGroupHeartbeatRequest as R
+    from kcoord.protocol.messages import ConsumerGroupHeartbeatResponse as S
 
     req = R(version=version, group_id=group, member_id=member, member_epoch=epoch, instance_id=instance, rack_id=None,
             rebalance_timeout_ms=-1, subscribed_topic_names=topics, subscribed_topic_regex=regex if version else None,
@@ -226,13 +226,13 @@ def test_consumer_group_heartbeat_matches_generic_codecs(version, group, member,
 
 
 def test_truncated_consumer_group_heartbeat_raises():
-    from protocol.fastpath import decode_consumer_group_heartbeat
-    from protocol.messages import ConsumerGroupHeartbeatRequest as R
+    from kcoord.protocol.fastpath import decode_consumer_group_heartbeat
+    from kcoord.protocol.messages import ConsumerGroupHeartbeatRequest as R
 
     body = bytes(R(version=1, group_id="g", member_id="m", member_epoch=1, instance_id=None, rack_id=None,
                    rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
                    server_assignor=None, topic_partitions=None).encode())
-    from protocol.headers import HeaderError
+    from kcoord.protocol.headers import HeaderError
 
     for cut in range(1, len(body)):
         with pytest.raises((FastDecodeError, HeaderError)):  # the dispatcher closes the connection

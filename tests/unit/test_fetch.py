@@ -7,10 +7,10 @@ import uuid
 import pytest
 from test_produce_helpers import batch, call, decode_records, fetch_req, make_broker, produce
 
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode as E
-from server.data_plane import data_plane, run_topic_retention
-from server.deferred import Deferred
+from kcoord.protocol.api import ApiKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.data_plane import data_plane, run_topic_retention
+from kcoord.server.deferred import Deferred
 
 
 @pytest.fixture

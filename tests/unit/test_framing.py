@@ -2,8 +2,8 @@ import struct
 
 import pytest
 
-from protocol.framing import FrameDecoder, FrameTooLarge, frame
-from protocol.headers import HeaderError, encode_response_header, parse_request_header
+from kcoord.protocol.framing import FrameDecoder, FrameTooLarge, frame
+from kcoord.protocol.headers import HeaderError, encode_response_header, parse_request_header
 
 
 def test_whole_frame():

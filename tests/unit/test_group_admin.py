@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from test_group_helpers import E, Harness, done, stable_group
 
-from protocol.coordinator_records import GroupKey, OffsetKey
+from kcoord.protocol.coordinator_records import GroupKey, OffsetKey
 
 G = "group"
 

@@ -16,13 +16,13 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
 )
 
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode
-from server.clock import FakeClock
-from server.deferred import Deferred
-from server.group.config import GroupConfig
-from server.group.coordinator import GroupCoordinator
-from server.group.result import CoordinatorResult
+from kcoord.protocol.coordinator_records import CoordinatorRecord
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.clock import FakeClock
+from kcoord.server.deferred import Deferred
+from kcoord.server.group.config import GroupConfig
+from kcoord.server.group.coordinator import GroupCoordinator
+from kcoord.server.group.result import CoordinatorResult
 
 E = ErrorCode
 
@@ -299,7 +299,7 @@ class FakeTopics:
             self.create(name, n)
 
     def create(self, name: str, partitions: int) -> None:
-        from protocol.coordinator_records import TopicMetadata
+        from kcoord.protocol.coordinator_records import TopicMetadata
 
         old = self.by_name.get(name)
         tid = old.topic_id if old is not None else self._uuid.uuid5(self._uuid.NAMESPACE_OID, name)
@@ -335,7 +335,7 @@ class ConsumerHarness(Harness):
                      regex: str | None = None, owned: dict[str, set[int]] | None | bool = None,
                      rebalance: int = -1, instance: str | None = None, assignor: str | None = None,
                      rack: str | None = None, version: int = 1) -> Any:
-        from protocol.messages import ConsumerGroupHeartbeatRequest as R
+        from kcoord.protocol.messages import ConsumerGroupHeartbeatRequest as R
 
         if owned is True:
             owned = {}
@@ -352,7 +352,7 @@ class ConsumerHarness(Harness):
                                  else ["t"], owned={}, **kw)
 
     def cg_describe(self, *groups: str, version: int = 1) -> Any:
-        from protocol.messages import ConsumerGroupDescribeRequest as D
+        from kcoord.protocol.messages import ConsumerGroupDescribeRequest as D
 
         req = D(version=version, group_ids=list(groups), include_authorized_operations=False)
         return self.run(self.coord.consumer_group_describe(wire(req, version), version))

@@ -572,9 +572,9 @@ def test_v0_join_uses_session_timeout_as_rebalance_timeout() -> None:
 
 
 def test_background_writes_queue_until_a_writer_is_set() -> None:
-    from server.clock import FakeClock
-    from server.group.config import GroupConfig
-    from server.group.coordinator import GroupCoordinator
+    from kcoord.server.clock import FakeClock
+    from kcoord.server.group.config import GroupConfig
+    from kcoord.server.group.coordinator import GroupCoordinator
 
     h = h_()
     ids, gen, leader = stable_group(h, G, 1, session=10000)

@@ -6,7 +6,7 @@ import logging
 
 from test_group_helpers import E, Harness, done, stable_group, sub
 
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     CoordinatorRecord,
     GroupKey,
     GroupValue,
@@ -342,7 +342,7 @@ def test_unknown_key_is_skipped(caplog) -> None:
 def test_million_offsets_are_compact() -> None:
     import tracemalloc
 
-    from server.group.offsets import OffsetStore
+    from kcoord.server.group.offsets import OffsetStore
     tracemalloc.start()
     s = OffsetStore()
     base = tracemalloc.get_traced_memory()[0]

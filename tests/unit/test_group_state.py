@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.group.classic.state import (
+from kcoord.server.group.classic.state import (
     REQUEST_OUTCOMES,
     VALID_PREVIOUS_STATES,
     GroupState,
@@ -49,7 +49,7 @@ def test_wire_names() -> None:
 
 
 def test_group_transitions_go_through_the_table() -> None:
-    from server.group.classic.group import ClassicGroup as GroupMetadata
+    from kcoord.server.group.classic.group import ClassicGroup as GroupMetadata
     g = GroupMetadata("g", 0)
     with pytest.raises(IllegalStateTransition):
         g.transition_to(S.STABLE, 1)

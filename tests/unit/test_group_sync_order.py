@@ -11,10 +11,10 @@ import pytest
 from kafka.protocol.consumer import JoinGroupRequest, SyncGroupRequest
 from test_produce_helpers import call, settle
 
-from protocol.api import ApiKey
-from server.broker import Broker
-from server.config import Config
-from server.deferred import Deferred
+from kcoord.protocol.api import ApiKey
+from kcoord.server.broker import Broker
+from kcoord.server.config import Config
+from kcoord.server.deferred import Deferred
 
 G = "order-group"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from server.config import SETTINGS, Config
-from server.config_catalogue import BROKER_CONFIGS
-from server.kafka_config_names import kafka_broker_config_names, known_to_kafka
+from kcoord.server.config import SETTINGS, Config
+from kcoord.server.config_catalogue import BROKER_CONFIGS
+from kcoord.server.kafka_config_names import kafka_broker_config_names, known_to_kafka
 
 
 def test_the_list_holds_kafkas_broker_configs_and_nothing_of_kcoords_own():

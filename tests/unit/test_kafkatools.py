@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from server.kafkatools import configs, consumer_groups, topics
+from kcoord.server.kafkatools import configs, consumer_groups, topics
 
 
 def test_topic_filter_is_kafkas_include_list():
@@ -114,7 +114,7 @@ def test_misuse_is_answered_with_usage_and_exit_1(capsys):
 
 
 def test_acl_operations_principals_and_roles():
-    from server.kafkatools import acls
+    from kcoord.server.kafkatools import acls
 
     assert acls.operation("IdempotentWrite") == "IDEMPOTENT_WRITE" and acls.operation("all") == "ALL"
     with pytest.raises(acls.UsageError):

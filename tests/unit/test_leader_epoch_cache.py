@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from storage.leader_epoch import (
+from kcoord.storage.leader_epoch import (
     CHECKPOINT_FILE,
     CorruptCheckpointError,
     LeaderEpochCache,

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from test_produce_helpers import NOW, batch, call, list_offsets_req, make_broker, produce
 
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode as E
-from server.data_plane import run_topic_retention
+from kcoord.protocol.api import ApiKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.data_plane import run_topic_retention
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from storage.log_deletion import delete_dir_name, is_delete_dir
-from storage.log_manager import parse_partition_dir
+from kcoord.storage.log_deletion import delete_dir_name, is_delete_dir
+from kcoord.storage.log_manager import parse_partition_dir
 
 
 def test_a_shared_id_still_gives_every_partition_its_own_name_that_no_start_up_opens() -> None:

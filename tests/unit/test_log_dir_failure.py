@@ -10,14 +10,14 @@ import os
 
 import pytest
 
-from protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
-from protocol.errors import ErrorCode, error_code_of
-from protocol.topics import OFFSETS_TOPIC
-from server.clock import SystemClock
-from server.group.shard import OffsetsLogWriter as CoordinatorWriter
-from storage.flusher import GroupCommit
-from storage.log_dir_failure import LogDirFailureChannel, LogDirOfflineError
-from storage.log_manager import LogManager
+from kcoord.protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
+from kcoord.protocol.errors import ErrorCode, error_code_of
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.clock import SystemClock
+from kcoord.server.group.shard import OffsetsLogWriter as CoordinatorWriter
+from kcoord.storage.flusher import GroupCommit
+from kcoord.storage.log_dir_failure import LogDirFailureChannel, LogDirOfflineError
+from kcoord.storage.log_manager import LogManager
 
 
 def _manager(tmp_path) -> LogManager:

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 from test_produce_helpers import batch, make_broker, produce
 
-from server.handlers import NO_RESPONSE
-from server.log_flush import flush_dirty_logs
+from kcoord.server.handlers import NO_RESPONSE
+from kcoord.server.log_flush import flush_dirty_logs
 
 
 @pytest.fixture

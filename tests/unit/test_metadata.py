@@ -9,8 +9,8 @@ import pytest
 from kafka.protocol.metadata import MetadataRequest
 from test_produce_helpers import call, make_broker
 
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode as E
+from kcoord.protocol.api import ApiKey
+from kcoord.protocol.errors import ErrorCode as E
 
 ZERO = uuid.UUID(int=0)
 T = MetadataRequest.MetadataRequestTopic

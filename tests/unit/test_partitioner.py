@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.partitioner import INT_MIN, java_string_hashcode, kafka_abs, partition_for
+from kcoord.protocol.partitioner import INT_MIN, java_string_hashcode, kafka_abs, partition_for
 
 
 def java_hash_reference(s: str) -> int:

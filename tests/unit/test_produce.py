@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from test_produce_helpers import NOW, batch, call, decode_records, make_broker, produce, produce_req
 
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode as E
-from server.handlers import NO_RESPONSE
+from kcoord.protocol.api import ApiKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.handlers import NO_RESPONSE
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ async def test_acks_zero_sends_nothing_and_appends(broker):
 
 
 async def test_acks_zero_error_closes_the_connection(broker):
-    from server.dispatch import CloseConnection
+    from kcoord.server.dispatch import CloseConnection
 
     with pytest.raises(CloseConnection):
         await produce(broker, "nope", 0, batch([b"a"]), acks=0)
@@ -282,7 +282,7 @@ async def test_producer_with_a_sequence_but_no_producer_id_field_is_invalid(brok
 async def test_request_timeout_for_a_flush_is_request_timed_out(broker, monkeypatch):
     import asyncio
 
-    import server.handlers.produce as produce_mod
+    import kcoord.server.handlers.produce as produce_mod
 
     async def slow_sync(log, offset):
         await asyncio.sleep(10)

@@ -9,13 +9,13 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 
-from protocol.api import API_TABLE, ApiKey
-from server.broker import Broker
-from server.clock import FakeClock
-from server.config import Config
-from server.context import RequestContext
-from server.deferred import Deferred
-from server.handlers import HANDLERS, NO_RESPONSE
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.server.broker import Broker
+from kcoord.server.clock import FakeClock
+from kcoord.server.config import Config
+from kcoord.server.context import RequestContext
+from kcoord.server.deferred import Deferred
+from kcoord.server.handlers import HANDLERS, NO_RESPONSE
 
 NOW = 1_700_000_000_000
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from protocol.errors import ErrorCode, KafkaError
-from server.producers import (
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.producers import (
     INT32_MAX,
     PartitionProducerState,
     ProducerIdManager,
@@ -14,8 +14,8 @@ from server.producers import (
     in_sequence,
     increment_sequence,
 )
-from storage.batch import split_batches
-from storage.log import PartitionLog
+from kcoord.storage.batch import split_batches
+from kcoord.storage.log import PartitionLog
 
 
 def header(pid: int, epoch: int, seq: int, count: int = 1, ts: int = 1000):
@@ -191,7 +191,7 @@ async def test_init_producer_id_handler(tmp_path):
     from kafka.protocol.producer import InitProducerIdRequest
     from test_produce_helpers import call, make_broker, settle
 
-    from protocol.api import ApiKey
+    from kcoord.protocol.api import ApiKey
 
     def req(version, tid=None, pid=-1, epoch=-1):
         return InitProducerIdRequest(version=version, transactional_id=tid, transaction_timeout_ms=60000,

@@ -1,8 +1,8 @@
 """The generic delayed-operation purgatory."""
 from __future__ import annotations
 
-from server.clock import FakeClock
-from server.purgatory import DelayedOperation, Purgatory
+from kcoord.server.clock import FakeClock
+from kcoord.server.purgatory import DelayedOperation, Purgatory
 
 
 class Op(DelayedOperation):

@@ -12,10 +12,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import rdkafka_security as sec  # noqa: E402
 
-from server.config import Config  # noqa: E402
-from server.listeners import listener_specs  # noqa: E402
-from server.security.jaas import plain_users  # noqa: E402
-from server.security.tls import server_context  # noqa: E402
+from kcoord.server.config import Config  # noqa: E402
+from kcoord.server.listeners import listener_specs  # noqa: E402
+from kcoord.server.security.jaas import plain_users  # noqa: E402
+from kcoord.server.security.tls import server_context  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command line")
 

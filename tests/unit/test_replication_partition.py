@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.errors import ErrorCode as E
-from server.cluster.partition_state import PartitionState
-from server.replication.partition import FollowerState, PartitionReplica, leader_epoch_error, truncation_point
-from storage.leader_epoch import LeaderEpochCache
-from storage.log import PartitionLog
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.cluster.partition_state import PartitionState
+from kcoord.server.replication.partition import (
+    FollowerState,
+    PartitionReplica,
+    leader_epoch_error,
+    truncation_point,
+)
+from kcoord.storage.leader_epoch import LeaderEpochCache
+from kcoord.storage.log import PartitionLog
 
 LAG = 30000
 

@@ -9,20 +9,20 @@ import subprocess
 
 import pytest
 
-from server.config import Config
-from server.listeners import listener_setting
-from server.security.jaas import JaasError, parse_jaas_config, plain_users
-from server.security.plain import PlainAuthenticationFailed, PlainServer
-from server.security.principal import SslPrincipalMapper, subject_dn
-from server.security.sasl import TRANSITIONS, Input, State
-from server.security.scram import (
+from kcoord.server.config import Config
+from kcoord.server.listeners import listener_setting
+from kcoord.server.security.jaas import JaasError, parse_jaas_config, plain_users
+from kcoord.server.security.plain import PlainAuthenticationFailed, PlainServer
+from kcoord.server.security.principal import SslPrincipalMapper, subject_dn
+from kcoord.server.security.sasl import TRANSITIONS, Input, State
+from kcoord.server.security.scram import (
     ScramAuthenticationFailed,
     ScramMechanism,
     ScramServer,
     credential_from_password,
     username,
 )
-from server.security.settings import Password
+from kcoord.server.security.settings import Password
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
@@ -169,8 +169,8 @@ def test_recorded_requests_show_no_secrets():
     from kafka.protocol.admin import AlterUserScramCredentialsRequest, IncrementalAlterConfigsRequest
     from kafka.protocol.sasl import SaslAuthenticateRequest
 
-    from protocol.api import ApiKey
-    from server.control.recorder import Recorder
+    from kcoord.protocol.api import ApiKey
+    from kcoord.server.control.recorder import Recorder
 
     rec = Recorder(10)
     U = AlterUserScramCredentialsRequest.ScramCredentialUpsertion

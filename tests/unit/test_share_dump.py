@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import uuid
 
-from protocol import share_records as sr
-from storage.dump import main
-from storage.log import PartitionLog
+from kcoord.protocol import share_records as sr
+from kcoord.storage.dump import main
+from kcoord.storage.log import PartitionLog
 
 T1 = uuid.UUID("11111111-2222-3333-4444-555555555555")
 

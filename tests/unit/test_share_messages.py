@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from protocol import share_messages
+from kcoord.protocol import share_messages
 
 GOLDEN = json.loads((pathlib.Path(__file__).parent / "share_messages_golden.json").read_text())["cases"]
 SCHEMAS = pathlib.Path(share_messages.__file__).parent / "schemas"
@@ -106,6 +106,6 @@ def test_every_served_version_has_a_golden_case():
 def test_not_served_yet():
     """Foundation only: ApiVersions does not advertise the share APIs until the group type is
     composed into the coordinator (docs/share-groups.md)."""
-    from protocol import api
+    from kcoord.protocol import api
     assert not {int(k) for k in api.ApiKey} & {76, 77, 78, 79, 90, 91, 92}
     assert "share_messages" not in pathlib.Path(api.__file__).read_text()

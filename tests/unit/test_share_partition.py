@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.errors import ErrorCode
-from server.group.share.partition import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.share.partition import (
     DELIVERY_COUNT_LIMIT_DEFAULT,
     PARTITION_MAX_RECORD_LOCKS_DEFAULT,
     RECORD_LOCK_DURATION_MS_DEFAULT,

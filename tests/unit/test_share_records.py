@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from protocol import share_records as sr
+from kcoord.protocol import share_records as sr
 
 T1 = uuid.UUID("11111111-2222-3333-4444-555555555555")
 T2 = uuid.UUID("00000000-0000-0000-0000-0000000000ff")

@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from sidecar.pipeline import code_zip
+from kcoord.sidecar.pipeline import code_zip
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def test_the_offsets_codec_loads_from_the_zip_alone(tmp_path):
     path = code_zip(str(tmp_path))
     # -S -I: no site-packages and no project directory; the zip and the dependencies only
     deps = sorted({str(Path(m.__file__).parents[1]) for m in (__import__("kafka"),)})
-    script = ("import sys; sys.path[:0] = sys.argv[1:]; import protocol.consumer_group_codec as c; "
+    script = ("import sys; sys.path[:0] = sys.argv[1:]; import kcoord.protocol.consumer_group_codec as c; "
               "assert c.__file__.startswith(sys.argv[1]), c.__file__; print('ok')")
     r = subprocess.run([sys.executable, "-I", "-S", "-c", script, path, *deps], cwd=tmp_path,
                        capture_output=True, text=True, timeout=60)

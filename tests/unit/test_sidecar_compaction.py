@@ -8,9 +8,9 @@ import time
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from protocol.coordinator_codec import encode_key, encode_value
-from protocol.coordinator_records import OffsetKey, OffsetValue
-from sidecar.compaction import (
+from kcoord.protocol.coordinator_codec import encode_key, encode_value
+from kcoord.protocol.coordinator_records import OffsetKey, OffsetValue
+from kcoord.sidecar.compaction import (
     Segment,
     compact_partition,
     group_segments,
@@ -18,11 +18,11 @@ from sidecar.compaction import (
     iter_segment_batches,
     read_partition_segments,
 )
-from sidecar.partition_io import DirectoryOutput, input_records, output_records, process_partition
-from sidecar.testdata import DAY_MS, write_partition
-from sidecar.verify import diff_states, replay_state
-from storage.batch import CorruptBatchError, build_batch, parse_header
-from storage.log import PartitionLog
+from kcoord.sidecar.partition_io import DirectoryOutput, input_records, output_records, process_partition
+from kcoord.sidecar.testdata import DAY_MS, write_partition
+from kcoord.sidecar.verify import diff_states, replay_state
+from kcoord.storage.batch import CorruptBatchError, build_batch, parse_header
+from kcoord.storage.log import PartitionLog
 
 NOW = 1_700_000_000_000
 
@@ -227,7 +227,7 @@ def test_single_segment_is_untouched_and_grouping_respects_segment_bytes():
 
 
 def test_parse_header_of_empty_batch_roundtrips():
-    from sidecar.compaction import empty_batch
+    from kcoord.sidecar.compaction import empty_batch
     h = parse_header(build_batch([(key(1), val(1), NOW), (key(2), val(2), NOW)], 7))
     e = empty_batch(h)
     (h2, _), = list(iter_segment_batches(e))

@@ -8,15 +8,15 @@ from __future__ import annotations
 import json
 import os
 
-from sidecar.checkpoint import write_checkpoint
-from sidecar.compact import (
+from kcoord.sidecar.checkpoint import write_checkpoint
+from kcoord.sidecar.compact import (
     compacted_topics,
     default_cleanup_policy,
     find_partitions,
     pass_settings,
     plan_pass,
 )
-from storage.log import PartitionLog
+from kcoord.storage.log import PartitionLog
 
 
 def registry(log_dir, topics: dict[str, dict]) -> None:

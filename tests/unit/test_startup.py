@@ -11,8 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from protocol.topics import OFFSETS_TOPIC
-from storage.log_manager import LogManager
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.storage.log_manager import LogManager
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_serving_imports_no_client_library_and_the_deferred_inits_still_run_on_demand():
     code = """
 import sys
-from server.lazy_imports import defer_package_inits
+from kcoord.server.lazy_imports import defer_package_inits
 defer_package_inits()
-import server.app
-import server.handlers
+import kcoord.server.app
+import kcoord.server.handlers
 skipped = [m for m in ("kafka.admin", "kafka.consumer", "kafka.producer", "kafka.protocol.admin.client_quotas",
                        "aiokafka.client", "aiokafka.record.memory_records", "prometheus_client")
            if m in sys.modules]
@@ -62,15 +62,15 @@ def test_a_new_server_answers_api_versions_before_loading_any_other_api_and_load
     # a fresh interpreter: what this one has imported says nothing about a new server
     code = """
 import asyncio, struct, sys
-from server.lazy_imports import defer_package_inits
+from kcoord.server.lazy_imports import defer_package_inits
 defer_package_inits()
-from server.broker import Broker
-from server.config import Config
-from server.dispatch import Dispatcher
+from kcoord.server.broker import Broker
+from kcoord.server.config import Config
+from kcoord.server.dispatch import Dispatcher
 
-LAZY = ("server.handlers.groups", "server.handlers.metadata", "server.group.coordinator", "server.data_plane",
-        "server.txn.service", "storage.log", "kafka.protocol.consumer.group",
-        "kafka.protocol.metadata.metadata", "server.security.sasl", "server.security.authorizer")
+LAZY = ("kcoord.server.handlers.groups", "kcoord.server.handlers.metadata", "kcoord.server.group.coordinator", "kcoord.server.data_plane",
+        "kcoord.server.txn.service", "kcoord.storage.log", "kafka.protocol.consumer.group",
+        "kafka.protocol.metadata.metadata", "kcoord.server.security.sasl", "kcoord.server.security.authorizer")
 
 def frame(key, version, body):
     return struct.pack(">hhih", key, version, 7, 1) + b"t" + body
@@ -86,8 +86,8 @@ async def main():
     assert not loaded, loaded
     out = d.handle(frame(3, 1, struct.pack(">i", -1)), "127.0.0.1")  # Metadata v1, all topics
     assert struct.unpack(">ii", out[:8])[1] == 7, out[:8]
-    assert "server.handlers.metadata" in sys.modules and "kafka.protocol.metadata.metadata" in sys.modules
-    assert "server.group.coordinator" not in sys.modules
+    assert "kcoord.server.handlers.metadata" in sys.modules and "kafka.protocol.metadata.metadata" in sys.modules
+    assert "kcoord.server.group.coordinator" not in sys.modules
     await broker.stop()
     print("ok")
 
@@ -104,11 +104,11 @@ async def test_a_group_joined_before_the_background_start_is_not_dropped_by_load
     # start-up load must not then drop the group (its parked join answered NOT_COORDINATOR).
     from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 
-    from protocol.errors import ErrorCode
-    from server.broker import Broker
-    from server.config import Config
-    from server.dispatch import Dispatcher
-    from server.session import Session
+    from kcoord.protocol.errors import ErrorCode
+    from kcoord.server.broker import Broker
+    from kcoord.server.config import Config
+    from kcoord.server.dispatch import Dispatcher
+    from kcoord.server.session import Session
 
     broker = Broker(Config({"log.dirs": str(tmp_path / "data"), "group.initial.rebalance.delay.ms": 200}))
     await broker.start()

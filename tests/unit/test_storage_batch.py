@@ -1,4 +1,4 @@
-"""storage.batch, and a hand-checked byte fixture of one __consumer_offsets batch on disk."""
+"""kcoord.storage.batch, and a hand-checked byte fixture of one __consumer_offsets batch on disk."""
 from __future__ import annotations
 
 import os
@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from protocol.coordinator_codec import decode_record, encode_key, encode_value
-from protocol.coordinator_records import OffsetKey, OffsetValue
-from storage.batch import (
+from kcoord.protocol.coordinator_codec import decode_record, encode_key, encode_value
+from kcoord.protocol.coordinator_records import OffsetKey, OffsetValue
+from kcoord.storage.batch import (
     HEADER_SIZE,
     CorruptBatchError,
     build_batch,
@@ -21,7 +21,7 @@ from storage.batch import (
     set_log_append_time,
     split_batches,
 )
-from storage.log import PartitionLog
+from kcoord.storage.log import PartitionLog
 
 
 def crc32c_bitwise(data: bytes) -> int:

@@ -1,14 +1,14 @@
-"""storage.dump: `kcoord dump` over real segments, text and JSON, next to a live writer."""
+"""kcoord.storage.dump: `kcoord dump` over real segments, text and JSON, next to a live writer."""
 from __future__ import annotations
 
 import base64
 import json
 import os
 
-from protocol.coordinator_codec import encode_key, encode_value
-from protocol.coordinator_records import GroupKey, GroupValue, MemberValue, OffsetKey, OffsetValue
-from storage.dump import main
-from storage.log import PartitionLog
+from kcoord.protocol.coordinator_codec import encode_key, encode_value
+from kcoord.protocol.coordinator_records import GroupKey, GroupValue, MemberValue, OffsetKey, OffsetValue
+from kcoord.storage.dump import main
+from kcoord.storage.log import PartitionLog
 
 MEMBER = MemberValue("m-1", None, "client", "/127.0.0.1", 300000, 45000, b"sub", b"asg")
 

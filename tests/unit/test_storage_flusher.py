@@ -1,4 +1,4 @@
-"""storage.flusher group commit on real files with real fdatasync."""
+"""kcoord.storage.flusher group commit on real files with real fdatasync."""
 from __future__ import annotations
 
 import asyncio
@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from storage.flusher import GroupCommit, group_commit, sync
-from storage.log import PartitionLog
+from kcoord.storage.flusher import GroupCommit, group_commit, sync
+from kcoord.storage.log import PartitionLog
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ async def test_rounds_bound_the_gil_switch_interval(log):
     interpreter's default 5 ms (only ever lowered)."""
     import sys
 
-    from storage.flusher import SWITCH_INTERVAL_S
+    from kcoord.storage.flusher import SWITCH_INTERVAL_S
 
     before = sys.getswitchinterval()
     try:

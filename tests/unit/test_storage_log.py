@@ -1,4 +1,4 @@
-"""storage.log / storage.segment on real files: append, read, roll, reopen, index rebuild,
+"""kcoord.storage.log / kcoord.storage.segment on real files: append, read, roll, reopen, index rebuild,
 recovery of torn and corrupt tails, timestamps, retention, flush."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import zlib
 
 import pytest
 
-from storage.batch import CorruptBatchError, build_batch, split_batches
-from storage.log import OffsetOutOfRangeError, PartitionLog
-from storage.segment import UnsupportedLogFormatError, segment_name
+from kcoord.storage.batch import CorruptBatchError, build_batch, split_batches
+from kcoord.storage.log import OffsetOutOfRangeError, PartitionLog
+from kcoord.storage.segment import UnsupportedLogFormatError, segment_name
 
 
 def records(n: int, start: int = 0) -> list[tuple[bytes, bytes | None]]:
@@ -196,7 +196,7 @@ def test_torn_tail_is_cut_at_last_valid_batch(path, caplog):
     size = os.path.getsize(f)
     os.truncate(f, size - last_batch.size // 2)
 
-    with caplog.at_level(logging.WARNING, logger="storage.log"):
+    with caplog.at_level(logging.WARNING, logger="kcoord.storage.log"):
         log = PartitionLog(path)
     assert log.log_end_offset == 45
     assert os.path.getsize(f) == size - last_batch.size

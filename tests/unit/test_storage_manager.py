@@ -1,4 +1,4 @@
-"""storage.log_manager and storage.partition_metadata on a real directory."""
+"""kcoord.storage.log_manager and kcoord.storage.partition_metadata on a real directory."""
 from __future__ import annotations
 
 import os
@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from storage.log import OFFSETS_SEGMENT_BYTES
-from storage.log_manager import LogManager, parse_partition_dir
-from storage.partition_metadata import (
+from kcoord.storage.log import OFFSETS_SEGMENT_BYTES
+from kcoord.storage.log_manager import LogManager, parse_partition_dir
+from kcoord.storage.partition_metadata import (
     PartitionMetadataError,
     read_partition_metadata,
     topic_id_from_str,

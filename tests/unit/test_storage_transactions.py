@@ -2,14 +2,19 @@
 agree that committed transactional records count, aborted and open ones do not."""
 from __future__ import annotations
 
-from protocol.coordinator_codec import encode_key, encode_value
-from protocol.coordinator_records import OffsetKey, OffsetValue
-from sidecar.compaction import compact_partition, iter_records, iter_segment_batches, read_partition_segments
-from sidecar.partition_io import input_records
-from sidecar.testdata import control_batch, transactional_batch
-from storage.batch import build_batch
-from storage.log import PartitionLog
-from storage.transactions import ABORT, COMMIT, control_type, transaction_outcomes
+from kcoord.protocol.coordinator_codec import encode_key, encode_value
+from kcoord.protocol.coordinator_records import OffsetKey, OffsetValue
+from kcoord.sidecar.compaction import (
+    compact_partition,
+    iter_records,
+    iter_segment_batches,
+    read_partition_segments,
+)
+from kcoord.sidecar.partition_io import input_records
+from kcoord.sidecar.testdata import control_batch, transactional_batch
+from kcoord.storage.batch import build_batch
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.transactions import ABORT, COMMIT, control_type, transaction_outcomes
 
 NOW = 1_700_000_000_000
 

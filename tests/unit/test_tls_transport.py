@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from server.security.tls_transport import TlsProtocol, WriteBatch
+from kcoord.server.security.tls_transport import TlsProtocol, WriteBatch
 from tests.pki import Pki, make_pki
 
 

@@ -27,10 +27,10 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitRequest,
 )
 
-from protocol.api import API_TABLE, ApiKey
-from protocol.errors import ErrorCode as E
-from server.handlers.routes import POLICIES
-from server.security.acl import (
+from kcoord.protocol.api import API_TABLE, ApiKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.handlers.routes import POLICIES
+from kcoord.server.security.acl import (
     CLUSTER_NAME,
     AclOperation,
     AclPermissionType,
@@ -38,9 +38,9 @@ from server.security.acl import (
     ResourceType,
     StandardAcl,
 )
-from server.security.authorizer import Authorizer
-from server.security.guard import PASS as _PASS
-from server.security.guard import Access, Guarded
+from kcoord.server.security.authorizer import Authorizer
+from kcoord.server.security.guard import PASS as _PASS
+from kcoord.server.security.guard import Access, Guarded
 
 Op, Res = AclOperation, ResourceType
 TXN_AUTH = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -199,7 +199,7 @@ def test_transactional_produce_needs_write_on_its_transactional_id(authorizer, v
 
 
 def test_transactional_produce_with_acks_0_closes_the_connection(authorizer):
-    from server.dispatch import CloseConnection
+    from kcoord.server.dispatch import CloseConnection
 
     with pytest.raises(CloseConnection):
         decide(authorizer, "User:other", ApiKey.PRODUCE, produce(12, acks=0), 12)

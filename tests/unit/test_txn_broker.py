@@ -9,12 +9,12 @@ import pytest
 from test_produce_helpers import make_broker
 from txn_client import TxnClient
 
-from protocol.errors import ErrorCode as E
-from protocol.topics import OFFSETS_TOPIC
-from server.txn.state import TxnState
-from storage.segment import scan_batches
-from storage.transactions import control_type
-from storage.txn_index import read_entries, txn_index_path
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.txn.state import TxnState
+from kcoord.storage.segment import scan_batches
+from kcoord.storage.transactions import control_type
+from kcoord.storage.txn_index import read_entries, txn_index_path
 
 G = "group"
 
@@ -48,7 +48,7 @@ async def until(cond, what: str) -> None:
 
 def values(data: bytes) -> list[bytes | None]:
     """The values of the data records in fetched bytes (markers carry none)."""
-    from storage.batch import iter_batch_records, split_batches
+    from kcoord.storage.batch import iter_batch_records, split_batches
 
     if not data:
         return []
@@ -335,7 +335,7 @@ async def test_describe_list_and_describe_producers(broker):
 
 
 async def test_retention_drops_aborted_transactions_below_the_log_start(tmp_path):
-    from server.data_plane import run_topic_retention
+    from kcoord.server.data_plane import run_topic_retention
 
     b = await boot(tmp_path)
     try:

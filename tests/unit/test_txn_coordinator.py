@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from txn_helpers import OFFSETS, TOPIC, TxnHarness
 
-from protocol.errors import ErrorCode as E
-from protocol.txn_log import TxnKey
-from server.deferred import Deferred
-from server.txn.state import TxnState as S
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.txn_log import TxnKey
+from kcoord.server.deferred import Deferred
+from kcoord.server.txn.state import TxnState as S
 
 MAX = 900_000
 
@@ -224,7 +224,7 @@ def test_producer_ids_in_the_log_are_never_handed_out_again() -> None:
     h.init("t")
     h2 = TxnHarness(next_pid=0)
     h2.coord._note_pid = noted.append
-    from protocol.txn_log import decode_txn_record
+    from kcoord.protocol.txn_log import decode_txn_record
     for k, v in h.log:
         h2.coord.replay(decode_txn_record(k, v))
     assert noted == [1000]

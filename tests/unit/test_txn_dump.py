@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 
-from protocol.coordinator_codec import encode_key, encode_value
-from protocol.coordinator_records import OffsetKey, OffsetValue
-from protocol.txn_log import TxnKey, TxnValue, encode_txn_key, encode_txn_value
-from storage.dump import main
-from storage.log import PartitionLog
-from storage.txn_batches import build_marker, build_transactional_batch
+from kcoord.protocol.coordinator_codec import encode_key, encode_value
+from kcoord.protocol.coordinator_records import OffsetKey, OffsetValue
+from kcoord.protocol.txn_log import TxnKey, TxnValue, encode_txn_key, encode_txn_value
+from kcoord.storage.dump import main
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.txn_batches import build_marker, build_transactional_batch
 
 
 def _logs(tmp_path):

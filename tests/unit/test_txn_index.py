@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import struct
 
-from server.partition_txns import PartitionTxns
-from storage.log import PartitionLog
-from storage.txn_batches import build_marker, build_transactional_batch
-from storage.txn_index import (
+from kcoord.server.partition_txns import PartitionTxns
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.txn_batches import build_marker, build_transactional_batch
+from kcoord.storage.txn_index import (
     AbortedTxn,
     decode_entries,
     encode_entries,

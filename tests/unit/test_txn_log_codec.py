@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.txn_log import (
+from kcoord.protocol.txn_log import (
     TxnCodecError,
     TxnKey,
     TxnRecord,

@@ -6,14 +6,14 @@ import asyncio
 import errno
 import os
 
-from protocol.errors import ErrorCode
-from protocol.partitioner import partition_for
-from protocol.topics import TXN_TOPIC
-from protocol.txn_log import TxnKey, TxnRecord, TxnValue, decode_txn_record
-from server.clock import SystemClock
-from server.txn.shard import TxnLogWriter
-from storage.batch import split_batches
-from storage.log_manager import LogManager
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.partitioner import partition_for
+from kcoord.protocol.topics import TXN_TOPIC
+from kcoord.protocol.txn_log import TxnKey, TxnRecord, TxnValue, decode_txn_record
+from kcoord.server.clock import SystemClock
+from kcoord.server.txn.shard import TxnLogWriter
+from kcoord.storage.batch import split_batches
+from kcoord.storage.log_manager import LogManager
 
 N = 4
 

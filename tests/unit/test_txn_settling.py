@@ -10,9 +10,9 @@ import pytest
 from test_txn_broker import G, begin, boot, until
 from txn_client import TxnClient
 
-from protocol.errors import ErrorCode as E
-from server.txn import settling
-from server.txn.state import TxnState
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.txn import settling
+from kcoord.server.txn.state import TxnState
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from txn_helpers import TOPIC, TxnHarness
 
-from protocol.errors import ErrorCode as E
-from server.txn.state import (
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.server.txn.state import (
     EXPIRATION_ALLOWED,
     REQUEST_OUTCOMES,
     VALID_PREVIOUS_STATES,

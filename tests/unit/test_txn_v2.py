@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from txn_helpers import TOPIC, TxnHarness
 
-from protocol.errors import ErrorCode as E
-from protocol.txn_log import TxnKey, TxnRecord, TxnValue
-from server.txn.metadata import INT16_MAX
-from server.txn.state import END_TXN_V2, REQUEST_OUTCOMES, TxnState
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.txn_log import TxnKey, TxnRecord, TxnValue
+from kcoord.server.txn.metadata import INT16_MAX
+from kcoord.server.txn.state import END_TXN_V2, REQUEST_OUTCOMES, TxnState
 
 S = TxnState
 REACHABLE = [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT, S.COMPLETE_ABORT]

@@ -11,13 +11,13 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from test_txn_broker import G, boot, markers, until, values
 from txn_client import TxnClient
 
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode as E
-from protocol.topics import OFFSETS_TOPIC
-from server.txn import settling
-from server.txn.state import TxnState
-from storage.batch import iter_batch_records
-from storage.segment import scan_batches
+from kcoord.protocol.api import ApiKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.txn import settling
+from kcoord.server.txn.state import TxnState
+from kcoord.storage.batch import iter_batch_records
+from kcoord.storage.segment import scan_batches
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from kafka.protocol.producer.transaction import (
 )
 from test_produce_helpers import batch, call, fetch_req, produce, settle
 
-from protocol.api import ApiKey
-from server.broker import Broker
+from kcoord.protocol.api import ApiKey
+from kcoord.server.broker import Broker
 
 
 class TxnClient:

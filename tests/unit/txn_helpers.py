@@ -6,14 +6,14 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from protocol.errors import ErrorCode
-from protocol.txn_log import TxnRecord, decode_txn_record, encode_txn_key, encode_txn_value
-from server.clock import FakeClock
-from server.deferred import Deferred
-from server.txn.coordinator import TransactionCoordinator
-from server.txn.metadata import TxnConfig
-from server.txn.result import TxnResult
-from server.txn.state import TxnState
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.txn_log import TxnRecord, decode_txn_record, encode_txn_key, encode_txn_value
+from kcoord.server.clock import FakeClock
+from kcoord.server.deferred import Deferred
+from kcoord.server.txn.coordinator import TransactionCoordinator
+from kcoord.server.txn.metadata import TxnConfig
+from kcoord.server.txn.result import TxnResult
+from kcoord.server.txn.state import TxnState
 
 TOPIC = "out"
 OFFSETS = "__consumer_offsets"

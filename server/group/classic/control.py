@@ -3,11 +3,11 @@ rebalance now, a member expired now, each through the path a member's rejoin or 
 session takes in ClassicMembership."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from server.group.classic.group import ClassicGroup
-from server.group.classic.membership import ClassicMembership
-from server.group.classic.state import GroupState
-from server.group.group_manager import log
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.classic.group import ClassicGroup
+from kcoord.server.group.classic.membership import ClassicMembership
+from kcoord.server.group.classic.state import GroupState
+from kcoord.server.group.group_manager import log
 
 
 def force_rebalance(classic: ClassicMembership, group: ClassicGroup, reason: str) -> ErrorCode | None:

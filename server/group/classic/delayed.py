@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from server.group.classic.group import ClassicGroup
-from server.purgatory import DelayedOperation, Purgatory
+from kcoord.server.group.classic.group import ClassicGroup
+from kcoord.server.purgatory import DelayedOperation, Purgatory
 
 if TYPE_CHECKING:
-    from server.group.classic.membership import ClassicMembership
+    from kcoord.server.group.classic.membership import ClassicMembership
 
 
 def join_key(group_id: str) -> tuple[str, str]:

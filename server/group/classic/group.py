@@ -12,11 +12,11 @@ import logging
 import struct
 import uuid
 
-from protocol.coordinator_records import CoordinatorRecord, GroupKey
-from protocol.errors import ErrorCode
-from server.group.classic.member import JoinCallback, JoinResult, MemberMetadata, Protocols, SyncResult
-from server.group.classic.state import GroupState, can_rebalance, check_transition
-from server.group.types import GroupType, OffsetExpiration
+from kcoord.protocol.coordinator_records import CoordinatorRecord, GroupKey
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.classic.member import JoinCallback, JoinResult, MemberMetadata, Protocols, SyncResult
+from kcoord.server.group.classic.state import GroupState, can_rebalance, check_transition
+from kcoord.server.group.types import GroupType, OffsetExpiration
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.coordinator_records import CoordinatorRecord, GroupKey, GroupValue, MemberValue
-from protocol.errors import ErrorCode
-from server.deferred import Deferred
-from server.group.classic.delayed import (
+from kcoord.protocol.coordinator_records import CoordinatorRecord, GroupKey, GroupValue, MemberValue
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.deferred import Deferred
+from kcoord.server.group.classic.delayed import (
     DelayedHeartbeat,
     DelayedJoin,
     DelayedSync,
@@ -25,13 +25,13 @@ from server.group.classic.delayed import (
     member_key,
     sync_key,
 )
-from server.group.classic.group import ClassicGroup
-from server.group.classic.member import JoinCallback, JoinResult, MemberMetadata, Protocols, SyncResult
-from server.group.classic.state import GroupState
-from server.group.group_manager import GroupMetadataManager, log
-from server.group.responses import heartbeat_response, join_response, leave_response, sync_response
-from server.group.result import CoordinatorResult
-from server.purgatory import Purgatory
+from kcoord.server.group.classic.group import ClassicGroup
+from kcoord.server.group.classic.member import JoinCallback, JoinResult, MemberMetadata, Protocols, SyncResult
+from kcoord.server.group.classic.state import GroupState
+from kcoord.server.group.group_manager import GroupMetadataManager, log
+from kcoord.server.group.responses import heartbeat_response, join_response, leave_response, sync_response
+from kcoord.server.group.result import CoordinatorResult
+from kcoord.server.purgatory import Purgatory
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     GroupState.EMPTY,

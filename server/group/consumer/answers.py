@@ -6,9 +6,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from protocol.coordinator_records import Assignment
-from protocol.errors import ErrorCode
-from protocol.fastpath import ConsumerGroupHeartbeatResponseData
+from kcoord.protocol.coordinator_records import Assignment
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.fastpath import ConsumerGroupHeartbeatResponseData
 
 
 class KeepAlive(NamedTuple):

@@ -11,21 +11,21 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     CoordinatorRecord,
 )
-from protocol.errors import ErrorCode
-from server.deferred import Deferred
-from server.group.consumer import assignors
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.reconcile import FencedMemberEpoch
-from server.group.consumer.writes import ConsumerGroupWrites, ErrorAnswer
-from server.group.group_manager import GroupMetadataManager
-from server.group.result import CoordinatorResult
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.deferred import Deferred
+from kcoord.server.group.consumer import assignors
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.reconcile import FencedMemberEpoch
+from kcoord.server.group.consumer.writes import ConsumerGroupWrites, ErrorAnswer
+from kcoord.server.group.group_manager import GroupMetadataManager
+from kcoord.server.group.result import CoordinatorResult
 
 log = logging.getLogger("kcoord.group")
 

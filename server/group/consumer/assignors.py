@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from protocol.coordinator_records import Assignment
+from kcoord.protocol.coordinator_records import Assignment
 
 
 class PartitionAssignorError(Exception):

@@ -19,22 +19,22 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from protocol.consumer_protocol import (
+from kcoord.protocol.consumer_protocol import (
     ConsumerProtocolError,
     decode_subscription,
     encode_assignment,
     read_version,
 )
-from protocol.coordinator_records import ClassicMemberMetadata, CoordinatorRecord
-from protocol.errors import ErrorCode
-from server.group.classic.member import JoinResult, SyncResult
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.member import ConsumerGroupMember, MemberState, kafka_uuid
-from server.group.consumer.protocol import ConsumerGroupProtocol
-from server.group.consumer.records import epoch_bump, removal_records
-from server.group.migration import GroupMigration, MigrationError
-from server.group.responses import join_response, leave_response, sync_response
-from server.group.result import CoordinatorResult
+from kcoord.protocol.coordinator_records import ClassicMemberMetadata, CoordinatorRecord
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.classic.member import JoinResult, SyncResult
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.member import ConsumerGroupMember, MemberState, kafka_uuid
+from kcoord.server.group.consumer.protocol import ConsumerGroupProtocol
+from kcoord.server.group.consumer.records import epoch_bump, removal_records
+from kcoord.server.group.migration import GroupMigration, MigrationError
+from kcoord.server.group.responses import join_response, leave_response, sync_response
+from kcoord.server.group.result import CoordinatorResult
 
 log = logging.getLogger("kcoord.group")
 

@@ -4,11 +4,11 @@ epoch, the target assignment computed again, every member reconciling to it), an
 expired now (fenced as when its session lapses)."""
 from __future__ import annotations
 
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.protocol import ConsumerGroupProtocol
-from server.group.consumer.records import epoch_bump
+from kcoord.protocol.coordinator_records import CoordinatorRecord
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.protocol import ConsumerGroupProtocol
+from kcoord.server.group.consumer.records import epoch_bump
 
 
 def force_rebalance(consumer: ConsumerGroupProtocol, group: ConsumerGroup, reason: str) -> ErrorCode | None:

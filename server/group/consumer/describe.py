@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.coordinator_records import Assignment
-from protocol.errors import ErrorCode
-from protocol.messages import ConsumerGroupDescribeResponse
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.topics import GroupTopics
-from server.group.group_manager import GroupMetadataManager
-from server.group.result import CoordinatorResult
+from kcoord.protocol.coordinator_records import Assignment
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ConsumerGroupDescribeResponse
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.topics import GroupTopics
+from kcoord.server.group.group_manager import GroupMetadataManager
+from kcoord.server.group.result import CoordinatorResult
 
 _Described = ConsumerGroupDescribeResponse.DescribedGroup
 _DescribedMember = ConsumerGroupDescribeResponse.DescribedGroup.Member

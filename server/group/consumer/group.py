@@ -13,7 +13,7 @@ import logging
 from enum import Enum
 from uuid import UUID
 
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     Assignment,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -26,9 +26,9 @@ from protocol.coordinator_records import (
     CoordinatorRecord,
     TopicMetadata,
 )
-from protocol.errors import ErrorCode
-from server.group.consumer.member import ConsumerGroupMember, MemberState
-from server.group.types import GroupType, OffsetExpiration
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.consumer.member import ConsumerGroupMember, MemberState
+from kcoord.server.group.types import GroupType, OffsetExpiration
 
 log = logging.getLogger("kcoord.group")
 

@@ -9,24 +9,24 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupRegularExpressionKey,
     CoordinatorRecord,
 )
-from protocol.errors import ErrorCode
-from server.group.consumer.answers import heartbeat_response
-from server.group.consumer.assignment import TargetAssignment
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.member import LEAVE_GROUP_STATIC_MEMBER_EPOCH
-from server.group.consumer.records import epoch_bump, removal_records
-from server.group.consumer.subscriptions import Subscriptions
-from server.group.consumer.timers import Timers, cancel_member_timers
-from server.group.consumer.validation import RequestError, known_static_member
-from server.group.consumer.writes import ConsumerGroupWrites
-from server.group.group_manager import GroupMetadataManager
-from server.group.migration import GroupMigration, MigrationError
-from server.group.result import CoordinatorResult
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.consumer.answers import heartbeat_response
+from kcoord.server.group.consumer.assignment import TargetAssignment
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.member import LEAVE_GROUP_STATIC_MEMBER_EPOCH
+from kcoord.server.group.consumer.records import epoch_bump, removal_records
+from kcoord.server.group.consumer.subscriptions import Subscriptions
+from kcoord.server.group.consumer.timers import Timers, cancel_member_timers
+from kcoord.server.group.consumer.validation import RequestError, known_static_member
+from kcoord.server.group.consumer.writes import ConsumerGroupWrites
+from kcoord.server.group.group_manager import GroupMetadataManager
+from kcoord.server.group.migration import GroupMigration, MigrationError
+from kcoord.server.group.result import CoordinatorResult
 
 log = logging.getLogger("kcoord.group")
 

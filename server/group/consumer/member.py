@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any
 
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     Assignment,
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentValue,

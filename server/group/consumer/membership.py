@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
@@ -17,18 +17,22 @@ from protocol.coordinator_records import (
     ConsumerGroupTargetAssignmentMemberValue,
     CoordinatorRecord,
 )
-from protocol.errors import ErrorCode
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.member import LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroupMember, MemberState
-from server.group.consumer.reconcile import reconcile
-from server.group.consumer.records import epoch_bump, removal_records
-from server.group.consumer.subscriptions import Subscriptions
-from server.group.consumer.timers import MemberTimers
-from server.group.consumer.topics import GroupTopics
-from server.group.consumer.validation import RequestError, check_member_epoch, known_static_member
-from server.group.consumer.writes import ConsumerGroupWrites
-from server.group.group_manager import GroupMetadataManager
-from server.group.migration import GroupMigration, MigrationError
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.member import (
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupMember,
+    MemberState,
+)
+from kcoord.server.group.consumer.reconcile import reconcile
+from kcoord.server.group.consumer.records import epoch_bump, removal_records
+from kcoord.server.group.consumer.subscriptions import Subscriptions
+from kcoord.server.group.consumer.timers import MemberTimers
+from kcoord.server.group.consumer.topics import GroupTopics
+from kcoord.server.group.consumer.validation import RequestError, check_member_epoch, known_static_member
+from kcoord.server.group.consumer.writes import ConsumerGroupWrites
+from kcoord.server.group.group_manager import GroupMetadataManager
+from kcoord.server.group.migration import GroupMigration, MigrationError
 
 log = logging.getLogger("kcoord.group")
 

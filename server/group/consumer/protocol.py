@@ -27,32 +27,32 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from protocol.coordinator_records import CoordinatorRecord
-from protocol.errors import ErrorCode
-from server.group.consumer import assignors
-from server.group.consumer.answers import KeepAlive, heartbeat_response, keep_alive
-from server.group.consumer.assignment import TargetAssignment
-from server.group.consumer.describe import ConsumerGroupDescribe
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.leaving import Leaving
-from server.group.consumer.member import (
+from kcoord.protocol.coordinator_records import CoordinatorRecord
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.consumer import assignors
+from kcoord.server.group.consumer.answers import KeepAlive, heartbeat_response, keep_alive
+from kcoord.server.group.consumer.assignment import TargetAssignment
+from kcoord.server.group.consumer.describe import ConsumerGroupDescribe
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.leaving import Leaving
+from kcoord.server.group.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupMember,
     MemberState,
     kafka_uuid,
 )
-from server.group.consumer.membership import Membership
-from server.group.consumer.reconcile import FencedMemberEpoch
-from server.group.consumer.records import ConsumerGroupRecords
-from server.group.consumer.subscriptions import Subscriptions
-from server.group.consumer.timers import SESSION_EXPIRED, MemberTimers, Timers
-from server.group.consumer.topics import GroupTopics
-from server.group.consumer.validation import RequestError, check_member_epoch, check_request
-from server.group.consumer.writes import ConsumerGroupWrites
-from server.group.group_manager import GroupMetadataManager
-from server.group.migration import GroupMigration
-from server.group.result import CoordinatorResult
+from kcoord.server.group.consumer.membership import Membership
+from kcoord.server.group.consumer.reconcile import FencedMemberEpoch
+from kcoord.server.group.consumer.records import ConsumerGroupRecords
+from kcoord.server.group.consumer.subscriptions import Subscriptions
+from kcoord.server.group.consumer.timers import SESSION_EXPIRED, MemberTimers, Timers
+from kcoord.server.group.consumer.topics import GroupTopics
+from kcoord.server.group.consumer.validation import RequestError, check_member_epoch, check_request
+from kcoord.server.group.consumer.writes import ConsumerGroupWrites
+from kcoord.server.group.group_manager import GroupMetadataManager
+from kcoord.server.group.migration import GroupMigration
+from kcoord.server.group.result import CoordinatorResult
 
 log = logging.getLogger("kcoord.group")
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from uuid import UUID
 
-from protocol.coordinator_records import Assignment
-from protocol.errors import ErrorCode
-from server.group.consumer.member import ConsumerGroupMember, MemberState
+from kcoord.protocol.coordinator_records import Assignment
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.consumer.member import ConsumerGroupMember, MemberState
 
 # (topic id, partition) -> the epoch of the member owning it, -1 if none
 PartitionEpoch = Callable[[UUID, int], int]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
@@ -21,9 +21,9 @@ from protocol.coordinator_records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     CoordinatorRecord,
 )
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember
-from server.group.group_manager import GroupMetadataManager
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember
+from kcoord.server.group.group_manager import GroupMetadataManager
 
 log = logging.getLogger("kcoord.group")
 

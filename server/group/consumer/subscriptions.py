@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import logging
 
-from protocol.coordinator_records import (
+from kcoord.protocol.coordinator_records import (
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
     CoordinatorRecord,
 )
-from server.group.consumer.group import ConsumerGroup
-from server.group.consumer.records import epoch_bump
-from server.group.consumer.regex import compile_regex
-from server.group.consumer.topics import GroupTopics
-from server.group.consumer.writes import ConsumerGroupWrites
-from server.group.group_manager import GroupMetadataManager
+from kcoord.server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.records import epoch_bump
+from kcoord.server.group.consumer.regex import compile_regex
+from kcoord.server.group.consumer.topics import GroupTopics
+from kcoord.server.group.consumer.writes import ConsumerGroupWrites
+from kcoord.server.group.group_manager import GroupMetadataManager
 
 log = logging.getLogger("kcoord.group")
 

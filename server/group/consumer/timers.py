@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from server.group.consumer.group import ConsumerGroup
+from kcoord.server.group.consumer.group import ConsumerGroup
 
 # (group id, member id, reason, the member epoch it is for or None) -> None
 Expire = Callable[[str, str, str, "int | None"], None]

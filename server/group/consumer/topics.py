@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Protocol
 
-from protocol.coordinator_records import TopicMetadata
+from kcoord.protocol.coordinator_records import TopicMetadata
 
 
 class TopicSource(Protocol):

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.coordinator_records import Assignment
-from protocol.errors import ErrorCode
-from server.group.consumer.member import (
+from kcoord.protocol.coordinator_records import Assignment
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupMember,
 )
-from server.group.consumer.regex import compile_regex
+from kcoord.server.group.consumer.regex import compile_regex
 
 
 class RequestError(Exception):

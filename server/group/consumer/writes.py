@@ -8,11 +8,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from protocol.coordinator_records import CoordinatorRecord, GroupKey
-from protocol.errors import ErrorCode
-from server.group.consumer.records import ConsumerGroupRecords
-from server.group.group_manager import GroupMetadataManager
-from server.group.result import CoordinatorResult
+from kcoord.protocol.coordinator_records import CoordinatorRecord, GroupKey
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.group.consumer.records import ConsumerGroupRecords
+from kcoord.server.group.group_manager import GroupMetadataManager
+from kcoord.server.group.result import CoordinatorResult
 
 log = logging.getLogger("kcoord.group")
 

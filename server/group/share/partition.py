@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 # Kafka 4.x broker defaults and bounds (ShareGroupConfig)
 RECORD_LOCK_DURATION_MS_DEFAULT = 30_000  # group.share.record.lock.duration.ms, 1000..3600000

@@ -3,7 +3,7 @@
 requests need nothing (authentication comes first)."""
 from __future__ import annotations
 
-from server.security.guard import ALTER, DESCRIBE, cluster_op, open_to_all
+from kcoord.server.security.guard import ALTER, DESCRIBE, cluster_op, open_to_all
 
 describe_acls = cluster_op(DESCRIBE)
 create_acls = cluster_op(ALTER)

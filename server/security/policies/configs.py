@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from protocol.errors import ErrorCode
-from server.security.acl import CLUSTER_NAME, AclOperation
-from server.security.guard import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.security.acl import CLUSTER_NAME, AclOperation
+from kcoord.server.security.guard import (
     CLUSTER,
     GROUP,
     PASS,

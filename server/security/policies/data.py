@@ -6,9 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from protocol.errors import ErrorCode
-from server.security.acl import CLUSTER_NAME, AclOperation
-from server.security.guard import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.security.acl import CLUSTER_NAME, AclOperation
+from kcoord.server.security.guard import (
     CLUSTER,
     CREATE,
     DESCRIBE,
@@ -87,7 +87,7 @@ def metadata(a: Access, req: Any, version: int) -> Guarded:
 
 
 def produce(a: Access, req: Any, version: int) -> Guarded:
-    from server.handlers import produce
+    from kcoord.server.handlers import produce
 
     if any(produce._is_transactional(p.records) for t in req.topic_data for p in t.partition_data):  # noqa: SLF001
         if req.transactional_id is None or not a.allowed(WRITE, TXN, req.transactional_id):
@@ -100,7 +100,7 @@ def produce(a: Access, req: Any, version: int) -> Guarded:
     if not denied:
         return PASS
     kept = [t for t in req.topic_data if t.name in allowed]
-    from protocol.data_fastpath import ProduceResponseData
+    from kcoord.protocol.data_fastpath import ProduceResponseData
 
     errors = [(t.name, [(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, [], None)
                         for p in t.partition_data]) for t in denied]

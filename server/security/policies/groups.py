@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode
-from server.security.acl import AclOperation
-from server.security.guard import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.security.acl import AclOperation
+from kcoord.server.security.guard import (
     DELETE,
     DESCRIBE,
     GROUP,
@@ -23,11 +23,11 @@ from server.security.guard import (
 )
 
 if TYPE_CHECKING:
-    from server.security.authorizer import Authorizer
+    from kcoord.server.security.authorizer import Authorizer
 
 
 def offset_commit(a: Access, req: Any, version: int) -> Guarded:
-    from server.group.responses import commit_response
+    from kcoord.server.group.responses import commit_response
 
     if not a.allowed(READ, GROUP, req.group_id):
         rows = [(t.name, p.partition_index, ErrorCode.GROUP_AUTHORIZATION_FAILED) for t in req.topics for p in t.partitions]
@@ -251,7 +251,7 @@ def find_coordinator(a: Access, req: Any, version: int) -> Guarded:
 
 
 def consumer_group_heartbeat(a: Access, req: Any, version: int) -> Guarded:
-    from protocol.fastpath import ConsumerGroupHeartbeatResponseData
+    from kcoord.protocol.fastpath import ConsumerGroupHeartbeatResponseData
 
     if not a.allowed(READ, GROUP, req.group_id):
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -264,8 +264,8 @@ def consumer_group_heartbeat(a: Access, req: Any, version: int) -> Guarded:
 
 
 def consumer_group_describe(a: Access, req: Any, version: int) -> Guarded:
-    from protocol.messages import ConsumerGroupDescribeResponse
-    from server.security.acl import bit_field
+    from kcoord.protocol.messages import ConsumerGroupDescribeResponse
+    from kcoord.server.security.acl import bit_field
 
     Described = ConsumerGroupDescribeResponse.DescribedGroup
     ids = list(req.group_ids)

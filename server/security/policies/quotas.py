@@ -3,8 +3,8 @@ needs DESCRIBE_CONFIGS on the cluster, AlterClientQuotas ALTER_CONFIGS; otherwis
 refused CLUSTER_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
-from server.security.acl import AclOperation
-from server.security.guard import cluster_op
+from kcoord.server.security.acl import AclOperation
+from kcoord.server.security.guard import cluster_op
 
 describe_client_quotas = cluster_op(AclOperation.DESCRIBE_CONFIGS)
 alter_client_quotas = cluster_op(AclOperation.ALTER_CONFIGS)

@@ -4,9 +4,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from protocol.errors import ErrorCode
-from server.security.acl import CLUSTER_NAME, AclOperation
-from server.security.guard import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.security.acl import CLUSTER_NAME, AclOperation
+from kcoord.server.security.guard import (
     ALTER,
     CLUSTER,
     CREATE,
@@ -19,7 +19,7 @@ from server.security.guard import (
     Guarded,
     clone,
 )
-from server.security.policies.data import topic_names_by_id
+from kcoord.server.security.policies.data import topic_names_by_id
 
 
 def create_topics(a: Access, req: Any, version: int) -> Guarded:
@@ -143,7 +143,7 @@ def describe_cluster(a: Access, req: Any, version: int) -> Guarded:
 
 
 def describe_topic_partitions(a: Access, req: Any, version: int) -> Guarded:
-    from server.security.acl import bit_field
+    from kcoord.server.security.acl import bit_field
 
     named = bool(req.topics)  # every requested name is answered by the handler; a refused one is then blanked
     for t in req.topics if named else ():

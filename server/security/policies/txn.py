@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode
-from server.security.acl import AclOperation
-from server.security.guard import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.security.acl import AclOperation
+from kcoord.server.security.guard import (
     DESCRIBE,
     GROUP,
     PASS,
@@ -20,7 +20,7 @@ from server.security.guard import (
     clone,
     refused,
 )
-from server.security.policies.topics import per_topic
+from kcoord.server.security.policies.topics import per_topic
 
 
 def init_producer_id(a: Access, req: Any, version: int) -> Guarded:
@@ -37,7 +37,7 @@ def init_producer_id(a: Access, req: Any, version: int) -> Guarded:
 def add_partitions_to_txn(a: Access, req: Any, version: int) -> Guarded:
     from kafka.protocol.producer.transaction import AddPartitionsToTxnResponse
 
-    from server.data_plane import partition_log
+    from kcoord.server.data_plane import partition_log
 
     Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
     TopicResult = Result.AddPartitionsToTxnTopicResult
