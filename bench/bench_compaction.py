@@ -236,7 +236,7 @@ def main() -> None:
     ap.add_argument("--masters", default="local[1],local[2]")
     ap.add_argument("--keep", default=None, help="generate into (and keep) this directory")
     a = ap.parse_args()
-    logging.getLogger("storage").setLevel(logging.ERROR)
+    logging.getLogger("kcoord.storage").setLevel(logging.ERROR)
 
     root = a.keep or tempfile.mkdtemp(prefix="kcoord-bench-compact-")
     data = os.path.join(root, "data")

@@ -17,10 +17,11 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from kcoord.server.clock import SystemClock
 from kcoord.server.config import Config
 from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.group_configs import GroupConfigs
 from kcoord.server.metrics import Metrics
 from kcoord.server.quotas.manager import QuotaManager
 from kcoord.server.security.state import SecurityState
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from kcoord.server.data_plane import DataPlane
     from kcoord.server.group.config import GroupConfig
     from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.share.manager import ShareManager
     from kcoord.server.txn.service import TxnService
 
 log = logging.getLogger("kcoord.broker")
@@ -55,19 +57,24 @@ class Broker:
         self.security = SecurityState(config)  # SCRAM credentials, the ACL authorizer
         self.quotas = QuotaManager(config, self.log_dir)  # client quotas (server/quotas/)
         self._per_ip: dict[str, int] = {}
+        # (group id, member id) -> None: told when a share group member leaves (server/group/share/ports.py)
+        self.share_member_left: list[Callable[[str, str], None]] = []
         self.clock = SystemClock()
         self.logs: LogManager | None = None
         self.configs: BrokerConfigs  # dynamic broker configs, topic values (open_state)
+        self.group_configs: GroupConfigs  # the GROUP config resource, in the same store (open_state)
         # built at their first use (_PARTS), or by open_state when there is state to load
         self.coordinator: GroupCoordinator
         self.runtime: CoordinatorRuntime[CoordinatorRecord]
         self.data_plane: DataPlane
         self.txn: TxnService
+        self.share: ShareManager  # share partitions (server/share/)
         self._background: list[asyncio.Task[None]] = []
         self._loading: asyncio.Future[None] | None = None  # set once the background tasks run
         self._state_stored = False  # whether open_state found coordinator state to load
         self._lock_fd: int | None = None
         self.deleter = TopicDeleter(self)
+        self.cluster: Any = None  # kcoord.server.cluster.node.ClusterNode when zookeeper.connect is set
 
     def __getattr__(self, name: str) -> Any:
         # called only for an attribute not set: a part not built yet
@@ -98,12 +105,14 @@ class Broker:
         built anew at their first use, or now when the directory holds state of theirs to load."""
         for name in _PARTS:
             self.__dict__.pop(name, None)
+        self.share_member_left = []  # the parts that listen are built anew too
         self._loading = None  # until start_background: a part built before starts nothing
         self.topics = TopicRegistry(self.log_dir)
         self.deleter = TopicDeleter(self)
         self.topics.load()
         self.configs = BrokerConfigs(self.config, self.log_dir)  # every log's segment settings need it
         self.configs.load()
+        self.group_configs = GroupConfigs(self.configs)  # per-group overrides, in the same store
         if self.topics.get(OFFSETS_TOPIC) is None:
             self.create_topic(
                 OFFSETS_TOPIC,
@@ -218,7 +227,7 @@ class Broker:
         # __consumer_offsets (and __transaction_state) partitions get their directory at their
         # first write or read: a new server does not create (and fsync) 50 empty partitions
         # before it listens, nor the first transactional client 50 more
-        make = self.logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC) else self.logs.create
+        make = self.logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC) else self.logs.create
         for p in range(topic.partitions):
             make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id, roll_ms=roll_ms)
             plog = self.logs.existing(topic.name, p)
@@ -267,9 +276,10 @@ class Broker:
         return t.partitions if t is not None else self.config["offsets.topic.num.partitions"]
 
     def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str], internal: bool = False
+        self, name: str, partitions: int, configs: dict[str, str], internal: bool = False,
+        topic_id: Any = None,
     ) -> Topic:
-        topic = self.topics.create(name, partitions, configs, internal)
+        topic = self.topics.create(name, partitions, configs, internal, topic_id)
         if self.logs is not None:
             self._create_logs(topic)
         log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id)
@@ -306,9 +316,11 @@ class Broker:
     async def stop(self) -> None:
         self.deleter.stop()
         self.stop_background()
-        txn, runtime = self.built("txn"), self.built("runtime")
+        txn, runtime, share = self.built("txn"), self.built("runtime"), self.built("share")
         if txn is not None:
             await txn.stop()
+        if share is not None:  # share-state writes in flight finish
+            await share.runtime.stop()
         if runtime is not None:
             await runtime.stop()
         if self.logs is not None:
@@ -319,9 +331,11 @@ class Broker:
         log.info("Broker stopped")
 
 
-def group_config(cfg: Config) -> GroupConfig:
-    """The coordinator's settings, same names as Kafka's with dots as underscores."""
+def group_config(cfg: Config, overrides: GroupConfigs | None = None) -> GroupConfig:
+    """The coordinator's settings, same names as Kafka's with dots as underscores; `overrides`:
+    the per-group configs that take precedence (the GROUP config resource)."""
     from kcoord.server.group.config import GroupConfig
+    from kcoord.server.group.share.settings import group_config_fields
 
     return GroupConfig(
         group_min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
@@ -341,6 +355,8 @@ def group_config(cfg: Config) -> GroupConfig:
         group_consumer_max_size=cfg["group.consumer.max.size"],
         group_consumer_assignors=cfg["group.consumer.assignors"],
         group_consumer_migration_policy=cfg["group.consumer.migration.policy"],
+        **group_config_fields(cfg),
+        overrides=overrides,
     )
 
 
@@ -382,9 +398,10 @@ def _build_coordinator(b: Broker) -> None:
     b.runtime = CoordinatorRuntime(
         # writes no request asked for (a group emptied by a session timeout) and the work of
         # the end of a loop turn (one target assignment for its heartbeats) go to the runtime
-        lambda runtime: GroupCoordinator(group_config(cfg), b.clock, partitions,
+        lambda runtime: GroupCoordinator(group_config(cfg, b.group_configs), b.clock, partitions,
                                          background_writer=runtime.write_background,
-                                         end_of_turn=runtime.end_of_turn, topics=b.topics),
+                                         end_of_turn=runtime.end_of_turn, topics=b.topics,
+                                         share_member_left=b.share_member_left),
         OffsetsRecords(partitions),
         b.logs,  # type: ignore[arg-type]
         b.clock,
@@ -437,4 +454,23 @@ _PARTS: dict[str, Callable[[Broker], None]] = {
     "coordinator": _build_coordinator,
     "runtime": _build_coordinator,
     "txn": _build_txn,
+    "share": lambda b: _build_share(b),
 }
+
+
+def _build_share(b: Broker) -> None:
+    """The share-partition manager (server/share/manager.py) and its __share_group_state."""
+    from kcoord.server.data_plane import partition_log
+    from kcoord.server.share.manager import SETTINGS, build_share_manager, committed_reader
+
+    b.share = build_share_manager(
+        logs=b.logs, topics=b.topics, clock=b.clock, settings={k: b.config[k] for k in SETTINGS},
+        partition_log=lambda name, p: None if (t := b.topics.get(name)) is None else partition_log(b, t, p),
+        committed_read=committed_reader(b.data_plane), purgatory=b.data_plane.fetch_purgatory,
+        create_state_topic=lambda n, seg: b.create_topic(SHARE_STATE_TOPIC, n, {
+            "cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
+            "segment.bytes": str(seg)}, internal=True),
+        group_config=b.group_configs.get,  # the GROUP config resource
+        group_members=b.coordinator.share.members,  # the share group coordinator's port
+        max_message_bytes=b.config["message.max.bytes"])
+    b.share_member_left.append(b.share.on_member_left)

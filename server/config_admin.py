@@ -1,5 +1,6 @@
 """What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs do to a resource: TOPIC,
-BROKER (this node's id, or "" for the cluster default) and BROKER_LOGGER, with Kafka's checks in
+BROKER (this node's id, or "" for the cluster default), BROKER_LOGGER and GROUP (any group id,
+server/group_configs.py), with Kafka's checks in
 Kafka's order and its error codes and messages (ConfigHelper, ConfigAdminManager,
 ControllerConfigurationValidator, ConfigurationControlManager).
 
@@ -73,6 +74,10 @@ def describe(broker: Broker, rtype: int, name: str, keys: list[str] | None, syno
         else:
             raise _invalid_request(f"Unexpected broker id, expected {broker.config.node_id} or empty string, "
                                    f"but received {name}")
+    elif rtype == ResourceType.GROUP:
+        if not name:
+            raise _invalid_request("Group name must not be empty")
+        entries = broker.group_configs.entries(name, keys, docs)
     elif rtype == ResourceType.BROKER_LOGGER:
         if not name:
             raise _invalid_request("Broker id must not be empty")
@@ -140,6 +145,8 @@ def plan_legacy(broker: Broker, resource: Any) -> Plan:
         return Plan(ResourceType.BROKER, name, new)
     if rtype == ResourceType.TOPIC:
         return _plan_topic(broker, name, new)
+    if rtype == ResourceType.GROUP:
+        return _plan_group(broker, name, new)
     # legacy AlterConfigs has no BROKER_LOGGER either
     raise _invalid_request(f"Unknown resource type {rtype}")
 
@@ -178,6 +185,17 @@ def plan_incremental(broker: Broker, resource: Any) -> Plan | None:
                                       "type is not LIST.")
             _apply_op(new, c, key.default_text if key is not None else None)
         return _plan_topic(broker, name, new)
+    if rtype == ResourceType.GROUP:
+        for c in resource.configs:
+            if c.config_operation not in _OP_NAMES:
+                raise _invalid_request(f"Unknown operations type {c.config_operation}")
+        new = dict(broker.group_configs.get(name)) if name else {}
+        for c in resource.configs:
+            if c.config_operation in (APPEND, SUBTRACT):  # no group config is a LIST
+                raise _invalid_config(f"Can't {_OP_NAMES[c.config_operation]} to key {c.name} because its "
+                                      "type is not LIST.")
+            _apply_op(new, c, None)
+        return _plan_group(broker, name, new)
     raise _invalid_request(f"Unknown resource type {rtype}")
 
 
@@ -212,6 +230,17 @@ def _plan_topic(broker: Broker, name: str, new: dict[str, str | None]) -> Plan:
     if broker.topics.get(name) is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     return Plan(ResourceType.TOPIC, name, {k: v for k, v in new.items() if v is not None})
+
+
+def _plan_group(broker: Broker, name: str, new: dict[str, str | None]) -> Plan:
+    """ControllerConfigurationValidator for GROUP: a named group (existing or not), then
+    GroupConfig.validate on its complete new map (INVALID_CONFIG)."""
+    if not name:
+        raise _invalid_request("Default group resources are not allowed.")
+    try:
+        return Plan(ResourceType.GROUP, name, broker.group_configs.check(new))
+    except ConfigError as e:
+        raise _invalid_config(str(e)) from None
 
 
 def _broker_resource(broker: Broker, name: str) -> bool:
@@ -263,6 +292,9 @@ def commit(broker: Broker, plan: Plan) -> None:
         broker.configs.changed()
         apply_topic_configs(broker, topic)
         log.info("Topic %s configs now %s", plan.name, plan.configs)
+    elif plan.type == ResourceType.GROUP:
+        broker.group_configs.replace(plan.name, plan.configs)
+        log.info("Group %s configs now %s", plan.name, plan.configs)
     else:
         broker.configs.replace(bool(plan.name), plan.configs)
         for topic in broker.topics.topics.values():

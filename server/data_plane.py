@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.config_catalogue import LONG_MAX
+from kcoord.server.fetch_sessions import FetchSessionCache
 from kcoord.server.partition_txns import PartitionTxnStates
 from kcoord.server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
 from kcoord.server.purgatory import Purgatory
@@ -40,6 +41,9 @@ class DataPlane:
         self.producers = ProducerStates(self.producer_ids)
         self.txns = PartitionTxnStates()  # open and aborted transactions per partition
         self.parked: set = set()  # DelayedFetch operations waiting in the purgatory
+        cfg = broker.config
+        self.fetch_sessions = FetchSessionCache(broker.clock.now_ms, cfg["max.incremental.fetch.session.cache.slots"],
+                                                cfg["kcoord.min.incremental.fetch.session.eviction.ms"])
 
     def complete_parked(self) -> int:
         """Answer every parked long poll now (with what is there), e.g. before shutdown so
@@ -50,6 +54,7 @@ class DataPlane:
     def appended(self, topic: str, partition: int) -> None:
         """A log grew (or its start moved): retry the long polls watching it."""
         self.fetch_purgatory.check_and_complete((topic, partition))
+        self.fetch_sessions.touched(topic, partition)
 
 
 def data_plane(broker: Broker) -> DataPlane:
@@ -127,6 +132,13 @@ def leader_epoch_error(current_leader_epoch: int, ours: int = LEADER_EPOCH) -> E
     if current_leader_epoch > ours:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
     return ErrorCode.FENCED_LEADER_EPOCH
+
+
+def not_leader(cluster: Any, topic: str, partition: int) -> bool:
+    """On a cluster node: the partition exists in the cluster and another node leads it (or
+    this one is fenced); the data path answers NOT_LEADER_OR_FOLLOWER (server/cluster/node.py)."""
+    t = cluster.topic(topic)
+    return t is not None and partition in t.replicas and not cluster.leads(topic, partition)
 
 
 def partition_log(broker: Broker, topic: Topic, partition: int) -> PartitionLog | None:

@@ -29,7 +29,7 @@ from kcoord.sidecar.partition_io import Output
 __all__ = ["PartitionPlan", "cleanable_paths", "code_zip", "compact_planned_partition", "compaction_frame", "get_spark",
            "run_spark", "slot_values", "spark_hash_int"]
 
-_PACKAGES = ("protocol", "storage", "server", "sidecar")
+_PACKAGES = ("kcoord",)  # its server/protocol/storage/sidecar are links in a checkout
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def code_zip(tmpdir: str) -> str:
         for pkg in _PACKAGES:
             root = os.path.dirname(importlib.import_module(pkg).__file__)
             base = os.path.dirname(root)
-            for dirpath, dirnames, files in os.walk(root):
+            for dirpath, dirnames, files in os.walk(root, followlinks=True):
                 dirnames[:] = [d for d in dirnames if d != "__pycache__"]
                 for fn in files:
                     if not fn.endswith((".pyc", ".pyo")):
@@ -213,7 +213,7 @@ def _phase2(plans: dict[int, PartitionPlan], options: dict):
         from kcoord.sidecar.datasource import freeze_worker_heap
 
         freeze_worker_heap()
-        logging.getLogger("storage").setLevel(logging.ERROR)
+        logging.getLogger("kcoord.storage").setLevel(logging.ERROR)
         partition = key[1].as_py()
         keys = table.column("key").to_pylist()
         offsets = table.column("offset").to_pylist()

@@ -1,5 +1,6 @@
 """CreatePartitions v0-v3, as Kafka's controller answers it (ReplicationControlManager
-.createPartitions), for the only broker there is.
+.createPartitions), for the only broker there is; on a cluster node (zookeeper.connect) through
+ZooKeeper, as Kafka's ZooKeeper-mode admin path.
 
 - A topic named twice: INVALID_REQUEST "Duplicate topic name."; an unknown topic:
   UNKNOWN_TOPIC_OR_PARTITION; an internal topic (`__consumer_offsets`, whose partition count
@@ -82,7 +83,53 @@ def _plan(ctx: RequestContext, t: Any) -> Topic:
     return topic
 
 
+async def _cluster_create_partitions(ctx: RequestContext, req: Any, version: int) -> Any:
+    """On a cluster node: the new partitions go to ZooKeeper (server/cluster/node.py), the
+    controller elects their leaders, each hosting node creates its replicas."""
+    from kcoord.server.cluster.answers import is_internal
+    from kcoord.server.cluster.node import ClusterError
+
+    node = ctx.broker.cluster
+    counts = Counter(t.name for t in req.topics)
+    results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
+               for name, n in counts.items() if n > 1]
+    for t in req.topics:
+        if counts[t.name] > 1:
+            continue
+        try:
+            topic = node.topic(t.name)
+            if topic is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if is_internal(t.name):
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                 f"Cannot change the number of partitions of internal topic {t.name}")
+            current = topic.partitions
+            if t.count == current:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+            if t.count < current:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"The topic {t.name} currently has {current} "
+                                 f"partition(s); {t.count} would not be an increase.")
+            assignment = None
+            if t.assignments is not None:
+                if len(t.assignments) != t.count - current:
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Attempted to add {t.count - current} additional partition(s), but only "
+                                     f"{len(t.assignments)} assignment(s) were specified.")
+                assignment = [tuple(a.broker_ids) for a in t.assignments]
+            try:
+                await node.add_partitions(t.name, t.count, assignment, req.validate_only)
+            except ClusterError as e:
+                raise KafkaError(ErrorCode[e.code], e.message) from None
+        except KafkaError as e:
+            results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
+            continue
+        results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
+    return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
+
+
 def handle_create_partitions(ctx: RequestContext, req: Any, version: int) -> Any:
+    if ctx.broker.cluster is not None:
+        return _cluster_create_partitions(ctx, req, version)
     counts = Counter(t.name for t in req.topics)
     results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
                for name, n in counts.items() if n > 1]

@@ -92,7 +92,57 @@ def _config_entries(ctx: RequestContext, configs: dict[str, str]) -> list[Any]:
     return out
 
 
+async def _cluster_create(ctx: RequestContext, req: Any, version: int) -> Any:
+    """On a cluster node: the replicas are assigned across the live brokers (or as given),
+    written to ZooKeeper, and the controller elects the leaders (server/cluster/)."""
+    from kcoord.server.cluster.node import ClusterError
+
+    node = ctx.broker.cluster
+    counts = Counter(t.name for t in req.topics)
+    validate_only = version >= 1 and req.validate_only
+    results = []
+    for t in req.topics:
+        if counts[t.name] > 1:
+            results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message="Duplicate topic name."))
+            continue
+        try:
+            validate_topic_name(t.name)
+            if t.assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                                 "replicasAssignments were set. Both cannot be used at the same time.")
+            assignment = {a.partition_index: tuple(a.broker_ids) for a in t.assignments} if t.assignments else None
+            if assignment is not None and sorted(assignment) != list(range(len(assignment))):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "Partitions should be a consecutive 0-based integer sequence")
+            cfg = ctx.broker.config
+            partitions = cfg["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+            if assignment is None and partitions <= 0:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            rf = cfg["default.replication.factor"] if t.replication_factor == -1 else t.replication_factor
+            configs: dict[str, str] = {c.name: c.value for c in t.configs}
+            try:
+                check_topic_configs(configs, ctx.broker.configs.topic_defaults())
+            except ConfigError as e:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+            try:
+                created = await node.create_topic(t.name, partitions, rf, assignment, configs, validate_only)
+            except ClusterError as e:
+                raise KafkaError(ErrorCode[e.code], e.message) from None
+        except KafkaError as e:
+            results.append(Result(name=t.name, error_code=e.code, error_message=e.message,
+                                  num_partitions=-1, replication_factor=-1, configs=None))
+            continue
+        assert created is not None
+        results.append(Result(name=t.name, topic_id=None if validate_only else created.topic_id,
+                              error_code=ErrorCode.NONE, error_message=None, num_partitions=created.partitions,
+                              replication_factor=len(created.replicas[0]), configs=_config_entries(ctx, configs)))
+    return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
+
+
 def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
+    if ctx.broker.cluster is not None:
+        return _cluster_create(ctx, req, version)
     counts = Counter(t.name for t in req.topics)
     results = []
     records = 0

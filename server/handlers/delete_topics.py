@@ -67,14 +67,20 @@ async def handle_delete_topics(ctx: RequestContext, req: Any, version: int) -> A
     # Kafka resolves the ids, then the names; a name whose id was also given deletes nothing
     # and the id's entry gets no answer.
     todo: dict[uuid.UUID, Topic] = {}
+    by_id, by_name = broker.topics.by_id.get, broker.topics.get
+    if broker.cluster is not None:  # a cluster node: the cluster's topics (server/cluster/)
+        from kcoord.server.cluster.answers import as_topic
+
+        cluster = broker.cluster
+        by_id, by_name = (lambda i: as_topic(cluster.cache.by_id(i))), (lambda n: as_topic(cluster.topic(n)))
     for topic_id in (i for i, c in ids.items() if c == 1):
-        topic = broker.topics.by_id.get(topic_id)
+        topic = by_id(topic_id)
         if topic is None:
             results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_ID_MESSAGE))
         else:
             todo[topic_id] = topic
     for name in (n for n, c in names.items() if c == 1):
-        topic = broker.topics.get(name)
+        topic = by_name(name)
         if topic is None:
             results.append(_result(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE))
         elif topic.topic_id in todo or ids[topic.topic_id] > 1:
@@ -91,9 +97,23 @@ async def handle_delete_topics(ctx: RequestContext, req: Any, version: int) -> A
             except KafkaError as e:
                 results.append(_result(topic.name, topic.topic_id, e.code, e.message))
                 continue
-        results.append(await _delete(broker, topic))
+        results.append(await (_delete(broker, topic) if broker.cluster is None
+                              else _delete_in_cluster(broker.cluster, topic, req.timeout_ms)))
     throttle = quota.finish(ctx) if quota is not None else 0
     return DeleteTopicsResponse(version=version, throttle_time_ms=throttle, responses=results)
+
+
+async def _delete_in_cluster(cluster: Any, topic: Topic, timeout_ms: int) -> Any:
+    """ZooKeeper mode: /admin/delete_topics/T, then wait (up to the request's timeout) until the
+    controller has deleted it (REQUEST_TIMED_OUT otherwise; the deletion goes on)."""
+    if topic.internal:
+        return _result(topic.name, topic.topic_id, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                       f"Topic {topic.name} is an internal topic and cannot be deleted")
+    await cluster.delete_topic(topic.name)
+    if not await cluster.wait_deleted(topic.name, max(0, timeout_ms) / 1000):
+        return _result(topic.name, topic.topic_id, ErrorCode.REQUEST_TIMED_OUT,
+                       "The request timed out before the deletion finished.")
+    return _result(topic.name, topic.topic_id, ErrorCode.NONE)
 
 
 async def _delete(broker: Any, topic: Topic) -> Any:

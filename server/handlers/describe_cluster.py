@@ -30,6 +30,17 @@ def handle_describe_cluster(ctx: RequestContext, req: Any, version: int) -> Any:
         return DescribeClusterResponse(version=version, throttle_time_ms=0, error_code=code, error_message=message,
                                        endpoint_type=BROKER_ENDPOINT, cluster_id="", controller_id=-1, brokers=[],
                                        authorized_operations=None)
+    if broker.cluster is not None:  # a cluster node: every live broker, the elected controller
+        from kcoord.server.cluster import answers
+
+        listed = [BrokerOut(broker_id=b, host=h, port=p, rack=r)
+                  for b, h, p, r in answers.brokers(broker.cluster, answers.listener_name(ctx))]
+        controller = broker.cluster.controller_id
+        return DescribeClusterResponse(
+            version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+            endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id,
+            controller_id=controller if any(b.broker_id == controller for b in listed) else -1, brokers=listed,
+            authorized_operations=set(CLUSTER_OPERATIONS) if req.include_cluster_authorized_operations else None)
     node = broker.config.node_id
     # the endpoint of the listener the request came in on; none when that listener is not
     # advertised, and then no controller either (Kafka names only a listed broker)

@@ -1,7 +1,8 @@
 """DescribeTopicPartitions v0 (KIP-966; what the Java AdminClient's describeTopics sends first):
 topics in name order from the cursor on, at most response_partition_limit partitions (and at
 most 2,000, max.request.partition.size.limit) per response, and a next cursor where it stopped.
-This node leads every partition at leader epoch 0 with itself as the only replica."""
+On a cluster node (zookeeper.connect) the cluster's partition states answer; otherwise this node
+leads every partition at leader epoch 0 with itself as the only replica."""
 from __future__ import annotations
 
 import uuid
@@ -34,11 +35,17 @@ def _error_response(req: Any, code: ErrorCode) -> Any:
 def handle_describe_topic_partitions(ctx: RequestContext, req: Any, version: int) -> Any:
     broker = ctx.broker
     node = broker.config.node_id
+    cluster = broker.cluster  # a cluster node: the cluster's topics and partition states
+    topics: Any = broker.topics
+    if cluster is not None:
+        from kcoord.server.cluster import answers
+
+        topics = answers.TopicsView(cluster)
     cursor = req.cursor
     start_name = cursor.topic_name if cursor is not None else ""
     fetch_all = not req.topics
     if fetch_all:
-        names = {n for n in broker.topics.topics if n >= start_name}
+        names = {n for n in topics.topics if n >= start_name}
     else:
         names = {t.name for t in req.topics if t.name >= start_name}
         if cursor is not None and cursor.topic_name not in names:
@@ -51,7 +58,7 @@ def handle_describe_topic_partitions(ctx: RequestContext, req: Any, version: int
         if remaining == 0:  # the next response starts with this topic
             next_cursor = Cursor(topic_name=name, partition_index=0)
             break
-        topic = broker.topics.get(name)
+        topic = topics.get(name)
         if topic is None:
             if not fetch_all:
                 try:
@@ -64,10 +71,17 @@ def handle_describe_topic_partitions(ctx: RequestContext, req: Any, version: int
             continue
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         upper = min(topic.partitions, first + remaining)
-        parts = [PartitionOut(error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=0,
-                              replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
-                              last_known_elr=[], offline_replicas=[])
-                 for p in range(first, upper)]
+        if cluster is not None:
+            rows = answers.partitions(cluster, cluster.topic(name), answers.listener_name(ctx), version=12)
+            parts = [PartitionOut(error_code=r.error, partition_index=r.partition, leader_id=r.leader,
+                                  leader_epoch=r.leader_epoch, replica_nodes=r.replicas, isr_nodes=r.isr,
+                                  eligible_leader_replicas=[], last_known_elr=[], offline_replicas=r.offline)
+                     for r in rows[first:upper]]
+        else:
+            parts = [PartitionOut(error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=0,
+                                  replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
+                                  last_known_elr=[], offline_replicas=[])
+                     for p in range(first, upper)]
         out.append(TopicOut(error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
                             is_internal=name in INTERNAL, partitions=parts,
                             topic_authorized_operations=TOPIC_OPERATIONS))

@@ -20,10 +20,9 @@
   preferred_read_replica -1.
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+ topic ids),
   OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (current_leader_epoch v9+).
-- Fetch sessions (KIP-227) are declined, as Kafka does when its session cache is full: a full
-  request (epoch 0 or -1) is served sessionless and answered with session_id 0, which tells
-  the client there is no session, so it keeps sending full requests; an incremental request
-  (epoch > 0) names a session we never created: FETCH_SESSION_ID_NOT_FOUND.
+- Fetch sessions (KIP-227): server/handlers/fetch_session.py picks the request's context; a
+  full request with epoch 0 is read here and makes a session when it is answered (its id in
+  the response); incremental requests are served there.
 """
 from __future__ import annotations
 
@@ -33,9 +32,9 @@ from typing import Any
 from kcoord.protocol.data_fastpath import FetchResponseData
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
-from kcoord.server.data_plane import data_plane, leader_epoch_error, partition_log
+from kcoord.server.data_plane import data_plane, leader_epoch_error, not_leader, partition_log
 from kcoord.server.deferred import Deferred
-from kcoord.server.handlers import fetch_txn
+from kcoord.server.handlers import fetch_session, fetch_txn
 from kcoord.server.purgatory import DelayedOperation
 from kcoord.storage.log import OffsetOutOfRangeError, PartitionLog
 
@@ -85,7 +84,13 @@ def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, lis
             topic = broker.topics.get(t.topic)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         parts = []
+        cluster = broker.cluster
         for p in t.partitions:
+            if cluster is not None and topic is not None and replica_id < 0 \
+                    and not_leader(cluster, topic.name, p.partition):
+                parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes, None,
+                                   ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                continue
             if topic is None:
                 parts.append(_Part(None, p.partition, p.fetch_offset, p.partition_max_bytes, None, missing))
                 continue
@@ -183,8 +188,10 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
 
 
 def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]],
-              rows: list[list[tuple]]) -> FetchResponseData:
-    """The response (encoded by protocol/data_fastpath.py)."""
+              rows: list[list[tuple]], sessions: Any = None) -> FetchResponseData:
+    """The response (encoded by protocol/data_fastpath.py); `sessions`: the cache a full
+    request's new session goes to (None: sessionless)."""
+    session_id = 0 if sessions is None else fetch_session.create(sessions, req, version, resolved, rows)
     topics = []
     for (t, parts), trows in zip(resolved, rows, strict=True):
         partitions = []
@@ -193,7 +200,7 @@ def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]],
                 aborted = [(a.producer_id, a.first_offset) for a in aborted] if err == ErrorCode.NONE else None
             partitions.append((part.index, err, hw, stable, log_start, aborted, data))
         topics.append((t.topic_id if version >= 13 else t.topic, partitions))
-    return FetchResponseData(version, ErrorCode.NONE, 0, topics)
+    return FetchResponseData(version, ErrorCode.NONE, session_id, topics)
 
 
 class DelayedFetch(DelayedOperation):
@@ -202,10 +209,12 @@ class DelayedFetch(DelayedOperation):
     total of available bytes (each partition's share is remembered in _Part.available)."""
 
     __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred", "dp", "read_committed",
-                 "by_key", "acc")
+                 "by_key", "acc", "sessions")
 
-    def __init__(self, version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], dp: Any) -> None:
+    def __init__(self, version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], dp: Any,
+                 sessions: Any = None) -> None:
         super().__init__(req.max_wait_ms)
+        self.sessions = sessions
         self.dp = dp
         self.version = version
         self.req = req
@@ -284,19 +293,27 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         self.dp.parked.discard(self)
         rows, _, _ = _read(self.resolved, self.max_bytes, self.dp, self.req.isolation_level)
-        self.deferred.complete(_response(self.version, self.req, self.resolved, rows))
+        self.deferred.complete(_response(self.version, self.req, self.resolved, rows, self.sessions))
 
 
 def handle_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
-    if version >= 7 and req.session_epoch not in (0, -1):
-        return FetchResponseData(version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
-    resolved = _resolve(ctx, req, version)
     dp = data_plane(ctx.broker)
+    kind = fetch_session.context(dp.fetch_sessions, req, version)
+    if isinstance(kind, ErrorCode):
+        return FetchResponseData(version, kind, 0, [])
+    if not isinstance(kind, str):
+        reader = fetch_session.SessionReader(dp.fetch_sessions, ctx.broker.topics,
+                                             lambda topic, p: partition_log(ctx.broker, topic, p), _read, _Part, dp)
+        answer = reader.incremental(kind, req, version)
+        if answer is not None:
+            return answer
+    sessions = dp.fetch_sessions if kind == fetch_session.FULL else None
+    resolved = _resolve(ctx, req, version)
     rows, total, failed = _read(resolved, req.max_bytes, dp, req.isolation_level)
     keys = [(part.topic, part.index) for _, parts in resolved for part in parts if part.plog is not None]
     if req.max_wait_ms <= 0 or not keys or total >= req.min_bytes or failed:
-        return _response(version, req, resolved, rows)
-    op = DelayedFetch(version, req, resolved, dp)
+        return _response(version, req, resolved, rows, sessions)
+    op = DelayedFetch(version, req, resolved, dp, sessions)
     if not dp.fetch_purgatory.try_complete_else_watch(op, keys):
         dp.parked.add(op)
     return op.deferred

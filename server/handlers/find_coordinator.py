@@ -33,10 +33,40 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
     return ErrorCode.NONE, None
 
 
+def _cluster_lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    """On a cluster node: the leader of the key's __consumer_offsets partition (groups only;
+    transactions stay with the node asked until the coordinators follow partition leadership)."""
+    from kcoord.protocol.partitioner import partition_for
+    from kcoord.protocol.topics import OFFSETS_TOPIC
+    from kcoord.server.cluster import answers
+
+    node = ctx.broker.cluster
+    if key_type != GROUP:
+        err, msg = _lookup(ctx, key, key_type)
+        host, port = ctx.advertised or ("", -1)
+        return err, msg, ctx.broker.config.node_id, host, port
+    topic = node.topic(OFFSETS_TOPIC)
+    found = None if topic is None else answers.coordinator(
+        node, OFFSETS_TOPIC, partition_for(key, topic.partitions), answers.listener_name(ctx))
+    if found is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+    return ErrorCode.NONE, None, *found
+
+
 def handle_find_coordinator(ctx: RequestContext, req: Any, version: int) -> Any:
     host, port = ctx.advertised or ("", -1)  # the listener the client came in on
     node = ctx.broker.config.node_id
     key_type = req.key_type if version >= 1 else GROUP
+    if ctx.broker.cluster is not None:
+        keys = req.coordinator_keys if version >= 4 else [req.key]
+        found = [(key, *_cluster_lookup(ctx, key, key_type)) for key in keys]
+        if version >= 4:
+            return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=[
+                FindCoordinatorResponse.Coordinator(key=k, node_id=n, host=h, port=p, error_code=e, error_message=m)
+                for k, e, m, n, h, p in found])
+        _, e, m, n, h, p = found[0]
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=e, error_message=m,
+                                       node_id=n, host=h, port=p)
     if version >= 4:
         coordinators = []
         for key in req.coordinator_keys:

@@ -49,6 +49,7 @@ from kcoord.server.context import RequestContext
 from kcoord.server.data_plane import (
     LEADER_EPOCH,
     data_plane,
+    not_leader,
     partition_log,
     timestamp_bounds_of,
     topic_values,
@@ -109,6 +110,9 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
                       transactional_id: str | None, added: dict[tuple[str, int], ErrorCode] | None = None,
                       acks: int = 1) -> _Result:
     broker = ctx.broker
+    if broker.cluster is not None and not_leader(broker.cluster, topic_name, index):
+        return _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                       f"This server is not the leader for that topic-partition: {topic_name}-{index}")
     topic = broker.topics.get(topic_name)
     plog = partition_log(broker, topic, index) if topic is not None else None
     if plog is None:

@@ -100,6 +100,11 @@ _TABLE = (
              fast="CONSUMER_GROUP_HEARTBEAT", policy="groups.consumer_group_heartbeat", virtual="group"),
     Declared(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups.handle_consumer_group_describe",
              policy="groups.consumer_group_describe", virtual="group"),
+    # share groups (KIP-932, issue 25)
+    Declared(ApiKey.SHARE_GROUP_HEARTBEAT, "share_groups.handle_share_group_heartbeat",
+             policy="share_groups.share_group_heartbeat", virtual="group"),
+    Declared(ApiKey.SHARE_GROUP_DESCRIBE, "share_groups.handle_share_group_describe",
+             policy="share_groups.share_group_describe", virtual="group"),
     Declared(ApiKey.DELETE_TOPICS, "delete_topics.handle_delete_topics", policy="topics.delete_topics"),
     Declared(ApiKey.DELETE_RECORDS, "delete_records.handle_delete_records", policy="topics.delete_records"),
     Declared(ApiKey.CREATE_PARTITIONS, "create_partitions.handle_create_partitions",
@@ -147,6 +152,15 @@ _TABLE = (
              policy="cluster.describe_user_scram_credentials"),
     Declared(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "scram_credentials.handle_alter_user_scram_credentials",
              policy="cluster.alter_user_scram_credentials"),
+    # share partitions (issue 25, server/share/)
+    Declared(ApiKey.SHARE_FETCH, "share_fetch.handle_share_fetch", policy="share_fetch.share_fetch"),
+    Declared(ApiKey.SHARE_ACKNOWLEDGE, "share_fetch.handle_share_acknowledge", policy="share_fetch.share_acknowledge"),
+    Declared(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "share_offsets.handle_describe_share_group_offsets",
+             policy="share_fetch.describe_share_group_offsets"),
+    Declared(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "share_offsets.handle_alter_share_group_offsets",
+             policy="share_fetch.alter_share_group_offsets"),
+    Declared(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "share_offsets.handle_delete_share_group_offsets",
+             policy="share_fetch.delete_share_group_offsets"),
 )
 
 

@@ -335,7 +335,7 @@ def _plans(log_dir: str, out_dir: str | None) -> list[PartitionPlan]:
 
 def _alone(plans: list[PartitionPlan], options: dict) -> list[dict]:
     """compact_partition by itself (process_partition builds its own key map), one by one."""
-    logging.getLogger("storage").setLevel(logging.ERROR)
+    logging.getLogger("kcoord.storage").setLevel(logging.ERROR)
     out = []
     for pl in plans:
         segs = [Segment(b, open(path, "rb").read()) for b, path in zip(pl.bases, pl.paths(), strict=True)]

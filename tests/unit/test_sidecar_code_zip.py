@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_code_zip_holds_the_schemas_and_data_files(tmp_path):
     names = set(zipfile.ZipFile(code_zip(str(tmp_path))).namelist())
-    schemas = {str(p.relative_to(ROOT)) for p in (ROOT / "protocol" / "schemas").glob("*.json")}
+    schemas = {"kcoord/" + str(p.relative_to(ROOT)) for p in (ROOT / "protocol" / "schemas").glob("*.json")}
     assert schemas and schemas <= names
-    data = {str(p.relative_to(ROOT)) for p in (ROOT / "server").glob("*.txt")}  # package data
+    data = {"kcoord/" + str(p.relative_to(ROOT)) for p in (ROOT / "server").glob("*.txt")}  # package data
     assert data <= names
     assert not [n for n in names if n.endswith(".pyc") or "__pycache__" in n]
 
