@@ -1,0 +1,97 @@
+"""Coordinators follow __consumer_offsets leadership on three kcoord nodes and a real
+ZooKeeper: only the leader of a group's partition answers for the group (the others
+NOT_COORDINATOR), and when the leader's node is SIGKILLed the new leader loads the partition
+and the group's members (confluent-kafka) find it and go on committing. Until replication
+(server/replication/) copies __consumer_offsets to followers, the new leader's log holds only
+what was committed to it."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from conftest import call, unique
+from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
+from test_cluster import FAILOVER_S, all_online, create
+
+from kcoord.protocol.partitioner import partition_for
+from kcoord.testing.cluster import wait_for
+
+pytestmark = pytest.mark.integration
+
+OFFSETS = "__consumer_offsets"
+
+
+def offset_fetch_error(bootstrap: str, group: str) -> int:
+    return call(bootstrap, OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=False), 7).error_code
+
+
+def coordinator(bootstrap: str, group: str) -> int:
+    r = call(bootstrap, FindCoordinatorRequest(version=3, key=group, key_type=0), 3)
+    return r.node_id if r.error_code == 0 else -1
+
+
+def commit_until_done(consumer: Consumer, tp: TopicPartition, deadline_s: float) -> None:
+    """Commit through whatever the consumer meets (a coordinator moving, a rejoin)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        consumer.poll(0.2)
+        try:
+            consumer.commit(offsets=[tp], asynchronous=False)
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+
+
+def test_only_the_leader_of_a_groups_partition_answers_for_it(kcoord_cluster):
+    c = kcoord_cluster
+    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    group = unique("g")
+    leader = c.state(OFFSETS, partition_for(group, 50))["leader"]
+    assert {coordinator(n.bootstrap, group) for n in c.nodes.values()} == {leader}
+    wait_for(lambda: offset_fetch_error(c.node(leader).bootstrap, group) == 0, 30, "the leader to have loaded")
+    for i, n in c.nodes.items():
+        if i != leader:
+            assert offset_fetch_error(n.bootstrap, group) == 16  # NOT_COORDINATOR
+
+
+def test_a_group_follows_its_coordinator_when_the_node_is_killed(kcoord_cluster):
+    c = kcoord_cluster
+    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    topic = unique("moving")
+    create(c.bootstrap, topic, 1, 3)
+    wait_for(lambda: all_online(c, topic, 1), 30, "leaders")
+    group = unique("g")
+    p = partition_for(group, 50)
+    old = c.state(OFFSETS, p)
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "session.timeout.ms": 10000, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(), 60, "the partition assigned")
+        commit_until_done(consumer, TopicPartition(topic, 0, 5), 30)
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 5
+
+        c.kill(old["leader"])
+        new = wait_for(lambda: (s := c.state(OFFSETS, p))["leader"] not in (old["leader"], -1) and s, FAILOVER_S,
+                       "a new leader of the group's partition")
+        assert new["leader_epoch"] > old["leader_epoch"]
+        survivors = [i for i in c.nodes if i != old["leader"]]
+        wait_for(lambda: all(coordinator(c.node(i).bootstrap, group) == new["leader"] for i in survivors), 30,
+                 "FindCoordinator to name the new leader")
+        # the members find the new coordinator and go on committing there
+        commit_until_done(consumer, TopicPartition(topic, 0, 9), FAILOVER_S)
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 9
+        r = call(c.node(new["leader"]).bootstrap,
+                 OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=False), 7)
+        assert r.error_code == 0 and [(t.name, [q.committed_offset for q in t.partitions]) for t in r.topics] == \
+            [(topic, [9])]
+        # the old node, back, is no leader of the partition (out of the ISR): NOT_COORDINATOR
+        c.start(old["leader"])
+        wait_for(lambda: offset_fetch_error(c.node(old["leader"]).bootstrap, group) == 16, 60,
+                 "the old node to answer NOT_COORDINATOR")
+        assert coordinator(c.node(old["leader"]).bootstrap, group) == new["leader"]
+    finally:
+        consumer.close()
