@@ -95,3 +95,29 @@ def test_a_group_follows_its_coordinator_when_the_node_is_killed(kcoord_cluster)
         assert coordinator(c.node(old["leader"]).bootstrap, group) == new["leader"]
     finally:
         consumer.close()
+
+
+def test_a_coordinator_paused_past_its_session_answers_not_coordinator_when_it_resumes(kcoord_cluster):
+    import signal
+
+    c = kcoord_cluster
+    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    group = unique("g")
+    p = partition_for(group, 50)
+    old = c.state(OFFSETS, p)
+    paused = old["leader"]
+    wait_for(lambda: offset_fetch_error(c.node(paused).bootstrap, group) == 0, 30, "the leader to have loaded")
+    proc = c.node(paused).proc
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: paused not in c.registered(), FAILOVER_S, "its session to expire")
+        new = wait_for(lambda: (s := c.state(OFFSETS, p))["leader"] not in (paused, -1) and s, FAILOVER_S,
+                       "a new leader of the group's partition")
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: paused in c.registered(), 60, "the node to register again")
+    wait_for(lambda: offset_fetch_error(c.node(new["leader"]).bootstrap, group) == 0, 30, "the new leader to load")
+    wait_for(lambda: coordinator(c.node(paused).bootstrap, group) == new["leader"], 30,
+             "the resumed node to name the new coordinator")
+    assert offset_fetch_error(c.node(paused).bootstrap, group) == 16  # NOT_COORDINATOR
+    assert "unloaded" in c.node(paused).log_text()
