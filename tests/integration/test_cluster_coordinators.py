@@ -121,3 +121,58 @@ def test_a_coordinator_paused_past_its_session_answers_not_coordinator_when_it_r
              "the resumed node to name the new coordinator")
     assert offset_fetch_error(c.node(paused).bootstrap, group) == 16  # NOT_COORDINATOR
     assert "unloaded" in c.node(paused).log_text()
+
+
+def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_cluster):
+    """The old coordinator stays up: once the election moves the partition it answers
+    NOT_COORDINATOR for the group at once, and the member commits on the new leader."""
+    import json
+
+    from confluent_kafka import ElectionType
+    from confluent_kafka.admin import AdminClient
+    from test_cluster import seen_live_everywhere
+
+    c = kcoord_cluster
+    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    group = unique("g")
+    p = partition_for(group, 50)
+    preferred = c.assignment(OFFSETS)[p][0]
+    # the preferred replica goes and comes back: another node coordinates the group meanwhile
+    c.kill(preferred)
+    middle = wait_for(lambda: (s := c.state(OFFSETS, p))["leader"] not in (preferred, -1) and s, FAILOVER_S,
+                      "a new leader")["leader"]
+    c.start(preferred)
+    seen_live_everywhere(c, preferred)
+    topic = unique("elected")
+    create(c.bootstrap, topic, 1, 2)
+    wait_for(lambda: all_online(c, topic, 1), 30, "leaders")
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "session.timeout.ms": 10000, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(), 60, "the partition assigned")
+        commit_until_done(consumer, TopicPartition(topic, 0, 3), 30)
+        assert offset_fetch_error(c.node(middle).bootstrap, group) == 0
+        # the preferred replica back into the ISR (what replication will do), then elected
+        path = f"/brokers/topics/{OFFSETS}/partitions/{p}/state"
+        data, stat = c.zk().get(path)
+        st = json.loads(data)
+        c.zk().set(path, json.dumps({**st, "isr": st["isr"] + [preferred]}).encode(), version=stat.version)
+
+        def elect():
+            a = AdminClient({"bootstrap.servers": c.node(c.controller()).bootstrap})
+            got = list(a.elect_leaders(ElectionType.PREFERRED, [TopicPartition(OFFSETS, p)]).result(30).values())
+            return got if got == [None] else None
+
+        wait_for(elect, 60, "the preferred election")
+        assert c.state(OFFSETS, p)["leader"] == preferred
+        wait_for(lambda: offset_fetch_error(c.node(middle).bootstrap, group) == 16, 30,
+                 "the old coordinator to answer NOT_COORDINATOR")
+        commit_until_done(consumer, TopicPartition(topic, 0, 7), FAILOVER_S)
+        r = call(c.node(preferred).bootstrap,
+                 OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=False), 7)
+        assert r.error_code == 0 and [(t.name, [q.committed_offset for q in t.partitions]) for t in r.topics] == \
+            [(topic, [7])]
+        assert offset_fetch_error(c.node(middle).bootstrap, group) == 16
+    finally:
+        consumer.close()
