@@ -23,6 +23,7 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_FOR_LEADER_EPOCH = 23
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -226,6 +227,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.PRODUCE, "Produce", _KP + "producer.produce", 3, 12),
         ApiSpec(ApiKey.FETCH, "Fetch", _KP + "consumer.fetch", 4, 17),
         ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", _KP + "consumer.offsets", 0, 9),
+        ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", _KP + "consumer.offsets", 2, 4),
         ApiSpec(ApiKey.METADATA, "Metadata", _KP + "metadata.metadata", 0, 12),
         ApiSpec(ApiKey.OFFSET_COMMIT, "OffsetCommit", _KP + "consumer.group", 0, 9),
         ApiSpec(ApiKey.OFFSET_FETCH, "OffsetFetch", _KP + "consumer.group", 0, 9),

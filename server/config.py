@@ -79,6 +79,14 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "advertised.listeners": (_str, ""),
     "node.id": (int, 1),
     "broker.id": (int, -1),  # alias of node.id from ZooKeeper-era configs
+    # replication (server/replication/), Kafka's defaults
+    "replica.lag.time.max.ms": (int, 30000),
+    "replica.fetch.wait.max.ms": (int, 500),
+    "replica.fetch.min.bytes": (int, 1),
+    "replica.fetch.max.bytes": (int, 1048576),
+    "replica.fetch.response.max.bytes": (int, 10485760),
+    "replica.fetch.backoff.ms": (int, 1000),
+    "replica.socket.timeout.ms": (int, 30000),
     "log.dirs": (_str, "./data"),
     "log.dir": (_str, ""),
     "num.partitions": (int, 1),

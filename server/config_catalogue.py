@@ -382,6 +382,18 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
        "null means the listeners."),
     _b("node.id", INT, 1, "Id of this node in the cluster."),
     _b("broker.id", INT, -1, "Older name of node.id; used when set."),
+    # replication (server/replication/): how followers fetch and when the leader drops them
+    _b("replica.lag.time.max.ms", L, 30000, "A follower not caught up with the leader for this long leaves "
+       "the ISR.", at_least(1)),
+    _b("replica.fetch.wait.max.ms", INT, 500, "Longest a follower's Fetch waits at the leader for data.",
+       at_least(0)),
+    _b("replica.fetch.min.bytes", INT, 1, "Bytes a follower's Fetch waits for at the leader.", at_least(1)),
+    _b("replica.fetch.max.bytes", INT, 1048576, "Bytes a follower fetches per partition (the first batch "
+       "even if larger).", at_least(0)),
+    _b("replica.fetch.response.max.bytes", INT, 10485760, "Bytes a follower fetches per Fetch (the first "
+       "batch even if larger).", at_least(0)),
+    _b("replica.fetch.backoff.ms", INT, 1000, "Pause of a follower's fetcher after an error.", at_least(0)),
+    _b("replica.socket.timeout.ms", INT, 30000, "Timeout of a follower's requests to its leader.", at_least(1)),
     _b("zookeeper.connect", S, None, "ZooKeeper connection string (host:port,...[/chroot]); unset: one node, "
        "no cluster."),
     _b("zookeeper.session.timeout.ms", INT, 18000, "ZooKeeper session timeout: a node silent this long is gone."),

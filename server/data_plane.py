@@ -124,11 +124,12 @@ def apply_topic_configs(broker: Broker, topic: Topic) -> None:
             broker.logs.declare(topic.name, p, segment_bytes=size, topic_id=topic.topic_id, roll_ms=roll_ms)
 
 
-def leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:
-    """Kafka's check of a client's current leader epoch (-1: not given) against ours (0)."""
-    if current_leader_epoch == NO_EPOCH or current_leader_epoch == LEADER_EPOCH:
+def leader_epoch_error(current_leader_epoch: int, ours: int = LEADER_EPOCH) -> ErrorCode | None:
+    """Kafka's check of a client's current leader epoch (-1: not given) against ours (0 on a
+    single node, the partition's replica's otherwise)."""
+    if current_leader_epoch == NO_EPOCH or current_leader_epoch == ours:
         return None
-    if current_leader_epoch > LEADER_EPOCH:
+    if current_leader_epoch > ours:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
     return ErrorCode.FENCED_LEADER_EPOCH
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.server.crash_points import crash_point
 from kcoord.server.deferred import Deferred
+from kcoord.server.share.cleanup import after_topic_deleted
 from kcoord.server.topics import PendingDeletion, Topic
 from kcoord.storage.files import fsync_dir
 from kcoord.storage.log_deletion import remove_delete_dirs, rename_for_delete
@@ -113,6 +114,7 @@ class TopicDeleter:
         await self.loaded.wait()
         try:
             await self._tombstones(pending)
+            await after_topic_deleted(broker, pending.topic_id)  # its share partitions' state
             crash_point("delete-topic:tombstoned")
             await self._remove_dirs()
             crash_point("delete-topic:removed")

@@ -10,7 +10,11 @@
   offset, when its topic is deleted (that partition answers UNKNOWN_TOPIC_OR_PARTITION, as
   Kafka's re-read does), or when max_wait_ms expires; either way it reads again and answers
   what is there.
-- high watermark = log end offset (one replica); last stable offset and isolation_level=1
+- high watermark = log end offset on a single node. A replicated partition (plog.replica,
+  server/replication/) is served by its leader only (NOT_LEADER_OR_FOLLOWER elsewhere, its
+  leader epoch checked against current_leader_epoch): a consumer (replica id -1) reads below
+  the high watermark, a follower (replica id >= 0: replica_id, or ReplicaState v15+) up to
+  the log end, and its fetch offset tells the leader how far it has copied. Last stable offset and isolation_level=1
   (read_committed: batches below the LSO, with the aborted transactions they overlap) are
   server/handlers/fetch_txn.py; aborted_transactions is null for read_uncommitted;
   preferred_read_replica -1.
@@ -41,7 +45,8 @@ ZERO_UUID = uuid.UUID(int=0)
 class _Part:
     """One requested partition, resolved."""
 
-    __slots__ = ("topic", "index", "offset", "max_bytes", "plog", "error", "start_seg", "start_pos", "available")
+    __slots__ = ("topic", "index", "offset", "max_bytes", "plog", "error", "start_seg", "start_pos", "available",
+                 "replica", "consumer")
 
     def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int, plog: PartitionLog | None,
                  error: ErrorCode) -> None:
@@ -54,18 +59,22 @@ class _Part:
         self.start_seg: Any = None
         self.start_pos = 0
         self.available = 0  # bytes counted toward min_bytes at the last check (DelayedFetch)
+        self.replica: Any = None  # the partition's replica when replicated (server/replication/)
+        self.consumer = True  # not a follower: reads below the high watermark
 
 
-def req_replica_id(req: Any, version: int) -> int:
-    """The fetching replica's id (-1: a consumer); in replica_state from v15."""
+def replica_id_of(req: Any, version: int) -> int:
+    """The fetching broker's id (-1: a consumer): replica_id, or ReplicaState from v15."""
     if version >= 15:
         state = getattr(req, "replica_state", None)
-        return getattr(state, "replica_id", -1) if state is not None else -1
-    return getattr(req, "replica_id", -1)
+        return state.replica_id if state is not None and state.replica_id is not None else -1
+    rid = req.replica_id
+    return -1 if rid is None else rid
 
 
 def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
     broker = ctx.broker
+    replica_id = replica_id_of(req, version)
     out = []
     for t in req.topics:
         if version >= 13:
@@ -77,7 +86,7 @@ def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, lis
         parts = []
         cluster = broker.cluster
         for p in t.partitions:
-            if cluster is not None and topic is not None and req_replica_id(req, version) < 0 \
+            if cluster is not None and topic is not None and replica_id < 0 \
                     and not_leader(cluster, topic.name, p.partition):
                 parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes, None,
                                    ErrorCode.NOT_LEADER_OR_FOLLOWER))
@@ -87,12 +96,42 @@ def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, lis
                 continue
             plog = partition_log(broker, topic, p.partition)
             err = ErrorCode.NONE if plog is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if plog is not None and version >= 9:
+            replica = plog.replica if plog is not None else None
+            if replica is not None:
+                err = _replica_error(broker, replica, p, version, replica_id)
+            elif plog is not None and version >= 9:
                 err = leader_epoch_error(p.current_leader_epoch) or ErrorCode.NONE
-            parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                               plog if err == ErrorCode.NONE else None, err))
+            part = _Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                         plog if err == ErrorCode.NONE else None, err)
+            if replica is not None:
+                part.replica, part.consumer = replica, replica_id < 0
+            parts.append(part)
         out.append((t, parts))
     return out
+
+
+def _replica_error(broker: Any, replica: Any, p: Any, version: int, replica_id: int) -> ErrorCode:
+    """A replicated partition: only its leader serves it, in its epoch; a follower's fetch
+    offset is its log end offset (the leader's high watermark and ISR follow it)."""
+    if version >= 9:
+        bad = leader_epoch_error(p.current_leader_epoch, replica.leader_epoch)
+        if bad is not None:
+            return bad
+    if not replica.is_leader or replica.stopped:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if replica_id >= 0:
+        broker.replicas.follower_fetched(replica, replica_id, p.fetch_offset)
+    return ErrorCode.NONE
+
+
+def _below(data: bytes, hw: int) -> bytes:
+    """The whole batches of `data` that start below the high watermark."""
+    pos, n = 0, len(data)
+    while n - pos >= 12:
+        if int.from_bytes(data[pos:pos + 8], "big", signed=True) >= hw:
+            break
+        pos += int.from_bytes(data[pos + 8:pos + 12], "big", signed=True) + 12
+    return data if pos >= n else data[:pos]
 
 
 def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
@@ -113,6 +152,11 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
                              None))
                 failed = True
                 continue
+            replica = part.replica
+            if replica is not None and (not replica.is_leader or replica.stopped):  # lost it while parked
+                rows.append((ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"", -1, None))
+                failed = True
+                continue
             try:
                 data = plog.read(part.offset, min(max(part.max_bytes, 0), remaining), min_one)
             except OffsetOutOfRangeError:
@@ -124,6 +168,12 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
                 failed = True
                 continue
             stable = fetch_txn.lso(dp, part.topic, part.index, plog)
+            hw = plog.log_end_offset
+            if replica is not None:
+                hw = replica.hw
+                stable = min(stable, hw)
+                if part.consumer and data:
+                    data = _below(data, hw)
             aborted = None
             if isolation == READ_COMMITTED:
                 data, aborted = fetch_txn.committed_read(dp, part.topic, part.index, plog, part.offset, data, stable)
@@ -132,7 +182,7 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
                 min_one = False
                 total += n
                 remaining = max(0, remaining - n)
-            rows.append((ErrorCode.NONE, plog.log_end_offset, plog.log_start_offset, data, stable, aborted))
+            rows.append((ErrorCode.NONE, hw, plog.log_start_offset, data, stable, aborted))
         out.append(rows)
     return out, total, failed
 
@@ -197,6 +247,12 @@ class DelayedFetch(DelayedOperation):
         plog = part.plog
         if plog.deleted or part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
             return -1
+        replica = part.replica
+        if replica is not None:
+            if not replica.is_leader or replica.stopped:
+                return -1
+            if part.consumer and replica.hw <= part.offset:
+                return 0  # nothing committed past the fetch offset yet
         if self.read_committed and fetch_txn.lso(self.dp, part.topic, part.index, plog) <= part.offset:
             return 0  # nothing committed to read yet (a marker will retry this)
         seg = plog.active

@@ -10,13 +10,15 @@ runtime, which makes the result's records durable before the response leaves. Th
 """
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.fastpath import OffsetCommitResponseData, heartbeat_response_body
 from kcoord.server.context import RequestContext
 from kcoord.server.deferred import Deferred
-from kcoord.server.group.responses import commit_response
+from kcoord.server.group.responses import commit_response, delete_groups_response
+from kcoord.server.share.cleanup import before_delete_groups
 
 if TYPE_CHECKING:
     from kcoord.server.broker import Broker
@@ -53,7 +55,26 @@ def handle_list_groups(ctx: RequestContext, req: Any, version: int) -> Any:
 
 
 def handle_delete_groups(ctx: RequestContext, req: Any, version: int) -> Any:
+    if any(ctx.broker.coordinator.share.members(g) == 0 for g in req.groups_names):
+        return _delete_with_share_state(ctx, req, version)
     return ctx.broker.runtime.submit(ctx.broker.coordinator.delete_groups(req, version))
+
+
+async def _delete_with_share_state(ctx: RequestContext, req: Any, version: int) -> Any:
+    """An empty share group's share-partition state goes first (server/share/cleanup.py); a
+    group whose state could not be deleted is answered with that error and kept."""
+    failed = await before_delete_groups(ctx.broker, list(dict.fromkeys(req.groups_names)))
+    req.groups_names = [g for g in req.groups_names if g not in failed]
+    answer = ctx.broker.runtime.submit(ctx.broker.coordinator.delete_groups(req, version))
+    if isinstance(answer, Deferred) and not answer.done:
+        fut = asyncio.get_running_loop().create_future()
+        answer.add_callback(lambda v: fut.done() or fut.set_result(v))
+        answer = await fut
+    elif isinstance(answer, Deferred):
+        answer = answer.result()
+    if not failed:
+        return answer
+    return delete_groups_response(version, [(r.group_id, r.error_code) for r in answer.results] + list(failed.items()))
 
 
 def handle_consumer_group_heartbeat(ctx: RequestContext, req: Any, version: int) -> Any:

@@ -3,8 +3,13 @@
 transaction, server/handlers/produce_txn.py.)
 
 - acks 0: nothing is sent back; on any partition error the connection is closed (as Kafka
-  does, so the producer refreshes metadata). acks 1 and -1 (one replica: the same): answered
-  after the append. Other values: INVALID_REQUIRED_ACKS.
+  does, so the producer refreshes metadata). acks 1: answered after the append; acks -1 on a
+  single node too. Other values: INVALID_REQUIRED_ACKS.
+- A replicated partition (plog.replica, server/replication/): only its leader appends
+  (NOT_LEADER_OR_FOLLOWER elsewhere), stamping its leader epoch into the batch; with acks -1
+  an ISR below the topic's min.insync.replicas refuses the append (NOT_ENOUGH_REPLICAS), and
+  the answer waits until every ISR member has the records (server/replication/
+  delayed_produce.py: NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT after timeout_ms).
 - Flushing follows Kafka (server/log_flush.py): a partition is fsynced before the answer only
   when its topic's flush.messages (log.flush.interval.messages) records are unflushed (Kafka's
   default, Long.MAX: never; flush.messages=1: before every acknowledgement), through the group
@@ -54,6 +59,7 @@ from kcoord.server.handlers import produce_txn
 from kcoord.server.handlers.registry import NO_RESPONSE
 from kcoord.server.log_flush import flush_rolled, needs_flush
 from kcoord.server.record_validation import validate_records
+from kcoord.server.replication.delayed_produce import Waiting, watch
 from kcoord.server.txn.markers import wait
 from kcoord.storage.batch import (
     CorruptBatchError,
@@ -72,7 +78,7 @@ _MAX_COMPRESSION = 4
 
 class _Result:
     __slots__ = ("error", "message", "base_offset", "last_offset", "log_append_time", "log_start_offset",
-                 "record_errors", "plog", "flush")
+                 "record_errors", "plog", "flush", "min_isr")
 
     def __init__(self, error: ErrorCode = ErrorCode.NONE, message: str | None = None) -> None:
         self.error = error
@@ -84,6 +90,7 @@ class _Result:
         self.record_errors: list[tuple[int, str | None]] = []
         self.plog = None
         self.flush = False  # flush.messages reached: fsynced before the answer
+        self.min_isr = 1  # min.insync.replicas of a replicated partition's topic (acks=all)
 
 
 def _records_problem(records: Any, version: int) -> KafkaError | None:
@@ -100,7 +107,8 @@ def _records_problem(records: Any, version: int) -> KafkaError | None:
 
 
 def _append_partition(ctx: RequestContext, topic_name: str, index: int, records: Any, version: int,
-                      transactional_id: str | None, added: dict[tuple[str, int], ErrorCode] | None = None) -> _Result:
+                      transactional_id: str | None, added: dict[tuple[str, int], ErrorCode] | None = None,
+                      acks: int = 1) -> _Result:
     broker = ctx.broker
     if broker.cluster is not None and not_leader(broker.cluster, topic_name, index):
         return _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -110,6 +118,13 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     if plog is None:
         return _Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                        f"This server does not host this topic-partition: {topic_name}-{index}")
+    replica = plog.replica
+    epoch = LEADER_EPOCH
+    if replica is not None:
+        if not replica.is_leader or replica.stopped:
+            return _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                           f"This server is not the leader for topic-partition {topic_name}-{index}")
+        epoch = replica.leader_epoch
     problem = _records_problem(records, version)
     if problem is not None:
         return _Result(problem.code, problem.message)
@@ -128,6 +143,12 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
         return _Result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                        f"Produce requests with version {version} are not allowed to use ZStandard compression")
     values = topic_values(broker, topic)  # the topic's effective configs, looked up once
+    if replica is not None and acks == -1:
+        min_isr = values["min.insync.replicas"]
+        if len(replica.isr) < min_isr:
+            return _Result(ErrorCode.NOT_ENOUGH_REPLICAS,
+                           f"The size of the current ISR {replica.isr} is insufficient to satisfy the min.isr "
+                           f"requirement of {min_isr} for partition {topic_name}-{index}")
     if topic.internal:
         return _Result(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_name}")
     if h.base_offset != 0:
@@ -196,7 +217,7 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
             return res
     active = plog.active
     try:
-        base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH, checked=headers)
+        base, last, lat = plog.append_batches(records, now if append_time else None, epoch, checked=headers)
     except CorruptBatchError as e:
         return _Result(ErrorCode.CORRUPT_MESSAGE, str(e))
     except OSError as e:  # the log directory is offline (logged once by the failure channel)
@@ -210,6 +231,9 @@ def _append_partition(ctx: RequestContext, topic_name: str, index: int, records:
     res.flush = needs_flush(values, plog)
     if plog.active is not active and not res.flush:
         flush_rolled(plog)
+    if replica is not None:
+        res.min_isr = values["min.insync.replicas"]
+        broker.replicas.leader_appended(replica, base)
     dp.appended(topic_name, index)
     return res
 
@@ -305,8 +329,8 @@ async def _append_after_adds(ctx: RequestContext, req: Any, version: int, acks: 
 def _append_all(ctx: RequestContext, req: Any, version: int, acks: int,
                 added: dict[tuple[str, int], ErrorCode] | None) -> Any:
     tid = req.transactional_id
-    results = [[_append_partition(ctx, t.name, p.index, p.records, version, tid, added) for p in t.partition_data]
-               for t in req.topic_data]
+    results = [[_append_partition(ctx, t.name, p.index, p.records, version, tid, added, acks)
+                for p in t.partition_data] for t in req.topic_data]
     if acks == 0:
         errors = [r.error.name for rs in results for r in rs if r.error]
         if errors:
@@ -318,9 +342,24 @@ def _append_all(ctx: RequestContext, req: Any, version: int, acks: int,
                 if r.flush:
                     group_commit(r.plog).when_durable(r.last_offset, _flush_failed)
         return NO_RESPONSE
+    if acks == -1:
+        waiting = [Waiting(r, r.plog.replica, r.last_offset + 1, r.min_isr) for rs in results for r in rs
+                   if r.error == ErrorCode.NONE and r.plog is not None and r.plog.replica is not None]
+        if waiting:
+            return _await_replicas(ctx, version, req, results, waiting)
     if not any(r.flush for rs in results for r in rs):
         return _response(version, req, results)
     return _await_durable(version, req, results, req.timeout_ms)
+
+
+async def _await_replicas(ctx: RequestContext, version: int, req: Any, results: list[list[_Result]],
+                          waiting: list[Waiting]) -> Any:
+    """acks=all on replicated partitions: every ISR member has the records, then the flush
+    the topic asks for (if any)."""
+    await wait(watch(ctx.broker.replicas.produce_purgatory, req.timeout_ms, waiting))
+    if not any(r.flush and r.error == ErrorCode.NONE for rs in results for r in rs):
+        return _response(version, req, results)
+    return await _await_durable(version, req, results, req.timeout_ms)
 
 
 def _flush_failed(exc: BaseException | None) -> None:

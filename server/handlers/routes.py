@@ -68,6 +68,8 @@ _TABLE = (
     Declared(ApiKey.FETCH, "fetch.handle_fetch", policy="data.fetch", virtual="partitioned"),
     Declared(ApiKey.LIST_OFFSETS, "list_offsets.handle_list_offsets",
              policy="data.list_offsets", virtual="partitioned"),
+    Declared(ApiKey.OFFSET_FOR_LEADER_EPOCH, "offsets_for_leader_epoch.handle_offsets_for_leader_epoch",
+             policy="data.offsets_for_leader_epoch", virtual="partitioned"),
     Declared(ApiKey.METADATA, "metadata.handle_metadata", policy="data.metadata", virtual="metadata"),
     Declared(ApiKey.OFFSET_COMMIT, "groups.handle_offset_commit",
              fast="OFFSET_COMMIT", direct="groups.commit_offsets", policy="groups.offset_commit",

@@ -10,6 +10,8 @@ from typing import Any
 from kafka.protocol.admin.groups import ListGroupsRequest
 
 from kcoord.protocol.share_messages import ShareGroupDescribeRequest
+from kcoord.server.kafkatools import share_group_offsets as offsets
+from kcoord.server.kafkatools.consumer_groups import UsageError
 from kcoord.server.kafkatools.options import ToolParser, check_required
 from kcoord.server.kafkatools.wire import Client, KafkaCallError, check
 
@@ -30,6 +32,26 @@ def parser() -> ToolParser:
     a("--state", nargs="?", const="", default=None, metavar="String",
       help="When specified with '--describe', includes the state of the group. When specified with '--list', "
            "it displays the state of all groups. It can also be used to list groups with specific states.")
+    a("--offsets", action="store_true", help="Describe the group and list all topic partitions in the group "
+                                             "along with their offset information. This is the default sub-action "
+                                             "and may be used with the '--describe' option only.")
+    a("--reset-offsets", action="store_true", help="Reset offsets of share group. Supports one share group at the "
+                                                   "time, and instances must be inactive.")
+    a("--delete", action="store_true", help="Pass in groups to delete topic partition offsets and ownership "
+                                            "information over the entire share group.")
+    a("--delete-offsets", action="store_true", help="Delete offsets of share group. Supports one share group at "
+                                                    "the time, and multiple topics.")
+    a("--topic", action="append", metavar="topic",
+      help="The topic whose share group information should be deleted or topic which should be included in the "
+           "reset offset process.")
+    a("--all-topics", action="store_true", help="Consider all topics assigned to a share group in the "
+                                                "'reset-offsets' process.")
+    a("--to-earliest", action="store_true", help="Reset offsets to earliest offset.")
+    a("--to-latest", action="store_true", help="Reset offsets to latest offset.")
+    a("--to-datetime", metavar="datetime", help="Reset offsets to offset from datetime. Format: "
+                                                "'YYYY-MM-DDTHH:mm:SS.sss'")
+    a("--dry-run", action="store_true", help="Only show results without executing changes on share groups.")
+    a("--execute", action="store_true", help="Execute operation. Supported operations: reset-offsets.")
     a("--verbose", action="store_true", help="Provide additional information, if any, when describing the group.")
     a("--timeout", type=int, default=5000, metavar="timeout (ms)",
       help="The timeout that can be set for some use cases (default: 5000).")
@@ -42,12 +64,26 @@ def main(argv: list[str] | None = None) -> int:
     p = parser()
     o = p.parse(list(sys.argv[1:] if argv is None else argv), WHAT)
     check_required(p, o, "bootstrap_server")
-    if sum(bool(x) for x in (o.list, o.describe)) != 1:
-        p.usage_exit("Command must include exactly one action: --list, --describe")
-    if o.describe and not (o.group or o.all_groups):
-        p.usage_exit("Option [describe] takes one of these options: [all-groups], [group]")
+    actions = (o.list, o.describe, o.reset_offsets, o.delete, o.delete_offsets)
+    if sum(bool(x) for x in actions) != 1:
+        p.usage_exit("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
+                     "--delete-offsets")
+    for name, on in (("describe", o.describe), ("delete", o.delete), ("reset-offsets", o.reset_offsets)):
+        if on and not (o.group or o.all_groups):
+            p.usage_exit(f"Option [{name}] takes one of these options: [all-groups], [group]")
     if o.members and not o.describe:
         p.usage_exit("Option [members] can be used only with the [describe] action")
+    if o.offsets and not o.describe:
+        p.usage_exit("Option [offsets] can be used only with the [describe] action")
+    if o.delete_offsets and (not o.group or not o.topic):
+        p.usage_exit("Option [delete-offsets] takes the following options: [group], [topic]")
+    if o.reset_offsets:
+        if o.dry_run and o.execute:
+            p.usage_exit("Option [reset-offsets] only accepts one of [execute] and [dry-run]")
+        if sum(bool(x) for x in (o.to_earliest, o.to_latest, o.to_datetime)) != 1:
+            p.usage_exit("Option [reset-offsets] takes exactly one of [to-datetime], [to-earliest], [to-latest]")
+        if bool(o.topic) == bool(o.all_topics):
+            p.usage_exit("Option [reset-offsets] takes one of these options: [all-topics], [topic]")
     try:
         from kcoord.server.kafkatools.options import load_properties
 
@@ -58,13 +94,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nError: Executing share group command failed due to {e}")
         return 0
     try:
+        groups = (all_groups(client) if o.all_groups else o.group) or []
         if o.list:
             list_groups(client, o)
+        elif o.reset_offsets:
+            offsets.run_reset(client, o, groups)
+        elif o.delete:
+            offsets.delete_groups(client, groups)
+        elif o.delete_offsets:
+            offsets.delete_offsets(client, o.group[0], o.topic)
         else:
-            for gid in (all_groups(client) if o.all_groups else o.group):
+            for gid in groups:
                 describe(client, o, gid)
     except KafkaCallError as e:
         print(f"\nError: Executing share group command failed due to {e.java()}")
+    except UsageError as e:
+        print(f"\nError: {e}")
     except OSError as e:
         print(f"\nError: Executing share group command failed due to {e}")
     finally:
@@ -103,6 +148,9 @@ def list_groups(client: Client, o: Any) -> None:
 
 
 def describe(client: Client, o: Any, gid: str) -> None:
+    if not o.members and o.state is None:  # --offsets, the default sub-action
+        offsets.describe_offsets(client, gid, o.verbose)
+        return
     node, host, port = client.coordinator(gid)
     resp = client.to_coordinator(gid, ShareGroupDescribeRequest, group_ids=[gid], include_authorized_operations=False)
     g = resp.groups[0]

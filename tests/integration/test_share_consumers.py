@@ -182,6 +182,7 @@ def run(server, workers_of, n: int, restart_after: int | None = None) -> list:
     return [w.got for w in workers]
 
 
+@pytest.mark.compat("confluent-kafka", "share groups")
 def test_confluent_share_consumers_share_the_records(kcoord_factory) -> None:
     server = kcoord_factory(SERVER)
     n = 3000
@@ -191,6 +192,8 @@ def test_confluent_share_consumers_share_the_records(kcoord_factory) -> None:
     assert all(per_worker), "the records were not shared"
 
 
+@pytest.mark.compat("java4", "share groups")
+@pytest.mark.compat("confluent-kafka", "share groups")
 def test_java_and_librdkafka_share_consumers_in_one_group(kcoord_factory) -> None:
     server = kcoord_factory(SERVER)
     n = 3000

@@ -61,6 +61,7 @@ from kafka.protocol.consumer import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
@@ -127,6 +128,11 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
         return ListOffsetsRequest(version=v, replica_id=-1, isolation_level=0, timeout_ms=0, topics=[
             T(name=TOPIC, partitions=[P(partition_index=0, current_leader_epoch=-1, timestamp=-1,
                                         max_num_offsets=1)])])
+    if api == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+        T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+        return OffsetForLeaderEpochRequest(version=v, replica_id=-1, topics=[
+            T(topic=TOPIC, partitions=[T.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1,
+                                                                   leader_epoch=0)])])
     if api == ApiKey.METADATA:
         return MetadataRequest(version=v, topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
                                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,

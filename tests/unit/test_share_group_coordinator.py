@@ -124,6 +124,19 @@ def test_assignor_heterogeneous_subscriptions() -> None:
     assert set(out["x"]) <= {a}
 
 
+def test_assignor_places_again_what_a_member_that_left_the_topic_held() -> None:
+    """m0 moves from topic A to topic B: the partition of A it held goes to A's remaining
+    subscriber instead of staying unassigned (found by test_share_group_replay)."""
+    import uuid
+    a, b = uuid.uuid4(), uuid.uuid4()
+    topics = {"A": (a, 2), "B": (b, 3)}
+    both = assignor.assign({"m0": ("A",), "m1": ("A",)}, topics)
+    assert {p for m in both.values() for p in m[a]} == {0, 1}
+    moved = assignor.assign({"m0": ("B",), "m1": ("A",)}, topics, both)
+    assert moved["m1"] == {a: frozenset({0, 1})}
+    assert set(moved["m0"]) == {b}
+
+
 def test_partition_added_bumps_the_group_epoch_and_reassigns() -> None:
     h = Harness()
     assert h.join("m1").member_epoch == 1

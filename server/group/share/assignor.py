@@ -152,7 +152,10 @@ def _heterogeneous(members: list[str], subscriptions: Mapping[str, tuple[str, ..
         if own[m]:
             new.setdefault(_hashed(m, own[m]), []).append(m)
     hashed = set(new)
-    now = _current_by_partition(members, current)
+    # what members hold now counts only where they still subscribe (a partition held by a member
+    # that left its topic is to be placed again)
+    now = {tp: kept for tp, ms in _current_by_partition(members, current).items()
+           if (kept := [m for m in ms if m in subscribers.get(tp[0], ())])}
     targets = list(dict.fromkeys(tp for m in members for tp in own[m]))
     unassigned: dict[UUID, list[TP]] = {}
     for tp in targets:
@@ -170,6 +173,5 @@ def _heterogeneous(members: list[str], subscriptions: Mapping[str, tuple[str, ..
         if tp in new:
             continue
         for m in ms:
-            if m in subscribers.get(tp[0], ()):
-                final[m].add(tp)
+            final[m].add(tp)
     return final
