@@ -56,7 +56,8 @@ def one_round(directory: Path, session_ms: int) -> tuple[float, float]:
         wait_for(lambda: (a := cluster.assignment(OFFSETS)) and all(
             (cluster.state(OFFSETS, p) or {}).get("leader", -1) > 0 for p in a), 60, "__consumer_offsets leaders")
         topic = f"cfail-{uuid.uuid4().hex[:8]}"
-        AdminClient({"bootstrap.servers": cluster.bootstrap}).create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # referenced until the result
+        admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
         group = f"g-{uuid.uuid4().hex[:8]}"
         p = partition_for(group, 50)
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,

@@ -55,6 +55,8 @@ class Shard(Protocol[R]):
     def unload(self, partition: int) -> Any:
         """Drop the partition's state; its keys answer NOT_COORDINATOR until begin_loading."""
 
+    def is_loading(self, partition: int | None = None) -> bool: ...
+
 
 def keep_latest(latest: dict[bytes, bytes | None], key: bytes, value: bytes | None) -> None:
     """Kafka's loaders: per key only the last value counts (a tombstone too). Re-inserting
@@ -229,8 +231,8 @@ class CoordinatorRuntime(Generic[R]):
 
     def state(self, partition: int) -> tuple[str, int]:
         """("active" | "loading" | "unloaded", the last leader epoch seen; -1 for none)."""
-        if self._partitions is None:
-            return ("loading" if self._loads.get(partition) else "active"), -1
+        if self._partitions is None:  # one node: every partition, loaded at start-up
+            return ("loading" if self.shard.is_loading(partition) else "active"), -1
         return self._partitions.get(partition, ("unloaded", -1))
 
     def load(self, partition: int, leader_epoch: int) -> asyncio.Task[None] | None:

@@ -196,3 +196,12 @@ async def test_single_node_runtime_loads_everything_as_before(tmp_path):
     assert commit_error(await answer(commit(rt, 4))) == E.NONE
     assert fetch(rt) == (E.NONE, 4)
     logs.close()
+
+
+async def test_a_single_node_runtime_reports_its_partitions_loading_then_active(tmp_path):
+    rt, logs = runtime(tmp_path)
+    rt.begin_loading_all()
+    assert rt.state(P) == ("loading", -1)
+    await rt.load_all()
+    assert rt.state(P) == ("active", -1)
+    logs.close()
