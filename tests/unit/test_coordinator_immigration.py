@@ -205,3 +205,24 @@ async def test_a_single_node_runtime_reports_its_partitions_loading_then_active(
     await rt.load_all()
     assert rt.state(P) == ("active", -1)
     logs.close()
+
+
+def test_the_transaction_coordinator_unloads_a_partition_and_loads_it_again() -> None:
+    from txn_helpers import TxnHarness
+
+    h = TxnHarness()
+    assert h.init("t") == (E.NONE, 1000, 0)
+    p = h.coord.partition_of("t")
+    other = next(t for t in (f"x{i}" for i in range(100)) if h.coord.partition_of(t) != p)
+    h.coord.unload(p)
+    assert h.coord.get("t") is None
+    assert h.init("t") == (E.NOT_COORDINATOR, -1, -1)
+    assert h.coord.describe("t")[0] == E.NOT_COORDINATOR
+    assert h.init(other)[0] == E.NONE  # another partition is untouched
+    h.coord.begin_loading(p)
+    assert h.init("t")[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    for r in h.decoded_log():
+        if h.coord.partition_of(r.key.transactional_id) == p:
+            h.coord.replay(r)
+    h.coord.end_loading(p)
+    assert h.init("t") == (E.NONE, 1000, 1)  # replayed: the same producer id, the next epoch
