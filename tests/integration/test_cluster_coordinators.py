@@ -50,7 +50,8 @@ def test_only_the_leader_of_a_groups_partition_answers_for_it(kcoord_cluster):
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     group = unique("g")
     leader = c.state(OFFSETS, partition_for(group, 50))["leader"]
-    assert {coordinator(n.bootstrap, group) for n in c.nodes.values()} == {leader}
+    wait_for(lambda: {coordinator(n.bootstrap, group) for n in c.nodes.values()} == {leader}, 30,
+             "every node to name the leader")
     wait_for(lambda: offset_fetch_error(c.node(leader).bootstrap, group) == 0, 30, "the leader to have loaded")
     for i, n in c.nodes.items():
         if i != leader:
