@@ -105,16 +105,17 @@ def handle_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
 
 def commit_offsets(broker: Broker, req: Any, version: int) -> Any:
     """Kafka answers UNKNOWN_TOPIC_OR_PARTITION for topics that do not exist, before the
-    coordinator sees the request; only the known topics are committed."""
-    topics = broker.topics
+    coordinator sees the request; only the known topics are committed. On a cluster node the
+    cluster's topics (a coordinator need not host a replica of the topics its groups commit)."""
+    exists = broker.topics.get if broker.cluster is None else broker.cluster.topic
     for t in req.topics:
-        if topics.get(t.name) is None:
+        if exists(t.name) is None:
             break
     else:  # every topic exists: the usual case
         return broker.runtime.submit(broker.coordinator.offset_commit(req, version))
-    unknown = [t for t in req.topics if topics.get(t.name) is None]
+    unknown = [t for t in req.topics if exists(t.name) is None]
     errors = [(t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for t in unknown for p in t.partitions]
-    req.topics = [t for t in req.topics if topics.get(t.name) is not None]
+    req.topics = [t for t in req.topics if exists(t.name) is not None]
     if not req.topics:
         return commit_response(version, errors)
 
