@@ -50,7 +50,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_holds_one_import_package(venv: Path, tmp_path: Path) -> None:
     py = str(venv / "bin" / "python")
     probe = ("import importlib.util as u; import kcoord.server.app, kcoord.testing.plugin; "
-             "print(sorted(n for n in ('server', 'protocol', 'storage', 'sidecar', 'kcoord.testing') "
+             "print(sorted(n for n in ('server', 'protocol', 'storage', 'sidecar', 'kcoord_testing') "
              "if u.find_spec(n) is not None)); "
              "print(kcoord.server.app.__file__); "
              "import importlib.resources as r; "

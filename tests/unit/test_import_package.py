@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TOP = re.compile(r"^\s*(from|import)\s+(server|protocol|storage|sidecar|kcoord.testing)\b", re.M)
+TOP = re.compile(r"^\s*(from|import)\s+(server|protocol|storage|sidecar|kcoord_testing)\b", re.M)
 
 
 def _sources() -> list[Path]:
@@ -26,7 +26,7 @@ def test_no_module_imports_a_part_by_its_folder_name() -> None:
 def test_the_server_loads_no_module_under_a_folder_name() -> None:
     probe = ("import sys, kcoord.server.app, kcoord.server.handlers.routes, kcoord.sidecar.compaction; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-             "('server', 'protocol', 'storage', 'sidecar', 'kcoord.testing')))")
+             "('server', 'protocol', 'storage', 'sidecar', 'kcoord_testing')))")
     r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "[]"
