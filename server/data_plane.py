@@ -21,7 +21,10 @@ from kcoord.server.purgatory import Purgatory
 from kcoord.server.topics import Topic
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from kcoord.server.broker import Broker
+    from kcoord.server.clock import Clock
     from kcoord.storage.log import PartitionLog
 
 log = logging.getLogger("kcoord.data")
@@ -31,12 +34,11 @@ NO_EPOCH = -1
 
 
 class DataPlane:
-    """Per-broker state of the data plane (Broker.data_plane, made at start-up)."""
+    """Per-node state of the data plane (built by the composition root, server/node.py)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.fetch_purgatory = Purgatory(broker.clock, "fetch")
-        self.producer_ids = ProducerIdManager(broker.log_dir)
+    def __init__(self, clock: Clock, log_dir: Path) -> None:
+        self.fetch_purgatory = Purgatory(clock, "fetch")
+        self.producer_ids = ProducerIdManager(log_dir)
         self.producers = ProducerStates(self.producer_ids)
         self.txns = PartitionTxnStates()  # open and aborted transactions per partition
         self.parked: set = set()  # DelayedFetch operations waiting in the purgatory
@@ -53,7 +55,7 @@ class DataPlane:
 
 
 def data_plane(broker: Broker) -> DataPlane:
-    return broker.data_plane
+    return broker.parts.data_plane.get()
 
 
 # ---------------------------------------------------------------------------- configs

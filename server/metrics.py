@@ -99,7 +99,7 @@ class _Collector:
                                 "Log end offset minus committed offset, per group and partition",
                                 labels=["group", "topic", "partition"])
         group_lag = GaugeMetricFamily("kcoord_consumer_group_lag", "Total lag of a group", labels=["group"])
-        coordinator = broker.built("coordinator")
+        coordinator = broker.parts.coordinator.built()
         for g in coordinator.groups() if coordinator is not None else ():
             state = g.state_name()
             by_state[state] = by_state.get(state, 0) + 1

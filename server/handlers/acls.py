@@ -9,12 +9,13 @@ permission.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.acl import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
 from kcoord.protocol.errors import ErrorCode, error_code_of
 from kcoord.server.context import RequestContext
+from kcoord.server.deferred import of_coroutine
 from kcoord.server.security.acl import (
     AclFilter,
     AclOperation,
@@ -23,6 +24,9 @@ from kcoord.server.security.acl import (
     ResourceType,
     acl_from_creation,
 )
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 Described = DescribeAclsResponse.DescribeAclsResource
 Matching = DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl
@@ -34,11 +38,11 @@ def _refuse(reason: str) -> None:
     raise CloseConnection(reason)
 
 
-def handle_describe_acls(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_describe_acls(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     flt = AclFilter.of(req)  # v0 has no pattern type: LITERAL
     if flt.unknown():
         _refuse("DescribeAclsRequest contains UNKNOWN elements")
-    authorizer = ctx.broker.security.authorizer
+    authorizer = broker.security.authorizer
     if authorizer is None:
         return DescribeAclsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.SECURITY_DISABLED,
                                     error_message="No Authorizer is configured on the broker", resources=[])
@@ -55,19 +59,19 @@ def handle_describe_acls(ctx: RequestContext, req: Any, version: int) -> Any:
                                 resources=resources)
 
 
-def handle_create_acls(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_create_acls(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     acls = [acl_from_creation(c) for c in req.creations]
     if version == 0 and any(a.pattern_type != PatternType.LITERAL for a in acls):
         _refuse("CreateAcls version 0 only supports literal resource pattern types")
     if any(a.pattern_type == PatternType.UNKNOWN or a.resource_type == ResourceType.UNKNOWN
            or a.operation == AclOperation.UNKNOWN or a.permission == AclPermissionType.UNKNOWN for a in acls):
         _refuse("CreatableAcls contain unknown elements")
-    authorizer = ctx.broker.security.authorizer
+    authorizer = broker.security.authorizer
     if authorizer is None:
         return CreateAclsResponse(version=version, throttle_time_ms=0, results=[
             CreateAclsResponse.AclCreationResult(error_code=ErrorCode.SECURITY_DISABLED,
                                                  error_message="No Authorizer is configured.") for _ in acls])
-    return _create(authorizer, acls, version)
+    return of_coroutine(_create(authorizer, acls, version), "CreateAcls")
 
 
 async def _create(authorizer: Any, acls: list[Any], version: int) -> Any:
@@ -81,7 +85,7 @@ async def _create(authorizer: Any, acls: list[Any], version: int) -> Any:
         CreateAclsResponse.AclCreationResult(error_code=code, error_message=msg) for code, msg in results])
 
 
-def handle_delete_acls(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_delete_acls(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     filters = []
     for f in req.filters:
         flt = AclFilter.of(f)
@@ -94,13 +98,13 @@ def handle_delete_acls(ctx: RequestContext, req: Any, version: int) -> Any:
         if flt.unknown():
             _refuse("Filters contain UNKNOWN elements")
         filters.append(flt)
-    authorizer = ctx.broker.security.authorizer
+    authorizer = broker.security.authorizer
     if authorizer is None:
         return DeleteAclsResponse(version=version, throttle_time_ms=0, filter_results=[
             DeleteAclsResponse.DeleteAclsFilterResult(error_code=ErrorCode.SECURITY_DISABLED,
                                                       error_message="No Authorizer is configured.", matching_acls=[])
             for _ in filters])
-    return _delete(authorizer, filters, version)
+    return of_coroutine(_delete(authorizer, filters, version), "DeleteAcls")
 
 
 async def _delete(authorizer: Any, filters: list[AclFilter], version: int) -> Any:

@@ -5,7 +5,7 @@ INVALID_PRODUCER_EPOCH before v2.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer.transaction import AddOffsetsToTxnResponse
 
@@ -15,11 +15,13 @@ from kcoord.server.context import RequestContext
 from kcoord.server.deferred import then
 from kcoord.server.txn.settling import after_completion
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
-def handle_add_offsets_to_txn(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
-    partition = broker.coordinator.partition_of(req.group_id)
-    txn = broker.txn
+
+def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
+    partition = broker.parts.coordinator.get().partition_of(req.group_id)
+    txn = broker.parts.txn.get()
 
     def respond(code: ErrorCode) -> Any:
         return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0,

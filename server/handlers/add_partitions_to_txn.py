@@ -13,7 +13,7 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer.transaction import AddPartitionsToTxnResponse
 
@@ -22,6 +22,9 @@ from kcoord.server.context import RequestContext
 from kcoord.server.data_plane import partition_log
 from kcoord.server.deferred import gather, then
 from kcoord.server.txn.settling import after_completion
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 _Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 _TopicResult = _Result.AddPartitionsToTxnTopicResult
@@ -41,10 +44,9 @@ def _requested(topics: Any) -> list[TopicPartition]:
     return list(dict.fromkeys((t.name, p) for t in topics for p in t.partitions))
 
 
-def _refusals(ctx: RequestContext, partitions: list[TopicPartition], clients: bool) -> dict[TopicPartition, ErrorCode]:
+def _refusals(broker: Broker, ctx: RequestContext, partitions: list[TopicPartition], clients: bool) -> dict[TopicPartition, ErrorCode]:
     """Kafka's checks before the coordinator: empty when every partition may be added."""
     bad: dict[TopicPartition, ErrorCode] = {}
-    broker = ctx.broker
     for t, p in partitions:
         topic = broker.topics.get(t)
         if clients and topic is not None and topic.internal:
@@ -56,14 +58,14 @@ def _refusals(ctx: RequestContext, partitions: list[TopicPartition], clients: bo
     return {}
 
 
-def _one(ctx: RequestContext, version: int, transactional_id: str, producer_id: int, producer_epoch: int,
+def _one(broker: Broker, ctx: RequestContext, version: int, transactional_id: str, producer_id: int, producer_epoch: int,
          topics: Any, verify_only: bool) -> Any:
     """The per-partition errors of one transaction (or a Deferred of them)."""
     partitions = _requested(topics)
-    refused = _refusals(ctx, partitions, clients=version < 4)
+    refused = _refusals(broker, ctx, partitions, clients=version < 4)
     if refused:
         return refused
-    coordinator = ctx.broker.txn.coordinator
+    coordinator = broker.parts.txn.get().coordinator
     if verify_only:
         return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
 
@@ -73,19 +75,19 @@ def _one(ctx: RequestContext, version: int, transactional_id: str, producer_id: 
     def serve() -> Any:
         result = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
                                             client_version=2 if version >= 4 else 0)
-        return then(ctx.broker.txn.runtime.submit(result), per_partition)
+        return then(broker.parts.txn.get().runtime.submit(result), per_partition)
 
     return after_completion(coordinator, transactional_id, serve)
 
 
-def handle_add_partitions_to_txn(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     if version < 4:
-        answer = _one(ctx, version, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+        answer = _one(broker, ctx, version, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                       req.v3_and_below_producer_epoch, req.v3_and_below_topics, verify_only=False)
         return then(answer, lambda errors: AddPartitionsToTxnResponse(
             version=version, throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(errors)))
     txns = list(req.transactions)
-    answers = [_one(ctx, version, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
+    answers = [_one(broker, ctx, version, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
                for t in txns]
 
     def respond(results: list[dict[TopicPartition, ErrorCode]]) -> Any:

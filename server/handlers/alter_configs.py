@@ -3,7 +3,7 @@ become exactly those given (what is not named is removed). Checked in full befor
 written; validate_only stops there; applied durably before the answer."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.configs import AlterConfigsResponse
 
@@ -11,10 +11,13 @@ from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
 from kcoord.server.config_admin import DUPLICATE_RESOURCE, commit, duplicates, plan_legacy
 from kcoord.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
+
 Out = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def handle_alter_configs(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_alter_configs(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     dup = duplicates(req.resources)
     out = []
     for i, r in enumerate(req.resources):
@@ -22,9 +25,9 @@ def handle_alter_configs(ctx: RequestContext, req: Any, version: int) -> Any:
         try:
             if i in dup:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
-            plan = plan_legacy(ctx.broker, r)
+            plan = plan_legacy(broker, r)
             if not req.validate_only:
-                commit(ctx.broker, plan)
+                commit(broker, plan)
         except (KafkaError, OSError) as e:
             code, message = error_code_of(e), getattr(e, "message", None) or str(e)
         out.append(Out(error_code=code, error_message=message, resource_type=r.resource_type,

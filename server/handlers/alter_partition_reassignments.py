@@ -3,12 +3,15 @@ this node alone, which is where it already is (nothing to do); any other broker 
 registered (INVALID_REPLICA_ASSIGNMENT, Kafka's wording); cancelling finds nothing in progress."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import AlterPartitionReassignmentsResponse
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 TopicOut = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionOut = TopicOut.ReassignablePartitionResponse
@@ -37,11 +40,11 @@ def _outcome(node: int, partitions: int | None, topic: str, p: Any) -> tuple[Err
     return ErrorCode.NONE, None  # [this node]: the current assignment, nothing moves
 
 
-def handle_alter_partition_reassignments(ctx: RequestContext, req: Any, version: int) -> Any:
-    node = ctx.broker.config.node_id
+def handle_alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
+    node = broker.config.node_id
     out = []
     for t in req.topics:
-        topic = ctx.broker.topics.get(t.name)
+        topic = broker.topics.get(t.name)
         count = topic.partitions if topic is not None else None
         parts = []
         for p in t.partitions:

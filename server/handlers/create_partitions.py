@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import CreatePartitionsResponse
 
@@ -29,6 +29,9 @@ from kcoord.server.context import RequestContext
 from kcoord.server.handlers.create_topics import MAX_RECORDS_PER_OPERATION
 from kcoord.server.quotas.mutation import mutation_quota
 from kcoord.server.topics import Topic
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 log = logging.getLogger("kcoord.topics")
 
@@ -56,9 +59,9 @@ def _check_assignment(replicas: list[int], node: int) -> None:
                          "but this is not consistent with previous partitions, which have 1 replica(s).")
 
 
-def _plan(ctx: RequestContext, t: Any) -> Topic:
+def _plan(broker: Broker, ctx: RequestContext, t: Any) -> Topic:
     """Validate one topic's request; returns the topic or raises KafkaError."""
-    topic = ctx.broker.topics.get(t.name)
+    topic = broker.topics.get(t.name)
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if topic.internal:
@@ -78,28 +81,28 @@ def _plan(ctx: RequestContext, t: Any) -> Topic:
                              f"Attempted to add {additional} additional partition(s), but only "
                              f"{len(t.assignments)} assignment(s) were specified.")
         for a in t.assignments:
-            _check_assignment(list(a.broker_ids), ctx.broker.config.node_id)
+            _check_assignment(list(a.broker_ids), broker.config.node_id)
     return topic
 
 
-def handle_create_partitions(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_create_partitions(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     counts = Counter(t.name for t in req.topics)
     results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
                for name, n in counts.items() if n > 1]
     records = 0
-    quota = mutation_quota(ctx, strict=version >= 3)  # controller_mutation_rate, None without one
+    quota = mutation_quota(broker.quotas, ctx, strict=version >= 3)  # controller_mutation_rate, None without one
     for t in req.topics:
         if counts[t.name] > 1:
             continue
         try:
-            topic = _plan(ctx, t)
+            topic = _plan(broker, ctx, t)
             records += t.count - topic.partitions
             if records > MAX_RECORDS_PER_OPERATION:
                 raise KafkaError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
             if quota is not None and not req.validate_only:
                 quota.record(t.count - topic.partitions)
             if not req.validate_only:
-                ctx.broker.add_partitions(topic, t.count)
+                broker.add_partitions(topic, t.count)
         except KafkaError as e:
             results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
             continue

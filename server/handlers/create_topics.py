@@ -4,7 +4,7 @@ unknown topic configs, validate_only, and the created topic's configs in v5+."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import CreateTopicsResponse
 
@@ -14,6 +14,9 @@ from kcoord.server.context import RequestContext
 from kcoord.server.quotas.mutation import mutation_quota
 from kcoord.server.topics import validate_topic_name
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
+
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs
 BROKER_COUNT = 1
@@ -22,9 +25,8 @@ BROKER_COUNT = 1
 MAX_RECORDS_PER_OPERATION = 10_000
 
 
-def _plan(ctx: RequestContext, t: Any) -> tuple[int, dict[str, str]]:
+def _plan(broker: Broker, ctx: RequestContext, t: Any) -> tuple[int, dict[str, str]]:
     """Validate one creatable topic; returns (partitions, configs) or raises KafkaError."""
-    broker = ctx.broker
     validate_topic_name(t.name)
     if broker.topics.get(t.name) is not None:
         raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
@@ -81,9 +83,9 @@ def _plan(ctx: RequestContext, t: Any) -> tuple[int, dict[str, str]]:
     return partitions, configs
 
 
-def _config_entries(ctx: RequestContext, configs: dict[str, str]) -> list[Any]:
+def _config_entries(broker: Broker, ctx: RequestContext, configs: dict[str, str]) -> list[Any]:
     """The new topic's effective configs as the controller resolves them (v5+)."""
-    layers = ctx.broker.configs
+    layers = broker.configs
     out = []
     for name in sorted(TOPIC_CONFIGS):
         e = layers.created_topic_entry(configs, name)
@@ -92,18 +94,18 @@ def _config_entries(ctx: RequestContext, configs: dict[str, str]) -> list[Any]:
     return out
 
 
-def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_create_topics(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     counts = Counter(t.name for t in req.topics)
     results = []
     records = 0
-    quota = mutation_quota(ctx, strict=version >= 6)  # controller_mutation_rate, None without one
+    quota = mutation_quota(broker.quotas, ctx, strict=version >= 6)  # controller_mutation_rate, None without one
     for t in req.topics:
         if counts[t.name] > 1:
             results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
                                   error_message="Duplicate topic name."))
             continue
         try:
-            partitions, configs = _plan(ctx, t)
+            partitions, configs = _plan(broker, ctx, t)
             records += 1 + partitions + len(configs)
             if records > MAX_RECORDS_PER_OPERATION:
                 raise KafkaError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
@@ -115,7 +117,7 @@ def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
             continue
         topic_id = None
         if not (version >= 1 and req.validate_only):
-            topic_id = ctx.broker.create_topic(t.name, partitions, configs).topic_id
+            topic_id = broker.create_topic(t.name, partitions, configs).topic_id
         results.append(
             Result(
                 name=t.name,
@@ -124,7 +126,7 @@ def handle_create_topics(ctx: RequestContext, req: Any, version: int) -> Any:
                 error_message=None,
                 num_partitions=partitions,
                 replication_factor=BROKER_COUNT,
-                configs=_config_entries(ctx, configs),
+                configs=_config_entries(broker, ctx, configs),
             )
         )
     throttle = quota.finish(ctx) if quota is not None else 0

@@ -17,7 +17,7 @@ transactions that ended below it, are forgotten (as retention does).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import DeleteRecordsResponse
 
@@ -26,6 +26,9 @@ from kcoord.server.context import RequestContext
 from kcoord.server.data_plane import cleanup_policy, data_plane, partition_log
 from kcoord.storage.log import OffsetOutOfRangeError
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
+
 log = logging.getLogger("kcoord.delete_records")
 
 TopicOut = DeleteRecordsResponse.DeleteRecordsTopicResult
@@ -33,8 +36,7 @@ PartitionOut = TopicOut.DeleteRecordsPartitionResult
 HIGH_WATERMARK = -1
 
 
-def handle_delete_records(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
+def handle_delete_records(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     dp = data_plane(broker)
     rows: list[list[list[Any]]] = []  # per topic, per partition: [index, low watermark, error]
     moved = []  # (topic, partition, log, previous start) whose start moved

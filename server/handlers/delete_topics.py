@@ -18,14 +18,18 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import DeleteTopicsResponse
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.server.context import RequestContext
+from kcoord.server.deferred import of_coroutine, wait
 from kcoord.server.quotas.mutation import mutation_quota
 from kcoord.server.topics import Topic
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 log = logging.getLogger("kcoord.topics")
 
@@ -46,8 +50,11 @@ def _requested(req: Any, version: int) -> list[tuple[str | None, uuid.UUID | Non
     return [(name, None) for name in req.topic_names]
 
 
-async def handle_delete_topics(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
+def handle_delete_topics(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
+    return of_coroutine(_delete_topics(broker, ctx, req, version), "DeleteTopics")
+
+
+async def _delete_topics(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     wanted = _requested(req, version)
     if not broker.config["delete.topic.enable"]:
         code = ErrorCode.INVALID_REQUEST if version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
@@ -83,7 +90,7 @@ async def handle_delete_topics(ctx: RequestContext, req: Any, version: int) -> A
                                    "The provided topic name maps to an ID that was already supplied."))
         else:
             todo[topic.topic_id] = topic
-    quota = mutation_quota(ctx, strict=version >= 5)  # controller_mutation_rate, None without one
+    quota = mutation_quota(broker.quotas, ctx, strict=version >= 5)  # controller_mutation_rate, None without one
     for topic in todo.values():
         if quota is not None and not topic.internal:
             try:
@@ -103,7 +110,7 @@ async def _delete(broker: Any, topic: Topic) -> Any:
     if broker.topics.get(topic.name) is not topic:  # deleted by a request that ran meanwhile
         return _result(topic.name, topic.topic_id, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE)
     try:
-        await broker.delete_topic(topic)
+        await wait(broker.deleter.delete_topic(topic))
     except OSError as e:
         log.error("Could not delete topic %s: %s", topic.name, e)
         return _result(topic.name, topic.topic_id, ErrorCode.KAFKA_STORAGE_ERROR, str(e))

@@ -3,12 +3,15 @@
 (all of them: no authorizer). v1 carries the endpoint type: a broker serves BROKER only."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.cluster import DescribeClusterResponse
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 BrokerOut = DescribeClusterResponse.DescribeClusterBroker
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
@@ -18,8 +21,7 @@ _ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
 CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
 
 
-def handle_describe_cluster(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
+def handle_describe_cluster(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     wanted = req.endpoint_type if version >= 1 else BROKER_ENDPOINT
     if wanted != BROKER_ENDPOINT:  # AuthHelper.computeDescribeClusterResponse
         known = wanted in _ENDPOINT_NAMES
@@ -33,7 +35,7 @@ def handle_describe_cluster(ctx: RequestContext, req: Any, version: int) -> Any:
     node = broker.config.node_id
     # the endpoint of the listener the request came in on; none when that listener is not
     # advertised, and then no controller either (Kafka names only a listed broker)
-    endpoint = ctx.advertised
+    endpoint = ctx.advertised_on(broker.config)
     brokers = [] if endpoint is None else [BrokerOut(broker_id=node, host=endpoint[0], port=endpoint[1], rack=None)]
     return DescribeClusterResponse(
         version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,

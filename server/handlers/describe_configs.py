@@ -3,7 +3,7 @@ broker's (this node id; "" for the cluster-wide dynamic defaults) and BROKER_LOG
 sources, synonyms (v1+, when asked), types and documentation (v3+, when asked)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.configs import DescribeConfigsResponse
 
@@ -12,18 +12,21 @@ from kcoord.server.config_admin import describe
 from kcoord.server.config_catalogue import ConfigSource
 from kcoord.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
+
 Result = DescribeConfigsResponse.DescribeConfigsResult
 ConfigOut = Result.DescribeConfigsResourceResult
 SynonymOut = ConfigOut.DescribeConfigsSynonym
 
 
-def handle_describe_configs(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     synonyms = version >= 1 and bool(req.include_synonyms)
     docs = version >= 3 and bool(req.include_documentation)
     results = []
     for r in req.resources:
         try:
-            entries = describe(ctx.broker, r.resource_type, r.resource_name, r.configuration_keys, synonyms, docs)
+            entries = describe(broker, r.resource_type, r.resource_name, r.configuration_keys, synonyms, docs)
         except KafkaError as e:
             results.append(Result(error_code=e.code, error_message=e.message, resource_type=r.resource_type,
                                   resource_name=r.resource_name, configs=[]))

@@ -4,12 +4,15 @@ leader, whose high watermark is its log end) and, v4, the file system's total an
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.cluster import DescribeLogDirsResponse
 
 from kcoord.protocol.errors import ErrorCode, error_code_of
 from kcoord.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
 TopicOut = Result.DescribeLogDirsTopic
@@ -17,8 +20,7 @@ PartitionOut = TopicOut.DescribeLogDirsPartition
 _LONG_MAX = 2**63 - 1
 
 
-def handle_describe_log_dirs(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
+def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     path = os.path.abspath(broker.log_dir)
     wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
     try:

@@ -6,7 +6,7 @@ UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.transactions import DescribeProducersResponse
 
@@ -14,13 +14,15 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
 from kcoord.server.data_plane import data_plane, partition_log
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
+
 _Topic = DescribeProducersResponse.TopicResponse
 _Partition = _Topic.PartitionResponse
 _Producer = _Partition.ProducerState
 
 
-def handle_describe_producers(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
+def handle_describe_producers(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     dp = data_plane(broker)
     now = broker.clock.now_ms()
     topics = []

@@ -5,13 +5,16 @@ This node leads every partition at leader epoch 0 with itself as the only replic
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.server.context import RequestContext
 from kcoord.server.topics import validate_topic_name
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 TopicOut = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 PartitionOut = TopicOut.DescribeTopicPartitionsResponsePartition
@@ -31,8 +34,7 @@ def _error_response(req: Any, code: ErrorCode) -> Any:
                  topic_authorized_operations=-2**31) for t in req.topics])
 
 
-def handle_describe_topic_partitions(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
+def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     node = broker.config.node_id
     cursor = req.cursor
     start_name = cursor.topic_name if cursor is not None else ""

@@ -6,19 +6,22 @@ TRANSACTIONAL_ID_NOT_FOUND for an id the coordinator does not know (or that is e
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.transactions import DescribeTransactionsResponse
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
+
 _State = DescribeTransactionsResponse.TransactionState
 _Topic = _State.TopicData
 
 
-def handle_describe_transactions(ctx: RequestContext, req: Any, version: int) -> Any:
-    coordinator = ctx.broker.txn.coordinator
+def handle_describe_transactions(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
+    coordinator = broker.parts.txn.get().coordinator
     states = []
     for tid in req.transactional_ids:
         code, meta = coordinator.describe(tid)

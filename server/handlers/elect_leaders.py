@@ -4,12 +4,15 @@ get a result each; with a null list (all partitions) only the topics are listed,
 partitions needing no election are left out (the KRaft controller's behaviour)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import ElectLeadersResponse
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 Result = ElectLeadersResponse.ReplicaElectionResult
 PartitionOut = Result.PartitionResult
@@ -17,8 +20,8 @@ PREFERRED, UNCLEAN = 0, 1
 NOT_NEEDED = "Leader election not needed for topic partition."
 
 
-def handle_elect_leaders(ctx: RequestContext, req: Any, version: int) -> Any:
-    topics = ctx.broker.topics
+def handle_elect_leaders(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
+    topics = broker.topics
     election = req.election_type if version >= 1 else PREFERRED
     if election not in (PREFERRED, UNCLEAN):  # InvalidRequestException -> getErrorResponse
         message = f"Unknown election type {election}"

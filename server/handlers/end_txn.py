@@ -10,7 +10,7 @@ INVALID_PRODUCER_EPOCH before v2.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer.transaction import EndTxnResponse
 
@@ -19,9 +19,12 @@ from kcoord.server.context import RequestContext
 from kcoord.server.deferred import then
 from kcoord.server.txn.settling import after_completion
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
-def handle_end_txn(ctx: RequestContext, req: Any, version: int) -> Any:
-    txn = ctx.broker.txn
+
+def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
+    txn = broker.parts.txn.get()
 
     def respond(answer: tuple[ErrorCode, int, int]) -> Any:
         code, pid, epoch = answer

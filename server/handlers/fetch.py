@@ -24,7 +24,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.data_fastpath import FetchResponseData
 from kcoord.protocol.errors import ErrorCode
@@ -34,6 +34,9 @@ from kcoord.server.deferred import Deferred
 from kcoord.server.handlers import fetch_txn
 from kcoord.server.purgatory import DelayedOperation
 from kcoord.storage.log import OffsetOutOfRangeError, PartitionLog
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -57,8 +60,7 @@ class _Part:
         self.available = 0  # bytes counted toward min_bytes at the last check (DelayedFetch)
 
 
-def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
-    broker = ctx.broker
+def _resolve(broker: Broker, ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
     out = []
     for t in req.topics:
         if version >= 13:
@@ -223,11 +225,11 @@ class DelayedFetch(DelayedOperation):
         self.deferred.complete(_response(self.version, self.req, self.resolved, rows))
 
 
-def handle_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_fetch(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     if version >= 7 and req.session_epoch not in (0, -1):
         return FetchResponseData(version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
-    resolved = _resolve(ctx, req, version)
-    dp = data_plane(ctx.broker)
+    resolved = _resolve(broker, ctx, req, version)
+    dp = data_plane(broker)
     rows, total, failed = _read(resolved, req.max_bytes, dp, req.isolation_level)
     keys = [(part.topic, part.index) for _, parts in resolved for part in parts if part.plog is not None]
     if req.max_wait_ms <= 0 or not keys or total >= req.min_bytes or failed:

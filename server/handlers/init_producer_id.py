@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer import InitProducerIdResponse
 
@@ -23,6 +23,9 @@ from kcoord.server.data_plane import data_plane
 from kcoord.server.deferred import then
 from kcoord.server.txn.settling import after_completion
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
+
 log = logging.getLogger("kcoord.producers")
 
 
@@ -31,7 +34,7 @@ def _error(version: int, code: ErrorCode) -> Any:
                                   producer_epoch=-1)
 
 
-def handle_init_producer_id(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_init_producer_id(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     pid = req.producer_id if version >= 3 else -1
     epoch = req.producer_epoch if version >= 3 else -1
     if (pid == -1) != (epoch == -1):
@@ -39,9 +42,9 @@ def handle_init_producer_id(ctx: RequestContext, req: Any, version: int) -> Any:
     if req.transactional_id is not None:
         if req.transactional_id == "":
             return _error(version, ErrorCode.INVALID_REQUEST)
-        return _transactional(ctx, req, version, pid, epoch)
+        return _transactional(broker, ctx, req, version, pid, epoch)
     try:
-        new_pid, new_epoch = data_plane(ctx.broker).producer_ids.init_producer(pid, epoch)
+        new_pid, new_epoch = data_plane(broker).producer_ids.init_producer(pid, epoch)
     except OSError as e:
         log.error("Persisting the producer id block failed: %r", e)
         return _error(version, ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -49,8 +52,8 @@ def handle_init_producer_id(ctx: RequestContext, req: Any, version: int) -> Any:
                                   producer_id=new_pid, producer_epoch=new_epoch)
 
 
-def _transactional(ctx: RequestContext, req: Any, version: int, pid: int, epoch: int) -> Any:
-    txn = ctx.broker.txn
+def _transactional(broker: Broker, ctx: RequestContext, req: Any, version: int, pid: int, epoch: int) -> Any:
+    txn = broker.parts.txn.get()
     try:
         txn.ensure_topic()
     except OSError as e:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.consumer import ListOffsetsResponse
 
@@ -26,6 +26,9 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
 from kcoord.server.data_plane import LEADER_EPOCH, data_plane, leader_epoch_error, partition_log
 from kcoord.storage.log import PartitionLog
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 log = logging.getLogger("kcoord.list_offsets")
 
@@ -89,8 +92,7 @@ def legacy_offsets_before(plog: PartitionLog, timestamp: int, max_num: int, now_
     return sorted((pairs[start - j][0] for j in range(n)), reverse=True)
 
 
-def handle_list_offsets(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
+def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     counts = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     topics_out = []
     for t in req.topics:

@@ -6,18 +6,21 @@ __transaction_state partition loads; COORDINATOR_NOT_AVAILABLE before __transact
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.transactions import ListTransactionsResponse
 
 from kcoord.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
+
 _State = ListTransactionsResponse.TransactionState
 
 
-def handle_list_transactions(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_list_transactions(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     duration = req.duration_filter if version >= 1 else -1
-    code, unknown, found = ctx.broker.txn.coordinator.list_transactions(
+    code, unknown, found = broker.parts.txn.get().coordinator.list_transactions(
         req.producer_id_filters, req.state_filters, duration)
     return ListTransactionsResponse(
         version=version, throttle_time_ms=0, error_code=code, unknown_state_filters=unknown,

@@ -8,13 +8,16 @@ v12, as Kafka)."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.metadata import MetadataResponse
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.server.context import RequestContext
 from kcoord.server.topics import Topic, validate_topic_name
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 TopicOut = MetadataResponse.MetadataResponseTopic
 PartitionOut = TopicOut.MetadataResponsePartition
@@ -55,10 +58,9 @@ def _named_id(wanted: Any) -> bool:
     return wanted.topic_id is not None and wanted.topic_id != ZERO_UUID
 
 
-def handle_metadata(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
+def handle_metadata(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     node = broker.config.node_id
-    endpoint = ctx.advertised  # the listener the client came in on
+    endpoint = ctx.advertised_on(broker.config)  # the listener the client came in on
     listener_error = ErrorCode.NONE
     if endpoint is None:
         listener_error = ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE

@@ -1,6 +1,6 @@
 """Everything about how each API is served, declared once, one row per API: its handler, its
 hand-written fast path (a protocol/fastpath codec for the hottest requests), whether it is
-called directly — as (broker, request, version), without building a RequestContext or decoding
+called directly — as (request, version), without building a RequestContext or decoding
 the client id —, its authorization policy (server/security/policies/; with the quick check a
 direct route's usual case takes) and how virtual brokers route it (server/virtual/routing.py).
 The dispatcher (server/dispatch.py) builds its per-(key, version) routes from this table and
@@ -19,6 +19,7 @@ NOT_LEADER_OR_FOLLOWER), and the rewritten answers "metadata", "find_coordinator
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -37,10 +38,13 @@ class Route(NamedTuple):
     `policy()`, `as_is()`)."""
 
     key: ApiKey
-    handler: Handler  # (ctx, request, version) -> answer
+    handler: Handler  # (ctx, request, version) -> answer, once bound (bind)
     fast: FastPath | None = None  # hand-written decoders / encoder
-    direct: Callable[[Broker, Any, int], Any] | None = None  # served without a RequestContext
+    direct: Callable[..., Any] | None = None  # (request, version) once bound: no RequestContext
     declared: Declared | None = None
+    # the handler area whose methods handler and direct are (a class under server/handlers/,
+    # built by the composition root, server/node.py); None: functions still taking the node
+    area: str | None = None
 
     def policy(self) -> Policy | None:
         return None if self.declared is None or self.declared.policy is None else _policy(self.declared.policy)
@@ -64,39 +68,39 @@ class Declared(NamedTuple):
 
 
 _TABLE = (
-    Declared(ApiKey.PRODUCE, "produce.handle_produce", policy="data.produce", virtual="partitioned"),
+    Declared(ApiKey.PRODUCE, "produce.ProduceApi.handle_produce", policy="data.produce", virtual="partitioned"),
     Declared(ApiKey.FETCH, "fetch.handle_fetch", policy="data.fetch", virtual="partitioned"),
     Declared(ApiKey.LIST_OFFSETS, "list_offsets.handle_list_offsets",
              policy="data.list_offsets", virtual="partitioned"),
     Declared(ApiKey.METADATA, "metadata.handle_metadata", policy="data.metadata", virtual="metadata"),
-    Declared(ApiKey.OFFSET_COMMIT, "groups.handle_offset_commit",
-             fast="OFFSET_COMMIT", direct="groups.commit_offsets", policy="groups.offset_commit",
+    Declared(ApiKey.OFFSET_COMMIT, "groups.GroupApis.handle_offset_commit",
+             fast="OFFSET_COMMIT", direct="groups.GroupApis.commit_offsets", policy="groups.offset_commit",
              as_is="groups.offset_commit_as_is", virtual="group"),
-    Declared(ApiKey.OFFSET_FETCH, "groups.handle_offset_fetch",
+    Declared(ApiKey.OFFSET_FETCH, "groups.GroupApis.handle_offset_fetch",
              policy="groups.offset_fetch", virtual="group"),
-    Declared(ApiKey.FIND_COORDINATOR, "find_coordinator.handle_find_coordinator",
+    Declared(ApiKey.FIND_COORDINATOR, "find_coordinator.FindCoordinatorApi.handle_find_coordinator",
              policy="groups.find_coordinator", virtual="find_coordinator"),
-    Declared(ApiKey.JOIN_GROUP, "groups.handle_join_group", policy="groups.join_group", virtual="group"),
-    Declared(ApiKey.HEARTBEAT, "groups.handle_heartbeat",
-             fast="HEARTBEAT", direct="groups.heartbeat_body", policy="groups.heartbeat",
+    Declared(ApiKey.JOIN_GROUP, "groups.GroupApis.handle_join_group", policy="groups.join_group", virtual="group"),
+    Declared(ApiKey.HEARTBEAT, "groups.GroupApis.handle_heartbeat",
+             fast="HEARTBEAT", direct="groups.GroupApis.heartbeat_body", policy="groups.heartbeat",
              as_is="groups.heartbeat_as_is", virtual="group"),
-    Declared(ApiKey.LEAVE_GROUP, "groups.handle_leave_group", policy="groups.leave_group", virtual="group"),
-    Declared(ApiKey.SYNC_GROUP, "groups.handle_sync_group", policy="groups.sync_group", virtual="group"),
-    Declared(ApiKey.DESCRIBE_GROUPS, "groups.handle_describe_groups",
+    Declared(ApiKey.LEAVE_GROUP, "groups.GroupApis.handle_leave_group", policy="groups.leave_group", virtual="group"),
+    Declared(ApiKey.SYNC_GROUP, "groups.GroupApis.handle_sync_group", policy="groups.sync_group", virtual="group"),
+    Declared(ApiKey.DESCRIBE_GROUPS, "groups.GroupApis.handle_describe_groups",
              policy="groups.describe_groups", virtual="group"),
-    Declared(ApiKey.LIST_GROUPS, "groups.handle_list_groups",
+    Declared(ApiKey.LIST_GROUPS, "groups.GroupApis.handle_list_groups",
              policy="groups.list_groups", virtual="list_groups"),
-    Declared(ApiKey.API_VERSIONS, "api_versions.handle_api_versions", policy="cluster.api_versions"),
+    Declared(ApiKey.API_VERSIONS, "api_versions.ApiVersionsApi.handle_api_versions", policy="cluster.api_versions"),
     Declared(ApiKey.CREATE_TOPICS, "create_topics.handle_create_topics", policy="topics.create_topics"),
     Declared(ApiKey.INIT_PRODUCER_ID, "init_producer_id.handle_init_producer_id",
              policy="txn.init_producer_id"),
-    Declared(ApiKey.DELETE_GROUPS, "groups.handle_delete_groups",
+    Declared(ApiKey.DELETE_GROUPS, "groups.GroupApis.handle_delete_groups",
              policy="groups.delete_groups", virtual="group"),
-    Declared(ApiKey.OFFSET_DELETE, "groups.handle_offset_delete",
+    Declared(ApiKey.OFFSET_DELETE, "groups.GroupApis.handle_offset_delete",
              policy="groups.offset_delete", virtual="group"),
-    Declared(ApiKey.CONSUMER_GROUP_HEARTBEAT, "groups.handle_consumer_group_heartbeat",
+    Declared(ApiKey.CONSUMER_GROUP_HEARTBEAT, "groups.GroupApis.handle_consumer_group_heartbeat",
              fast="CONSUMER_GROUP_HEARTBEAT", policy="groups.consumer_group_heartbeat", virtual="group"),
-    Declared(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups.handle_consumer_group_describe",
+    Declared(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups.GroupApis.handle_consumer_group_describe",
              policy="groups.consumer_group_describe", virtual="group"),
     Declared(ApiKey.DELETE_TOPICS, "delete_topics.handle_delete_topics", policy="topics.delete_topics"),
     Declared(ApiKey.DELETE_RECORDS, "delete_records.handle_delete_records", policy="topics.delete_records"),
@@ -148,9 +152,14 @@ _TABLE = (
 )
 
 
-def _function(name: str) -> Any:
-    module, _, fn = name.rpartition(".")
-    return getattr(importlib.import_module("kcoord.server.handlers." + module), fn)
+def _function(name: str) -> tuple[Any, str | None]:
+    """"module.Area.method" -> (the function, "Area"); "module.function" -> (it, None)."""
+    module, _, rest = name.partition(".")
+    owner: Any = importlib.import_module("kcoord.server.handlers." + module)
+    area, _, fn = rest.rpartition(".")
+    if area:
+        owner = getattr(owner, area)
+    return getattr(owner, fn), area or None
 
 
 def _policy(name: str) -> Any:
@@ -164,7 +173,31 @@ def _load(d: Declared) -> Route:
         from kcoord.protocol import fastpath
 
         fast = getattr(fastpath, d.fast)
-    return Route(d.key, _function(d.handler), fast, None if d.direct is None else _function(d.direct), d)
+    handler, area = _function(d.handler)
+    direct = None
+    if d.direct is not None:
+        direct, direct_area = _function(d.direct)
+        if direct_area != area:
+            raise RuntimeError(f"{d.key!r}: the direct call and the handler belong to different areas")
+    return Route(d.key, handler, fast, direct, d, area)
+
+
+def bind(route: Route, node: Broker) -> Route:
+    """The route with its handler (and direct call) bound to what it uses: its area's object,
+    built by the composition root with the parts it takes; a function of a module not
+    converted yet gets the node as its first argument (tests/unit/test_handler_parts.py lists
+    those modules)."""
+    if route.area is not None:
+        apis = node.parts.areas[route.area].get()
+        return route._replace(handler=route.handler.__get__(apis),
+                              direct=None if route.direct is None else route.direct.__get__(apis))
+    return route._replace(handler=functools.partial(route.handler, node),
+                          direct=None if route.direct is None else functools.partial(route.direct, node))
+
+
+def handler_of(node: Broker, key: int) -> Handler:
+    """The handler of API `key` bound for `node` (in-process callers and tests)."""
+    return bind(ROUTES[key], node).handler
 
 
 class Routes(Mapping[int, Route]):

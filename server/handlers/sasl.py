@@ -8,15 +8,18 @@ SaslAuthenticate answers ILLEGAL_SASL_STATE.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
-def handle_sasl_handshake(ctx: RequestContext, req: Any, version: int) -> Any:
+
+def handle_sasl_handshake(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     session = ctx.session
     if session is not None and session.reauthenticate is not None:
         response = session.reauthenticate(req.mechanism, version)
@@ -25,7 +28,7 @@ def handle_sasl_handshake(ctx: RequestContext, req: Any, version: int) -> Any:
     return SaslHandshakeResponse(version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
-def handle_sasl_authenticate(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_sasl_authenticate(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     return SaslAuthenticateResponse(
         version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE,
         error_message="SaslAuthenticate request received after successful authentication",

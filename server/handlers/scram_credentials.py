@@ -3,31 +3,39 @@
 Alterations are made durable before the answer (server/security/credentials.py)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.users import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 
 from kcoord.protocol.errors import ErrorCode, error_code_of
 from kcoord.server.context import RequestContext
+from kcoord.server.deferred import of_coroutine
 from kcoord.server.security import credentials
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 DescribeResult = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 AlterResult = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
-def handle_describe_user_scram_credentials(ctx: RequestContext, req: Any, version: int) -> Any:
+def handle_describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     users = None if req.users is None else [u.name for u in req.users]
     results = [
         DescribeResult(user=name, error_code=code, error_message=message, credential_infos=[
             DescribeResult.CredentialInfo(mechanism=mech, iterations=iterations) for mech, iterations in infos])
-        for name, code, message, infos in credentials.describe(ctx.broker.security.credentials.state, users)
+        for name, code, message, infos in credentials.describe(broker.security.credentials.state, users)
     ]
     return DescribeUserScramCredentialsResponse(version=version, throttle_time_ms=0, error_code=0,
                                                 error_message=None, results=results)
 
 
-async def handle_alter_user_scram_credentials(ctx: RequestContext, req: Any, version: int) -> Any:
-    store = ctx.broker.security.credentials
+def handle_alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
+    return of_coroutine(_alter_user_scram_credentials(broker, ctx, req, version), "AlterUserScramCredentials")
+
+
+async def _alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
+    store = broker.security.credentials
     async with store.lock:  # validate and write one request at a time
         records, results = credentials.alter(store.state, req)
         try:

@@ -17,7 +17,7 @@ COORDINATOR_NOT_AVAILABLE before v2 (clients of 0.11-2.0 did not retry it).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer.transaction import TxnOffsetCommitResponse
 
@@ -28,6 +28,9 @@ from kcoord.server.data_plane import partition_log
 from kcoord.server.deferred import Deferred, then
 from kcoord.server.group.txn_offset_commit import Row, txn_offset_records, validate_txn_offset_commit
 from kcoord.server.txn.settling import after_completion
+
+if TYPE_CHECKING:
+    from kcoord.server.broker import Broker
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
@@ -46,8 +49,7 @@ def _response(version: int, rows: list[Row]) -> Any:
                                    topics=[_Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
+def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
     unknown: list[Row] = []
     known = []
     for t in req.topics:
@@ -70,8 +72,8 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any
 
     if not req.group_id:
         return all_rows(ErrorCode.INVALID_GROUP_ID)
-    partition = broker.coordinator.partition_of(req.group_id)
-    txn = broker.txn
+    partition = broker.parts.coordinator.get().partition_of(req.group_id)
+    txn = broker.parts.txn.get()
     if version >= 5:  # transactions v2: the group's offsets partition joins the transaction
         def add() -> Any:
             result = txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
@@ -82,7 +84,7 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any
 
         def added(code: ErrorCode) -> None:
             code = _VERIFY_ERRORS.get(code, code)
-            answer = all_rows(code) if code != ErrorCode.NONE else _commit(ctx, req, version, partition, unknown)
+            answer = all_rows(code) if code != ErrorCode.NONE else _commit(broker, ctx, req, version, partition, unknown)
             if isinstance(answer, Deferred):
                 answer.add_callback(out.complete)
             else:
@@ -98,24 +100,23 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any
             code = ErrorCode.INVALID_TXN_STATE
         if code != ErrorCode.NONE:
             return all_rows(code)
-    return _commit(ctx, req, version, partition, unknown)
+    return _commit(broker, ctx, req, version, partition, unknown)
 
 
-def _commit(ctx: RequestContext, req: Any, version: int, partition: int, unknown: list[Row]) -> Any:
+def _commit(broker: Broker, ctx: RequestContext, req: Any, version: int, partition: int, unknown: list[Row]) -> Any:
     """The group's checks, then the offsets as one transactional batch, answered once durable."""
-    broker = ctx.broker
     known = req.topics
 
     def all_rows(code: ErrorCode) -> Any:
         return _response(version, [(t.name, p.partition_index, code) for t in known for p in t.partitions] + unknown)
 
-    err = validate_txn_offset_commit(broker.coordinator.group_manager, req, version)
+    err = validate_txn_offset_commit(broker.parts.coordinator.get().group_manager, req, version)
     if err is not None:
         return all_rows(err)
     rows, records = txn_offset_records(req, version, broker.clock.now_ms(), broker.config["offset.metadata.max.bytes"])
     if not records:
         return _response(version, rows + unknown)
-    written = broker.txn.group_log.write_offsets(partition, req.producer_id, req.producer_epoch, records)
+    written = broker.parts.txn.get().group_log.write_offsets(partition, req.producer_id, req.producer_epoch, records)
 
     def respond(error: ErrorCode | None) -> Any:
         if error is None:

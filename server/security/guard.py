@@ -21,7 +21,6 @@ without one is refused outright while an authorizer is configured.
 from __future__ import annotations
 
 import copy
-import inspect
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -120,16 +119,11 @@ def open_to_all(a: Access, req: Any, version: int) -> Guarded:
 
 
 def then(result: Any, fn: Callable[[Any], Any]) -> Any:
-    """`fn` applied to a handler's answer, which may come later (Deferred, awaitable)."""
+    """`fn` applied to a handler's answer, which may come later (a Deferred)."""
     if isinstance(result, Deferred):
         out: Deferred[Any] = Deferred()
         result.add_callback(lambda r: out.complete(r if _passthrough(r) else fn(r)))
         return out
-    if inspect.isawaitable(result):
-        async def later() -> Any:
-            r = await result
-            return r if _passthrough(r) else fn(r)
-        return later()
     return result if _passthrough(result) else fn(result)
 
 
@@ -155,15 +149,17 @@ def _apply(policy: Policy | None, name: str, access: Access, handler: Callable[.
     return result if g.after is None else then(result, g.after)
 
 
-def guarded(api: ApiKey, handler: Callable[..., Any], policy: Policy | None) -> Callable[..., Any]:
-    """The handler (ctx, request, version) with `policy` in front of it."""
+def guarded(api: ApiKey, handler: Callable[..., Any], policy: Policy | None, broker: Broker) -> Callable[..., Any]:
+    """The handler (ctx, request, version) with `policy` in front of it; the policies read the
+    node's security state and topics through `broker`."""
     name = _api_name(api)
+    security = broker.security
 
     def handle(ctx: RequestContext, req: Any, version: int) -> Any:
-        authorizer = ctx.broker.security.authorizer
+        authorizer = security.authorizer
         if authorizer is None:  # not configured after all (tests build dispatchers by hand)
             return handler(ctx, req, version)
-        access = Access(authorizer, ctx.principal, ctx.client_host, name, ctx.broker)
+        access = Access(authorizer, ctx.principal, ctx.client_host, name, broker)
         return _apply(policy, name, access, handler, (ctx,), req, version)
 
     handle.__name__ = f"authorized_{getattr(handler, '__name__', 'handler')}"
@@ -171,25 +167,27 @@ def guarded(api: ApiKey, handler: Callable[..., Any], policy: Policy | None) -> 
 
 
 def guarded_direct(api: ApiKey, direct: Callable[..., Any], client: Callable[[], Session | str | None],
-                   policy: Policy | None, as_is: AsIs | None = None) -> Callable[..., Any]:
-    """A direct route (broker, request, version) with its policy in front: the hot Heartbeat and
+                   policy: Policy | None, broker: Broker, as_is: AsIs | None = None) -> Callable[..., Any]:
+    """A direct route (request, version) with its policy in front: the hot Heartbeat and
     OffsetCommit stay off the RequestContext path when authorizing; `client()` is the
     connection the dispatcher is serving. `as_is` short-cuts the usual case (everything in the
     request allowed) to a few cached lookups."""
     name = _api_name(api)
 
-    def handle(broker: Broker, req: Any, version: int) -> Any:
-        authorizer = broker.security.authorizer
+    security = broker.security
+
+    def handle(req: Any, version: int) -> Any:
+        authorizer = security.authorizer
         if authorizer is None:
-            return direct(broker, req, version)
+            return direct(req, version)
         c = client()
         if c is None or type(c) is str:
             principal, host = "User:ANONYMOUS", c or ""
         else:
             principal, host = c.principal, c.host  # type: ignore[union-attr]
         if as_is is not None and as_is(authorizer, principal, host, req, name):
-            return direct(broker, req, version)
-        return _apply(policy, name, Access(authorizer, principal, host, name, broker), direct, (broker,), req, version)
+            return direct(req, version)
+        return _apply(policy, name, Access(authorizer, principal, host, name, broker), direct, (), req, version)
 
     return handle
 

@@ -1,0 +1,309 @@
+"""The composition root: builds one node's parts from its log directory, in order, and hands
+each the narrow dependencies it uses through its constructor (as Kafka's BrokerServer builds
+ReplicaManager, GroupCoordinator and KafkaApis). Nothing else builds a part, and no part
+reaches another through the node.
+
+`build_parts` runs at start-up and again after a control-API reset (server/control/reset.py),
+which drops the old Parts whole. A new server answers its first ApiVersions before the group
+coordinator, the transaction coordinator or the data plane exist: those, and the handler
+areas that use them, are `Lazy` (server/lazy.py), each a named factory below, built at its
+first use, or at once when the log directory holds state of theirs to load.
+
+Adding a part: one builder function here and one line in `build_parts` (its Lazy, or the
+part itself); adding a handler area: one line in `_areas`.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.lazy import Lazy
+from kcoord.server.topic_deletion import TopicDeleter
+from kcoord.server.topics import Topic, TopicRegistry
+from kcoord.storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from kcoord.protocol.coordinator_records import CoordinatorRecord
+    from kcoord.server.broker import Broker
+    from kcoord.server.clock import Clock
+    from kcoord.server.config import Config
+    from kcoord.server.coordinator.runtime import CoordinatorRuntime
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.group.config import GroupConfig
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.group.txn_offsets import PendingTxnOffsets
+    from kcoord.server.metrics import Metrics
+    from kcoord.server.txn.service import TxnService
+
+log = logging.getLogger("kcoord.broker")
+
+
+class TopicLogs:
+    """Creating a topic or adding partitions: the registry first, then the partitions' logs
+    with the topic's effective segment settings."""
+
+    def __init__(self, topics: TopicRegistry, configs: BrokerConfigs) -> None:
+        self.topics = topics
+        self.configs = configs
+        self.logs: LogManager | None = None  # None while the root builds the registry
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str], internal: bool = False) -> Topic:
+        topic = self.topics.create(name, partitions, configs, internal)
+        if self.logs is not None:
+            self.create_logs(topic)
+        log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id)
+        return topic
+
+    def add_partitions(self, topic: Topic, count: int) -> None:
+        """CreatePartitions: the registry first (a start-up creates the logs it lists), then
+        the new partitions' logs."""
+        old = topic.partitions
+        self.topics.set_partitions(topic, count)
+        if self.logs is not None:
+            self.create_logs(topic)
+        log.info("Increased the partitions of topic %s from %d to %d", topic.name, old, count)
+
+    def create_logs(self, topic: Topic) -> None:
+        logs = self.logs
+        assert logs is not None
+        values = self.configs.topic_values(topic)
+        seg, roll_ms = values["segment.bytes"], (values["segment.ms"], values["segment.jitter.ms"])
+        # __consumer_offsets (and __transaction_state) partitions get their directory at their
+        # first write or read: a new server does not create (and fsync) 50 empty partitions
+        # before it listens, nor the first transactional client 50 more
+        make = logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC) else logs.create
+        for p in range(topic.partitions):
+            make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id, roll_ms=roll_ms)
+            plog = logs.existing(topic.name, p)
+            if plog is not None:  # a log opened at start-up took the broker defaults
+                plog.segment_bytes = seg
+                plog.segment_ms, plog.segment_jitter_ms = roll_ms
+
+    def offsets_partitions(self, default: int) -> int:
+        """Kafka uses the existing __consumer_offsets partition count over the setting."""
+        t = self.topics.get(OFFSETS_TOPIC)
+        return t.partitions if t is not None else default
+
+
+class Parts:
+    """One node's parts for one state of its log directory (see the module docstring)."""
+
+    def __init__(self, topics: TopicRegistry, configs: BrokerConfigs, topic_logs: TopicLogs, logs: LogManager,
+                 deleter: TopicDeleter, data_plane: Lazy[DataPlane],
+                 runtime: Lazy[CoordinatorRuntime[CoordinatorRecord]], coordinator: Lazy[GroupCoordinator],
+                 txn: Lazy[TxnService], started: Callable[[], asyncio.Future[None] | None]) -> None:
+        self.topics = topics
+        self.configs = configs
+        self.topic_logs = topic_logs
+        self.logs = logs
+        self.deleter = deleter
+        self.data_plane = data_plane
+        self.runtime = runtime  # the group coordinator's runtime (writes and loads __consumer_offsets)
+        self.coordinator = coordinator
+        self.txn = txn
+        self.state_stored = False  # whether the directory held coordinator state to load
+        self.areas: dict[str, Lazy[Any]] = {}  # handler areas by class name (_areas)
+        self._started = started
+
+    @property
+    def loading(self) -> asyncio.Future[None] | None:
+        """__consumer_offsets' load once the background tasks run (None before)."""
+        return self._started()
+
+
+def build_parts(node: Broker) -> Parts:
+    """The node's parts, in the order they depend on each other."""
+    cfg, log_dir, clock, metrics = node.config, node.log_dir, node.clock, node.metrics
+    # 1. the topic registry and the dynamic configs (every log's segment settings need them)
+    topics = TopicRegistry(log_dir)
+    topics.load()
+    configs = BrokerConfigs(cfg, log_dir)
+    configs.load()
+    topic_logs = TopicLogs(topics, configs)
+    if topics.get(OFFSETS_TOPIC) is None:
+        topic_logs.create_topic(OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+        }, internal=True)
+    offsets_partitions = topic_logs.offsets_partitions(cfg["offsets.topic.num.partitions"])
+
+    # 2. the parts built at their first use: named factories, each given what it takes
+    data_plane: Lazy[DataPlane] = Lazy("data_plane", lambda: _data_plane(clock, log_dir))
+    txn: Lazy[TxnService]
+    txn_offsets: Lazy[PendingTxnOffsets] = Lazy("txn_offsets", _txn_offsets)
+    runtime: Lazy[CoordinatorRuntime[CoordinatorRecord]] = Lazy("runtime", lambda: _group_runtime(
+        cfg, clock, metrics, logs, topics, offsets_partitions, data_plane, txn_offsets.get(),
+        lambda p, plog: _txn_offsets_loaded(txn, p, plog), parts.loading))
+    coordinator: Lazy[GroupCoordinator] = Lazy("coordinator", lambda: runtime.get().shard)  # type: ignore[arg-type,return-value]
+    txn = Lazy("txn", lambda: _txn_service(cfg, clock, metrics, logs, topics, topic_logs.create_topic,
+                                           data_plane.get(), runtime.get(), coordinator.get(),
+                                           txn_offsets.get(), parts.loading, node.add_background))
+
+    # 3. the topic deletions a crash cut short (before the logs open: their renames), then
+    # the logs of every topic
+    deleter = TopicDeleter(topics, log_dir, data_plane, coordinator, runtime)
+    deleter.recover_files()
+    logs = LogManager(str(log_dir), segment_bytes=cfg["log.segment.bytes"],
+                      offsets_segment_bytes=cfg["offsets.topic.segment.bytes"], clock_ms=clock.now_ms)
+    deleter.logs = topic_logs.logs = logs
+    for topic in topics.topics.values():
+        topic_logs.create_logs(topic)
+
+    parts = Parts(topics, configs, topic_logs, logs, deleter, data_plane, runtime, coordinator, txn,
+                  node.loading_future)
+    parts.areas = _areas(node, parts)
+    # 4. a coordinator with records to load is built now (the transaction coordinator with
+    # the group's and the data plane it needs)
+    parts.state_stored = topics.get(TXN_TOPIC) is not None or any(
+        logs.existing(OFFSETS_TOPIC, p) is not None for p in range(offsets_partitions))
+    if parts.state_stored:
+        txn.get()
+    return parts
+
+
+def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
+    """The handler areas (server/handlers/), each given the parts its handlers use; built at
+    their API's first request. routes.py names a handler as "module.Area.method"."""
+
+    def area(name: str, build: Callable[[], Any]) -> tuple[str, Lazy[Any]]:
+        return name, Lazy(name, build)
+
+    cfg = node.config
+    return dict((
+        area("GroupApis", lambda: _import("groups").GroupApis(
+            parts.coordinator.get(), parts.runtime.get(), parts.topics)),
+        area("ApiVersionsApi", lambda: _import("api_versions").ApiVersionsApi(cfg["kcoord.transaction.version"])),
+        area("FindCoordinatorApi", lambda: _import("find_coordinator").FindCoordinatorApi(cfg, parts.txn)),
+        area("ProduceApi", lambda: _import("produce").ProduceApi(
+            cfg, node.clock, parts.topics, parts.configs, parts.logs, parts.data_plane.get(), parts.txn)),
+    ))
+
+
+def _import(module: str) -> Any:
+    import importlib
+
+    return importlib.import_module("kcoord.server.handlers." + module)
+
+
+# ---- the builders of the lazy parts
+
+
+def _data_plane(clock: Clock, log_dir: Any) -> DataPlane:
+    from kcoord.server.data_plane import DataPlane
+
+    return DataPlane(clock, log_dir)
+
+
+def _txn_offsets() -> PendingTxnOffsets:
+    from kcoord.server.group.txn_offsets import PendingTxnOffsets
+
+    return PendingTxnOffsets()
+
+
+def _group_runtime(cfg: Config, clock: Clock, metrics: Metrics, logs: LogManager, topics: TopicRegistry,
+                   partitions: int, data_plane: Lazy[DataPlane], txn_offsets: PendingTxnOffsets,
+                   txn_loaded: Callable[[int, Any], None],
+                   loading: asyncio.Future[None] | None) -> CoordinatorRuntime[CoordinatorRecord]:
+    """The group coordinator on its runtime, which writes and loads __consumer_offsets."""
+    from kcoord.server.coordinator.runtime import CoordinatorRuntime
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.group.shard import OffsetsRecords
+
+    runtime: CoordinatorRuntime[CoordinatorRecord] = CoordinatorRuntime(
+        # writes no request asked for (a group emptied by a session timeout) and the work of
+        # the end of a loop turn (one target assignment for its heartbeats) go to the runtime
+        lambda runtime: GroupCoordinator(group_config(cfg), clock, partitions,
+                                         background_writer=runtime.write_background,
+                                         end_of_turn=runtime.end_of_turn, topics=topics,
+                                         txn_offsets=txn_offsets),
+        OffsetsRecords(partitions),
+        logs,
+        clock,
+        cfg["offsets.commit.timeout.ms"],
+        cfg["message.max.bytes"],
+        cfg["offsets.load.buffer.size"],
+        # commit records are fetchable: wake long polls on __consumer_offsets (kcat, lag tools)
+        on_append=lambda p: data_plane.get().appended(OFFSETS_TOPIC, p),
+        on_applied=metrics.records_applied,
+        load_hooks=[txn_loaded],
+        load_seconds=metrics.partition_load_seconds,
+    )
+    if loading is not None:  # built after start-up: nothing was on disk to load
+        start_group_runtime(cfg, metrics, runtime)
+    return runtime
+
+
+def start_group_runtime(cfg: Config, metrics: Metrics, runtime: CoordinatorRuntime[CoordinatorRecord]) -> None:
+    """The group runtime's periodic task: offsets retention."""
+    from kcoord.server.group.shard import expire_offsets
+
+    runtime.every(cfg["offsets.retention.check.interval.ms"],
+                  functools.partial(expire_offsets, runtime, runtime.shard, metrics))
+
+
+def _txn_offsets_loaded(txn: Lazy[TxnService], partition: int, plog: Any) -> None:
+    """A __consumer_offsets partition is replayed: the transaction coordinator (when there is
+    one) adds the offsets of transactions still open in it."""
+    service = txn.built()
+    if service is not None:
+        service.group_log.on_partition_loaded(partition, plog)
+
+
+def _txn_service(cfg: Config, clock: Clock, metrics: Metrics, logs: LogManager, topics: TopicRegistry,
+                 create_topic: Callable[..., Topic], data_plane: DataPlane,
+                 group_runtime: CoordinatorRuntime[CoordinatorRecord], coordinator: GroupCoordinator,
+                 txn_offsets: PendingTxnOffsets, loading: asyncio.Future[None] | None,
+                 background: Callable[[asyncio.Future[None]], None]) -> TxnService:
+    """The transaction coordinator, beside the group's (built first: it writes its offsets and
+    markers to __consumer_offsets)."""
+    from kcoord.server.txn.group_log import GroupTxnLog
+    from kcoord.server.txn.service import TxnService
+
+    group_log = GroupTxnLog(cfg, clock, metrics, logs, data_plane, group_runtime, coordinator, txn_offsets)
+    service = TxnService(cfg, clock, logs, topics, create_topic, data_plane, group_log)
+    if loading is not None:  # built after start-up: runs once __consumer_offsets is loaded
+        background(asyncio.ensure_future(service.run(loading)))
+    return service
+
+
+def group_config(cfg: Config) -> GroupConfig:
+    """The coordinator's settings, same names as Kafka's with dots as underscores."""
+    from kcoord.server.group.config import GroupConfig
+
+    return GroupConfig(
+        group_min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
+        group_max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
+        group_initial_rebalance_delay_ms=cfg["group.initial.rebalance.delay.ms"],
+        group_max_size=cfg["group.max.size"],
+        offset_metadata_max_bytes=cfg["offset.metadata.max.bytes"],
+        offsets_retention_minutes=cfg["offsets.retention.minutes"],
+        offsets_retention_check_interval_ms=cfg["offsets.retention.check.interval.ms"],
+        offsets_commit_timeout_ms=cfg["offsets.commit.timeout.ms"],
+        group_consumer_session_timeout_ms=_within(cfg, "group.consumer.session.timeout.ms"),
+        group_consumer_min_session_timeout_ms=cfg["group.consumer.min.session.timeout.ms"],
+        group_consumer_max_session_timeout_ms=cfg["group.consumer.max.session.timeout.ms"],
+        group_consumer_heartbeat_interval_ms=_within(cfg, "group.consumer.heartbeat.interval.ms"),
+        group_consumer_min_heartbeat_interval_ms=cfg["group.consumer.min.heartbeat.interval.ms"],
+        group_consumer_max_heartbeat_interval_ms=cfg["group.consumer.max.heartbeat.interval.ms"],
+        group_consumer_max_size=cfg["group.consumer.max.size"],
+        group_consumer_assignors=cfg["group.consumer.assignors"],
+        group_consumer_migration_policy=cfg["group.consumer.migration.policy"],
+    )
+
+
+def _within(cfg: Config, name: str) -> int:
+    """group.consumer.X must lie within group.consumer.min.X and group.consumer.max.X, as
+    Kafka requires at start-up."""
+    value = cfg[name]
+    stem = name.removeprefix("group.consumer.")
+    lo, hi = cfg[f"group.consumer.min.{stem}"], cfg[f"group.consumer.max.{stem}"]
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be between group.consumer.min.{stem} ({lo}) and "
+                         f"group.consumer.max.{stem} ({hi}), not {value}")
+    return value
