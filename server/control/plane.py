@@ -444,7 +444,7 @@ class ControlPlane:
         return {"cluster_id": b.cluster_id, "node_id": b.config.node_id,
                 "listeners": [f"{h}:{p}" for h, p in self.server.bound],
                 "topics": sorted(t.name for t in b.topics.topics.values() if not t.internal),
-                "groups": sorted(g.group_id for g in b.coordinator.groups() if not g.is_dead()),
+                "groups": sorted(g.group_id for g in b.parts.coordinator.get().groups() if not g.is_dead()),
                 "connections": len(b.connections), "faults": self.faults(),
                 "recording": self.recorder is not None,
                 "virtual_brokers": self.virtual.ids() if self.virtual is not None else None}
