@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kcoord.server.broker import Broker
     from kcoord.server.clock import Clock
     from kcoord.storage.log import PartitionLog
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.data")
 
@@ -131,9 +132,14 @@ def leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:
 
 
 def partition_log(broker: Broker, topic: Topic, partition: int) -> PartitionLog | None:
-    if partition < 0 or partition >= topic.partitions or broker.logs is None:
+    return None if broker.logs is None else log_of(broker.logs, topic, partition)
+
+
+def log_of(logs: LogManager, topic: Topic, partition: int) -> PartitionLog | None:
+    """The partition's log, or None for a partition the topic does not have."""
+    if partition < 0 or partition >= topic.partitions:
         return None
-    return broker.logs.get(topic.name, partition)
+    return logs.get(topic.name, partition)
 
 
 # ---------------------------------------------------------------------------- retention

@@ -180,6 +180,11 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
             parts.coordinator.get(), parts.runtime.get(), parts.topics)),
         area("ApiVersionsApi", lambda: _import("api_versions").ApiVersionsApi(cfg["kcoord.transaction.version"])),
         area("FindCoordinatorApi", lambda: _import("find_coordinator").FindCoordinatorApi(cfg, parts.txn)),
+        area("FetchApi", lambda: _import("fetch").FetchApi(parts.topics, parts.logs, parts.data_plane.get())),
+        area("ListOffsetsApi", lambda: _import("list_offsets").ListOffsetsApi(
+            parts.topics, parts.logs, parts.data_plane.get(), node.clock)),
+        area("MetadataApi", lambda: _import("metadata").MetadataApi(
+            cfg, node.cluster_id, parts.topics, parts.topic_logs.create_topic)),
         area("ProduceApi", lambda: _import("produce").ProduceApi(
             cfg, node.clock, parts.topics, parts.configs, parts.logs, parts.data_plane.get(), parts.txn)),
     ))

@@ -29,14 +29,16 @@ from typing import TYPE_CHECKING, Any
 from kcoord.protocol.data_fastpath import FetchResponseData
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
-from kcoord.server.data_plane import data_plane, leader_epoch_error, partition_log
+from kcoord.server.data_plane import leader_epoch_error, log_of
 from kcoord.server.deferred import Deferred
 from kcoord.server.handlers import fetch_txn
 from kcoord.server.purgatory import DelayedOperation
 from kcoord.storage.log import OffsetOutOfRangeError, PartitionLog
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.storage.log_manager import LogManager
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -58,30 +60,6 @@ class _Part:
         self.start_seg: Any = None
         self.start_pos = 0
         self.available = 0  # bytes counted toward min_bytes at the last check (DelayedFetch)
-
-
-def _resolve(broker: Broker, ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
-    out = []
-    for t in req.topics:
-        if version >= 13:
-            topic = broker.topics.by_id.get(t.topic_id)
-            missing = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            topic = broker.topics.get(t.topic)
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        parts = []
-        for p in t.partitions:
-            if topic is None:
-                parts.append(_Part(None, p.partition, p.fetch_offset, p.partition_max_bytes, None, missing))
-                continue
-            plog = partition_log(broker, topic, p.partition)
-            err = ErrorCode.NONE if plog is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if plog is not None and version >= 9:
-                err = leader_epoch_error(p.current_leader_epoch) or ErrorCode.NONE
-            parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                               plog if err == ErrorCode.NONE else None, err))
-        out.append((t, parts))
-    return out
 
 
 def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
@@ -225,16 +203,48 @@ class DelayedFetch(DelayedOperation):
         self.deferred.complete(_response(self.version, self.req, self.resolved, rows))
 
 
-def handle_fetch(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    if version >= 7 and req.session_epoch not in (0, -1):
-        return FetchResponseData(version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
-    resolved = _resolve(broker, ctx, req, version)
-    dp = data_plane(broker)
-    rows, total, failed = _read(resolved, req.max_bytes, dp, req.isolation_level)
-    keys = [(part.topic, part.index) for _, parts in resolved for part in parts if part.plog is not None]
-    if req.max_wait_ms <= 0 or not keys or total >= req.min_bytes or failed:
-        return _response(version, req, resolved, rows)
-    op = DelayedFetch(version, req, resolved, dp)
-    if not dp.fetch_purgatory.try_complete_else_watch(op, keys):
-        dp.parked.add(op)
-    return op.deferred
+class FetchApi:
+    """Fetch's handler, built by the composition root (server/node.py) with the topic registry,
+    the logs and the data plane (its fetch purgatory, transaction state)."""
+
+    def __init__(self, topics: TopicRegistry, logs: LogManager, data_plane: DataPlane) -> None:
+        self.topics = topics
+        self.logs = logs
+        self.data_plane = data_plane
+
+    def handle_fetch(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        if version >= 7 and req.session_epoch not in (0, -1):
+            return FetchResponseData(version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
+        resolved = self._resolve(req, version)
+        dp = self.data_plane
+        rows, total, failed = _read(resolved, req.max_bytes, dp, req.isolation_level)
+        keys = [(part.topic, part.index) for _, parts in resolved for part in parts if part.plog is not None]
+        if req.max_wait_ms <= 0 or not keys or total >= req.min_bytes or failed:
+            return _response(version, req, resolved, rows)
+        op = DelayedFetch(version, req, resolved, dp)
+        if not dp.fetch_purgatory.try_complete_else_watch(op, keys):
+            dp.parked.add(op)
+        return op.deferred
+
+    def _resolve(self, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
+        out = []
+        for t in req.topics:
+            if version >= 13:
+                topic = self.topics.by_id.get(t.topic_id)
+                missing = ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                topic = self.topics.get(t.topic)
+                missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            parts = []
+            for p in t.partitions:
+                if topic is None:
+                    parts.append(_Part(None, p.partition, p.fetch_offset, p.partition_max_bytes, None, missing))
+                    continue
+                plog = log_of(self.logs, topic, p.partition)
+                err = ErrorCode.NONE if plog is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if plog is not None and version >= 9:
+                    err = leader_epoch_error(p.current_leader_epoch) or ErrorCode.NONE
+                parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                   plog if err == ErrorCode.NONE else None, err))
+            out.append((t, parts))
+        return out

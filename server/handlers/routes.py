@@ -69,10 +69,10 @@ class Declared(NamedTuple):
 
 _TABLE = (
     Declared(ApiKey.PRODUCE, "produce.ProduceApi.handle_produce", policy="data.produce", virtual="partitioned"),
-    Declared(ApiKey.FETCH, "fetch.handle_fetch", policy="data.fetch", virtual="partitioned"),
-    Declared(ApiKey.LIST_OFFSETS, "list_offsets.handle_list_offsets",
+    Declared(ApiKey.FETCH, "fetch.FetchApi.handle_fetch", policy="data.fetch", virtual="partitioned"),
+    Declared(ApiKey.LIST_OFFSETS, "list_offsets.ListOffsetsApi.handle_list_offsets",
              policy="data.list_offsets", virtual="partitioned"),
-    Declared(ApiKey.METADATA, "metadata.handle_metadata", policy="data.metadata", virtual="metadata"),
+    Declared(ApiKey.METADATA, "metadata.MetadataApi.handle_metadata", policy="data.metadata", virtual="metadata"),
     Declared(ApiKey.OFFSET_COMMIT, "groups.GroupApis.handle_offset_commit",
              fast="OFFSET_COMMIT", direct="groups.GroupApis.commit_offsets", policy="groups.offset_commit",
              as_is="groups.offset_commit_as_is", virtual="group"),

@@ -19,16 +19,16 @@ STILL_REACHING_THE_NODE = {
     "acls", "add_offsets_to_txn", "add_partitions_to_txn", "alter_configs", "alter_partition_reassignments",
     "client_quotas", "create_partitions", "create_topics", "delete_records", "delete_topics",
     "describe_cluster", "describe_configs", "describe_log_dirs", "describe_producers",
-    "describe_topic_partitions", "describe_transactions", "elect_leaders", "end_txn", "fetch",
-    "incremental_alter_configs", "init_producer_id", "list_offsets", "list_partition_reassignments",
-    "list_transactions", "metadata", "sasl", "scram_credentials", "txn_offset_commit",
+    "describe_topic_partitions", "describe_transactions", "elect_leaders", "end_txn",
+    "incremental_alter_configs", "init_producer_id", "list_partition_reassignments",
+    "list_transactions", "sasl", "scram_credentials", "txn_offset_commit",
 }
 
 # the request paths the issue walks from the socket to the answer, and the first ones converted
 CONVERTED = {ApiKey.OFFSET_COMMIT, ApiKey.HEARTBEAT, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.PRODUCE,
              ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.OFFSET_FETCH, ApiKey.FIND_COORDINATOR,
              ApiKey.API_VERSIONS, ApiKey.LEAVE_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS,
-             ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.CONSUMER_GROUP_DESCRIBE}
+             ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.FETCH, ApiKey.METADATA, ApiKey.LIST_OFFSETS}
 
 
 def _reaches_the_node(path: Path) -> bool:
