@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from kcoord.server.broker import Broker
     from kcoord.server.clock import Clock
+    from kcoord.server.config_layers import BrokerConfigs
     from kcoord.storage.log import PartitionLog
     from kcoord.storage.log_manager import LogManager
 
@@ -89,7 +90,11 @@ def retention_bytes(broker: Broker, topic: Topic) -> int:
 
 
 def cleanup_policy(broker: Broker, topic: Topic) -> set[str]:
-    return {p.lower() for p in topic_values(broker, topic)["cleanup.policy"]}
+    return cleanup_policy_of(broker.configs, topic)
+
+
+def cleanup_policy_of(configs: BrokerConfigs, topic: Topic) -> set[str]:
+    return {p.lower() for p in configs.topic_values(topic)["cleanup.policy"]}
 
 
 def timestamp_bounds(broker: Broker, topic: Topic) -> tuple[int, int]:

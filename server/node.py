@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -174,26 +175,60 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
     def area(name: str, build: Callable[[], Any]) -> tuple[str, Lazy[Any]]:
         return name, Lazy(name, build)
 
-    cfg = node.config
+    cfg, clock, security, quotas = node.config, node.clock, node.security, node.quotas
+    topics, logs, configs, topic_logs = parts.topics, parts.logs, parts.configs, parts.topic_logs
+    data_plane, coordinator, txn = parts.data_plane, parts.coordinator, parts.txn
+
+    def module(name: str) -> Any:
+        return importlib.import_module("kcoord.server.handlers." + name)
+
     return dict((
-        area("GroupApis", lambda: _import("groups").GroupApis(
-            parts.coordinator.get(), parts.runtime.get(), parts.topics)),
-        area("ApiVersionsApi", lambda: _import("api_versions").ApiVersionsApi(cfg["kcoord.transaction.version"])),
-        area("FindCoordinatorApi", lambda: _import("find_coordinator").FindCoordinatorApi(cfg, parts.txn)),
-        area("FetchApi", lambda: _import("fetch").FetchApi(parts.topics, parts.logs, parts.data_plane.get())),
-        area("ListOffsetsApi", lambda: _import("list_offsets").ListOffsetsApi(
-            parts.topics, parts.logs, parts.data_plane.get(), node.clock)),
-        area("MetadataApi", lambda: _import("metadata").MetadataApi(
-            cfg, node.cluster_id, parts.topics, parts.topic_logs.create_topic)),
-        area("ProduceApi", lambda: _import("produce").ProduceApi(
-            cfg, node.clock, parts.topics, parts.configs, parts.logs, parts.data_plane.get(), parts.txn)),
+        # the cluster
+        area("ApiVersionsApi", lambda: module("api_versions").ApiVersionsApi(cfg["kcoord.transaction.version"])),
+        area("MetadataApi", lambda: module("metadata").MetadataApi(cfg, node.cluster_id, topics,
+                                                                     topic_logs.create_topic)),
+        area("DescribeClusterApi", lambda: module("describe_cluster").DescribeClusterApi(cfg, node.cluster_id)),
+        area("DescribeTopicPartitionsApi",
+             lambda: module("describe_topic_partitions").DescribeTopicPartitionsApi(topics, cfg)),
+        area("DescribeLogDirsApi", lambda: module("describe_log_dirs").DescribeLogDirsApi(logs, node.log_dir)),
+        area("ElectLeadersApi", lambda: module("elect_leaders").ElectLeadersApi(topics)),
+        area("ListPartitionReassignmentsApi",
+             lambda: module("list_partition_reassignments").ListPartitionReassignmentsApi()),
+        area("AlterPartitionReassignmentsApi",
+             lambda: module("alter_partition_reassignments").AlterPartitionReassignmentsApi(topics, cfg)),
+        # groups
+        area("FindCoordinatorApi", lambda: module("find_coordinator").FindCoordinatorApi(cfg, txn)),
+        area("GroupApis", lambda: module("groups").GroupApis(coordinator.get(), parts.runtime.get(), topics)),
+        # data
+        area("ProduceApi", lambda: module("produce").ProduceApi(cfg, clock, topics, configs, logs,
+                                                               data_plane.get(), txn)),
+        area("FetchApi", lambda: module("fetch").FetchApi(topics, logs, data_plane.get())),
+        area("ListOffsetsApi", lambda: module("list_offsets").ListOffsetsApi(topics, logs, data_plane.get(), clock)),
+        area("DeleteRecordsApi", lambda: module("delete_records").DeleteRecordsApi(data_plane, logs, configs, topics)),
+        area("InitProducerIdApi", lambda: module("init_producer_id").InitProducerIdApi(txn, data_plane)),
+        area("DescribeProducersApi",
+             lambda: module("describe_producers").DescribeProducersApi(data_plane, logs, topics, clock)),
+        # transactions
+        area("AddPartitionsToTxnApi",
+             lambda: module("add_partitions_to_txn").AddPartitionsToTxnApi(txn, logs, topics)),
+        area("AddOffsetsToTxnApi", lambda: module("add_offsets_to_txn").AddOffsetsToTxnApi(txn, coordinator)),
+        area("EndTxnApi", lambda: module("end_txn").EndTxnApi(txn)),
+        area("TxnOffsetCommitApi", lambda: module("txn_offset_commit").TxnOffsetCommitApi(
+            txn, coordinator, logs, topics, cfg, clock)),
+        area("DescribeTransactionsApi", lambda: module("describe_transactions").DescribeTransactionsApi(txn)),
+        area("ListTransactionsApi", lambda: module("list_transactions").ListTransactionsApi(txn)),
+        # topics
+        area("CreateTopicsApi", lambda: module("create_topics").CreateTopicsApi(topics, configs, cfg, quotas,
+                                                                                topic_logs)),
+        area("CreatePartitionsApi", lambda: module("create_partitions").CreatePartitionsApi(topics, cfg, quotas,
+                                                                                            topic_logs)),
+        area("DeleteTopicsApi", lambda: module("delete_topics").DeleteTopicsApi(topics, cfg, quotas, parts.deleter)),
+        # security and quotas
+        area("SaslApis", lambda: module("sasl").SaslApis()),
+        area("ScramCredentialApis", lambda: module("scram_credentials").ScramCredentialApis(security)),
+        area("AclApis", lambda: module("acls").AclApis(security)),
+        area("ClientQuotaApis", lambda: module("client_quotas").ClientQuotaApis(quotas)),
     ))
-
-
-def _import(module: str) -> Any:
-    import importlib
-
-    return importlib.import_module("kcoord.server.handlers." + module)
 
 
 # ---- the builders of the lazy parts

@@ -16,20 +16,29 @@ from kcoord.server.deferred import then
 from kcoord.server.txn.settling import after_completion
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.lazy import Lazy
+    from kcoord.server.txn.service import TxnService
 
 
-def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    partition = broker.parts.coordinator.get().partition_of(req.group_id)
-    txn = broker.parts.txn.get()
+class AddOffsetsToTxnApi:
+    """AddOffsetsToTxn's handler, built by the composition root (server/node.py) with the parts it uses."""
 
-    def respond(code: ErrorCode) -> Any:
-        return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0,
-                                       error_code=fenced_for_version(code, version, 2))
+    def __init__(self, txn: Lazy[TxnService], coordinator: Lazy[GroupCoordinator]) -> None:
+        self.txn = txn
+        self.coordinator = coordinator
 
-    def serve() -> Any:
-        result = txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                [(OFFSETS_TOPIC, partition)])
-        return then(txn.runtime.submit(result), respond)
+    def handle_add_offsets_to_txn(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        partition = self.coordinator.get().partition_of(req.group_id)
+        txn = self.txn.get()
 
-    return after_completion(txn.coordinator, req.transactional_id, serve)
+        def respond(code: ErrorCode) -> Any:
+            return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0,
+                                           error_code=fenced_for_version(code, version, 2))
+
+        def serve() -> Any:
+            result = txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                    [(OFFSETS_TOPIC, partition)])
+            return then(txn.runtime.submit(result), respond)
+
+        return after_completion(txn.coordinator, req.transactional_id, serve)

@@ -14,37 +14,41 @@ from kcoord.server.deferred import of_coroutine
 from kcoord.server.quotas.entities import Filter, QuotaError
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.quotas.manager import QuotaManager
 
 DEntry = DescribeClientQuotasResponse.EntryData
 AEntry = AlterClientQuotasResponse.EntryData
 
 
-def handle_describe_client_quotas(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    try:
-        flt = Filter(((c.entity_type, c.match_type, c.match) for c in req.components), bool(req.strict))
-    except QuotaError as e:
-        return DescribeClientQuotasResponse(version=version, throttle_time_ms=0, error_code=int(e.code),
-                                            error_message=e.message, entries=None)
-    entries = [
-        DEntry(entity=[DEntry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-               values=[DEntry.ValueData(key=k, value=v) for k, v in sorted(values.items())])
-        for entity, values in broker.quotas.describe(flt)
-    ]
-    return DescribeClientQuotasResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                        error_message=None, entries=entries)
+class ClientQuotaApis:
+    """The handlers of client_quotas.py, built by the composition root (server/node.py) with the parts they use."""
 
+    def __init__(self, quotas: QuotaManager) -> None:
+        self.quotas = quotas
 
-def handle_alter_client_quotas(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    return of_coroutine(_alter_client_quotas(broker, ctx, req, version), "AlterClientQuotas")
+    def handle_describe_client_quotas(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        try:
+            flt = Filter(((c.entity_type, c.match_type, c.match) for c in req.components), bool(req.strict))
+        except QuotaError as e:
+            return DescribeClientQuotasResponse(version=version, throttle_time_ms=0, error_code=int(e.code),
+                                                error_message=e.message, entries=None)
+        entries = [
+            DEntry(entity=[DEntry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                   values=[DEntry.ValueData(key=k, value=v) for k, v in sorted(values.items())])
+            for entity, values in self.quotas.describe(flt)
+        ]
+        return DescribeClientQuotasResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                            error_message=None, entries=entries)
 
+    def handle_alter_client_quotas(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        return of_coroutine(self._alter_client_quotas(ctx, req, version), "AlterClientQuotas")
 
-async def _alter_client_quotas(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    entries = [([(e.entity_type, e.entity_name) for e in entry.entity],
-                [(op.key, None if op.remove else float(op.value)) for op in entry.ops])
-               for entry in req.entries]
-    results = await broker.quotas.alter(entries, bool(req.validate_only))
-    return AlterClientQuotasResponse(version=version, throttle_time_ms=0, entries=[
-        AEntry(error_code=int(code), error_message=message,
-               entity=[AEntry.EntityData(entity_type=t, entity_name=n) for t, n in pairs])
-        for pairs, code, message in results])
+    async def _alter_client_quotas(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        entries = [([(e.entity_type, e.entity_name) for e in entry.entity],
+                    [(op.key, None if op.remove else float(op.value)) for op in entry.ops])
+                   for entry in req.entries]
+        results = await self.quotas.alter(entries, bool(req.validate_only))
+        return AlterClientQuotasResponse(version=version, throttle_time_ms=0, entries=[
+            AEntry(error_code=int(code), error_message=message,
+                   entity=[AEntry.EntityData(entity_type=t, entity_name=n) for t, n in pairs])
+            for pairs, code, message in results])

@@ -31,7 +31,10 @@ from kcoord.server.quotas.mutation import mutation_quota
 from kcoord.server.topics import Topic
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.config import Config
+    from kcoord.server.node import TopicLogs
+    from kcoord.server.quotas.manager import QuotaManager
+    from kcoord.server.topics import TopicRegistry
 
 log = logging.getLogger("kcoord.topics")
 
@@ -59,57 +62,65 @@ def _check_assignment(replicas: list[int], node: int) -> None:
                          "but this is not consistent with previous partitions, which have 1 replica(s).")
 
 
-def _plan(broker: Broker, ctx: RequestContext, t: Any) -> Topic:
-    """Validate one topic's request; returns the topic or raises KafkaError."""
-    topic = broker.topics.get(t.name)
-    if topic is None:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if topic.internal:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Cannot change the number of partitions of internal topic {topic.name}")
-    current = topic.partitions
-    if t.count == current:
-        raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-    if t.count < current:
-        raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                         f"The topic {t.name} currently has {current} partition(s); {t.count} would not be an "
-                         "increase.")
-    additional = t.count - current
-    if t.assignments is not None:
-        if len(t.assignments) != additional:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"Attempted to add {additional} additional partition(s), but only "
-                             f"{len(t.assignments)} assignment(s) were specified.")
-        for a in t.assignments:
-            _check_assignment(list(a.broker_ids), broker.config.node_id)
-    return topic
+class CreatePartitionsApi:
+    """The handlers of create_partitions.py, built by the composition root (server/node.py) with the parts they use."""
 
+    def __init__(self, topics: TopicRegistry, config: Config, quotas: QuotaManager, topic_logs: TopicLogs) -> None:
+        self.topics = topics
+        self.config = config
+        self.quotas = quotas
+        self.topic_logs = topic_logs
 
-def handle_create_partitions(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    counts = Counter(t.name for t in req.topics)
-    results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
-               for name, n in counts.items() if n > 1]
-    records = 0
-    quota = mutation_quota(broker.quotas, ctx, strict=version >= 3)  # controller_mutation_rate, None without one
-    for t in req.topics:
-        if counts[t.name] > 1:
-            continue
-        try:
-            topic = _plan(broker, ctx, t)
-            records += t.count - topic.partitions
-            if records > MAX_RECORDS_PER_OPERATION:
-                raise KafkaError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
-            if quota is not None and not req.validate_only:
-                quota.record(t.count - topic.partitions)
-            if not req.validate_only:
-                broker.add_partitions(topic, t.count)
-        except KafkaError as e:
-            results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
-            continue
-        except OSError as e:
-            log.error("Could not add partitions to %s: %s", t.name, e)
-            results.append(Result(name=t.name, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e)))
-            continue
-        results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
-    throttle = quota.finish(ctx) if quota is not None else 0
-    return CreatePartitionsResponse(version=version, throttle_time_ms=throttle, results=results)
+    def _plan(self, ctx: RequestContext, t: Any) -> Topic:
+        """Validate one topic's request; returns the topic or raises KafkaError."""
+        topic = self.topics.get(t.name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if topic.internal:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Cannot change the number of partitions of internal topic {topic.name}")
+        current = topic.partitions
+        if t.count == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        if t.count < current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"The topic {t.name} currently has {current} partition(s); {t.count} would not be an "
+                             "increase.")
+        additional = t.count - current
+        if t.assignments is not None:
+            if len(t.assignments) != additional:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Attempted to add {additional} additional partition(s), but only "
+                                 f"{len(t.assignments)} assignment(s) were specified.")
+            for a in t.assignments:
+                _check_assignment(list(a.broker_ids), self.config.node_id)
+        return topic
+
+    def handle_create_partitions(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        counts = Counter(t.name for t in req.topics)
+        results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
+                   for name, n in counts.items() if n > 1]
+        records = 0
+        quota = mutation_quota(self.quotas, ctx, strict=version >= 3)  # controller_mutation_rate, None without one
+        for t in req.topics:
+            if counts[t.name] > 1:
+                continue
+            try:
+                topic = self._plan(ctx, t)
+                records += t.count - topic.partitions
+                if records > MAX_RECORDS_PER_OPERATION:
+                    raise KafkaError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+                if quota is not None and not req.validate_only:
+                    quota.record(t.count - topic.partitions)
+                if not req.validate_only:
+                    self.topic_logs.add_partitions(topic, t.count)
+            except KafkaError as e:
+                results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
+                continue
+            except OSError as e:
+                log.error("Could not add partitions to %s: %s", t.name, e)
+                results.append(Result(name=t.name, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e)))
+                continue
+            results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
+        throttle = quota.finish(ctx) if quota is not None else 0
+        return CreatePartitionsResponse(version=version, throttle_time_ms=throttle, results=results)

@@ -14,7 +14,8 @@ from kcoord.server.context import RequestContext
 from kcoord.server.topics import validate_topic_name
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.config import Config
+    from kcoord.server.topics import TopicRegistry
 
 TopicOut = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 PartitionOut = TopicOut.DescribeTopicPartitionsResponsePartition
@@ -34,47 +35,54 @@ def _error_response(req: Any, code: ErrorCode) -> Any:
                  topic_authorized_operations=-2**31) for t in req.topics])
 
 
-def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    node = broker.config.node_id
-    cursor = req.cursor
-    start_name = cursor.topic_name if cursor is not None else ""
-    fetch_all = not req.topics
-    if fetch_all:
-        names = {n for n in broker.topics.topics if n >= start_name}
-    else:
-        names = {t.name for t in req.topics if t.name >= start_name}
-        if cursor is not None and cursor.topic_name not in names:
+class DescribeTopicPartitionsApi:
+    """The handlers of describe_topic_partitions.py, built by the composition root (server/node.py) with the parts they use."""
+
+    def __init__(self, topics: TopicRegistry, config: Config) -> None:
+        self.topics = topics
+        self.config = config
+
+    def handle_describe_topic_partitions(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        node = self.config.node_id
+        cursor = req.cursor
+        start_name = cursor.topic_name if cursor is not None else ""
+        fetch_all = not req.topics
+        if fetch_all:
+            names = {n for n in self.topics.topics if n >= start_name}
+        else:
+            names = {t.name for t in req.topics if t.name >= start_name}
+            if cursor is not None and cursor.topic_name not in names:
+                return _error_response(req, ErrorCode.INVALID_REQUEST)
+        if cursor is not None and cursor.partition_index < 0:
             return _error_response(req, ErrorCode.INVALID_REQUEST)
-    if cursor is not None and cursor.partition_index < 0:
-        return _error_response(req, ErrorCode.INVALID_REQUEST)
-    remaining = max(min(MAX_PARTITIONS, req.response_partition_limit), 1)
-    out, next_cursor = [], None
-    for name in sorted(names):
-        if remaining == 0:  # the next response starts with this topic
-            next_cursor = Cursor(topic_name=name, partition_index=0)
-            break
-        topic = broker.topics.get(name)
-        if topic is None:
-            if not fetch_all:
-                try:
-                    validate_topic_name(name)
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                except KafkaError:
-                    code = ErrorCode.INVALID_TOPIC_EXCEPTION
-                out.append(TopicOut(error_code=code, name=name, topic_id=ZERO_UUID, is_internal=name in INTERNAL,
-                                    partitions=[], topic_authorized_operations=TOPIC_OPERATIONS))
-            continue
-        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
-        upper = min(topic.partitions, first + remaining)
-        parts = [PartitionOut(error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=0,
-                              replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
-                              last_known_elr=[], offline_replicas=[])
-                 for p in range(first, upper)]
-        out.append(TopicOut(error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
-                            is_internal=name in INTERNAL, partitions=parts,
-                            topic_authorized_operations=TOPIC_OPERATIONS))
-        if upper < topic.partitions:
-            next_cursor = Cursor(topic_name=name, partition_index=upper)
-            break
-        remaining -= len(parts)
-    return DescribeTopicPartitionsResponse(version=version, throttle_time_ms=0, topics=out, next_cursor=next_cursor)
+        remaining = max(min(MAX_PARTITIONS, req.response_partition_limit), 1)
+        out, next_cursor = [], None
+        for name in sorted(names):
+            if remaining == 0:  # the next response starts with this topic
+                next_cursor = Cursor(topic_name=name, partition_index=0)
+                break
+            topic = self.topics.get(name)
+            if topic is None:
+                if not fetch_all:
+                    try:
+                        validate_topic_name(name)
+                        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    except KafkaError:
+                        code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                    out.append(TopicOut(error_code=code, name=name, topic_id=ZERO_UUID, is_internal=name in INTERNAL,
+                                        partitions=[], topic_authorized_operations=TOPIC_OPERATIONS))
+                continue
+            first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+            upper = min(topic.partitions, first + remaining)
+            parts = [PartitionOut(error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=0,
+                                  replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
+                                  last_known_elr=[], offline_replicas=[])
+                     for p in range(first, upper)]
+            out.append(TopicOut(error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
+                                is_internal=name in INTERNAL, partitions=parts,
+                                topic_authorized_operations=TOPIC_OPERATIONS))
+            if upper < topic.partitions:
+                next_cursor = Cursor(topic_name=name, partition_index=upper)
+                break
+            remaining -= len(parts)
+        return DescribeTopicPartitionsResponse(version=version, throttle_time_ms=0, topics=out, next_cursor=next_cursor)

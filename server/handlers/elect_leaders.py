@@ -12,7 +12,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.topics import TopicRegistry
 
 Result = ElectLeadersResponse.ReplicaElectionResult
 PartitionOut = Result.PartitionResult
@@ -20,31 +20,37 @@ PREFERRED, UNCLEAN = 0, 1
 NOT_NEEDED = "Leader election not needed for topic partition."
 
 
-def handle_elect_leaders(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    topics = broker.topics
-    election = req.election_type if version >= 1 else PREFERRED
-    if election not in (PREFERRED, UNCLEAN):  # InvalidRequestException -> getErrorResponse
-        message = f"Unknown election type {election}"
-        results = [Result(topic=t.topic, partition_result=[
-            PartitionOut(partition_id=p, error_code=ErrorCode.INVALID_REQUEST, error_message=message)
-            for p in t.partitions]) for t in req.topic_partitions or ()]
-        return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
+class ElectLeadersApi:
+    """The handlers of elect_leaders.py, built by the composition root (server/node.py) with the parts they use."""
+
+    def __init__(self, topics: TopicRegistry) -> None:
+        self.topics = topics
+
+    def handle_elect_leaders(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        topics = self.topics
+        election = req.election_type if version >= 1 else PREFERRED
+        if election not in (PREFERRED, UNCLEAN):  # InvalidRequestException -> getErrorResponse
+            message = f"Unknown election type {election}"
+            results = [Result(topic=t.topic, partition_result=[
+                PartitionOut(partition_id=p, error_code=ErrorCode.INVALID_REQUEST, error_message=message)
+                for p in t.partitions]) for t in req.topic_partitions or ()]
+            return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
+                                        replica_election_results=results)
+        if req.topic_partitions is None:
+            results = [Result(topic=name, partition_result=[]) for name in sorted(topics.topics)]
+        else:
+            results = []
+            for t in req.topic_partitions:
+                topic = topics.get(t.topic)
+                parts = []
+                for p in t.partitions:
+                    if topic is None:
+                        code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {t.topic}"
+                    elif not 0 <= p < topic.partitions:
+                        code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {t.topic}-{p}"
+                    else:
+                        code, message = ErrorCode.ELECTION_NOT_NEEDED, NOT_NEEDED
+                    parts.append(PartitionOut(partition_id=p, error_code=code, error_message=message))
+                results.append(Result(topic=t.topic, partition_result=parts))
+        return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                     replica_election_results=results)
-    if req.topic_partitions is None:
-        results = [Result(topic=name, partition_result=[]) for name in sorted(topics.topics)]
-    else:
-        results = []
-        for t in req.topic_partitions:
-            topic = topics.get(t.topic)
-            parts = []
-            for p in t.partitions:
-                if topic is None:
-                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {t.topic}"
-                elif not 0 <= p < topic.partitions:
-                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {t.topic}-{p}"
-                else:
-                    code, message = ErrorCode.ELECTION_NOT_NEEDED, NOT_NEEDED
-                parts.append(PartitionOut(partition_id=p, error_code=code, error_message=message))
-            results.append(Result(topic=t.topic, partition_result=parts))
-    return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                replica_election_results=results)

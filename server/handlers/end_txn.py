@@ -20,21 +20,28 @@ from kcoord.server.deferred import then
 from kcoord.server.txn.settling import after_completion
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.lazy import Lazy
+    from kcoord.server.txn.service import TxnService
 
 
-def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    txn = broker.parts.txn.get()
+class EndTxnApi:
+    """EndTxn's handler, built by the composition root (server/node.py) with the transaction coordinator."""
 
-    def respond(answer: tuple[ErrorCode, int, int]) -> Any:
-        code, pid, epoch = answer
-        return EndTxnResponse(version=version, throttle_time_ms=0, error_code=fenced_for_version(code, version, 2),
-                              producer_id=pid, producer_epoch=epoch)
+    def __init__(self, txn: Lazy[TxnService]) -> None:
+        self.txn = txn
 
-    def serve() -> Any:
-        # a v5 request is from a client of transactions v2, as Kafka decides (the request's version)
-        result = txn.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
-                                         bool(req.committed), client_version=2 if version >= 5 else 0)
-        return then(txn.runtime.submit(result), respond)
+    def handle_end_txn(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        txn = self.txn.get()
 
-    return after_completion(txn.coordinator, req.transactional_id, serve)
+        def respond(answer: tuple[ErrorCode, int, int]) -> Any:
+            code, pid, epoch = answer
+            return EndTxnResponse(version=version, throttle_time_ms=0, error_code=fenced_for_version(code, version, 2),
+                                  producer_id=pid, producer_epoch=epoch)
+
+        def serve() -> Any:
+            # a v5 request is from a client of transactions v2, as Kafka decides (the request's version)
+            result = txn.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                             bool(req.committed), client_version=2 if version >= 5 else 0)
+            return then(txn.runtime.submit(result), respond)
+
+        return after_completion(txn.coordinator, req.transactional_id, serve)

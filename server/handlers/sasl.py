@@ -8,28 +8,30 @@ SaslAuthenticate answers ILLEGAL_SASL_STATE.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
 
-if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
 
+class SaslApis:
+    """The handlers of sasl.py, built by the composition root (server/node.py) with the parts they use."""
 
-def handle_sasl_handshake(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    session = ctx.session
-    if session is not None and session.reauthenticate is not None:
-        response = session.reauthenticate(req.mechanism, version)
-        if response is not None:
-            return response
-    return SaslHandshakeResponse(version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    def __init__(self) -> None:
+        pass
 
+    def handle_sasl_handshake(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        session = ctx.session
+        if session is not None and session.reauthenticate is not None:
+            response = session.reauthenticate(req.mechanism, version)
+            if response is not None:
+                return response
+        return SaslHandshakeResponse(version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
-def handle_sasl_authenticate(broker: Broker, ctx: RequestContext, req: Any, version: int) -> Any:
-    return SaslAuthenticateResponse(
-        version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE,
-        error_message="SaslAuthenticate request received after successful authentication",
-        auth_bytes=b"", session_lifetime_ms=0)
+    def handle_sasl_authenticate(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        return SaslAuthenticateResponse(
+            version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE,
+            error_message="SaslAuthenticate request received after successful authentication",
+            auth_bytes=b"", session_lifetime_ms=0)
