@@ -111,20 +111,23 @@ def timestamp_bounds_of(v: dict[str, Any]) -> tuple[int, int]:
 
 
 def apply_topic_configs(broker: Broker, topic: Topic) -> None:
+    if broker.logs is not None:
+        apply_configs_to_logs(broker.configs, broker.logs, topic)
+
+
+def apply_configs_to_logs(configs: BrokerConfigs, logs: LogManager, topic: Topic) -> None:
     """A topic's effective configs changed: what the open logs hold takes the new values
     (segment.bytes, segment.ms and segment.jitter.ms apply from the next append); the rest is
     read per request."""
-    if broker.logs is None:
-        return
-    values = topic_values(broker, topic)
+    values = configs.topic_values(topic)
     size, roll_ms = values["segment.bytes"], (values["segment.ms"], values["segment.jitter.ms"])
     for p in range(topic.partitions):
-        plog = broker.logs.existing(topic.name, p)
+        plog = logs.existing(topic.name, p)
         if plog is not None:
             plog.segment_bytes = size
             plog.segment_ms, plog.segment_jitter_ms = roll_ms
         elif topic.name == OFFSETS_TOPIC:  # declared, created at first use: with the new size
-            broker.logs.declare(topic.name, p, segment_bytes=size, topic_id=topic.topic_id, roll_ms=roll_ms)
+            logs.declare(topic.name, p, segment_bytes=size, topic_id=topic.topic_id, roll_ms=roll_ms)
 
 
 def leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:

@@ -182,6 +182,11 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
     def module(name: str) -> Any:
         return importlib.import_module("kcoord.server.handlers." + name)
 
+    def config_state() -> Any:
+        from kcoord.server.config_admin import ConfigState
+
+        return ConfigState(cfg, topics, configs, logs)
+
     return dict((
         # the cluster
         area("ApiVersionsApi", lambda: module("api_versions").ApiVersionsApi(cfg["kcoord.transaction.version"])),
@@ -223,6 +228,11 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         area("CreatePartitionsApi", lambda: module("create_partitions").CreatePartitionsApi(topics, cfg, quotas,
                                                                                             topic_logs)),
         area("DeleteTopicsApi", lambda: module("delete_topics").DeleteTopicsApi(topics, cfg, quotas, parts.deleter)),
+        # configs
+        area("DescribeConfigsApi", lambda: module("describe_configs").DescribeConfigsApi(config_state())),
+        area("AlterConfigsApi", lambda: module("alter_configs").AlterConfigsApi(config_state())),
+        area("IncrementalAlterConfigsApi",
+             lambda: module("incremental_alter_configs").IncrementalAlterConfigsApi(config_state())),
         # security and quotas
         area("SaslApis", lambda: module("sasl").SaslApis()),
         area("ScramCredentialApis", lambda: module("scram_credentials").ScramCredentialApis(security)),

@@ -19,7 +19,6 @@ NOT_LEADER_OR_FOLLOWER), and the rewritten answers "metadata", "find_coordinator
 """
 from __future__ import annotations
 
-import functools
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -43,7 +42,7 @@ class Route(NamedTuple):
     direct: Callable[..., Any] | None = None  # (request, version) once bound: no RequestContext
     declared: Declared | None = None
     # the handler area whose methods handler and direct are (a class under server/handlers/,
-    # built by the composition root, server/node.py); None: functions still taking the node
+    # built by the composition root, server/node.py)
     area: str | None = None
 
     def policy(self) -> Policy | None:
@@ -119,10 +118,10 @@ _TABLE = (
              policy="txn.describe_transactions"),
     Declared(ApiKey.LIST_TRANSACTIONS, "list_transactions.ListTransactionsApi.handle_list_transactions",
              policy="txn.list_transactions"),
-    Declared(ApiKey.DESCRIBE_CONFIGS, "describe_configs.handle_describe_configs",
+    Declared(ApiKey.DESCRIBE_CONFIGS, "describe_configs.DescribeConfigsApi.handle_describe_configs",
              policy="configs.describe_configs"),
-    Declared(ApiKey.ALTER_CONFIGS, "alter_configs.handle_alter_configs", policy="configs.alter_configs"),
-    Declared(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs.handle_incremental_alter_configs",
+    Declared(ApiKey.ALTER_CONFIGS, "alter_configs.AlterConfigsApi.handle_alter_configs", policy="configs.alter_configs"),
+    Declared(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs.IncrementalAlterConfigsApi.handle_incremental_alter_configs",
              policy="configs.incremental_alter_configs"),
     Declared(ApiKey.DESCRIBE_CLUSTER, "describe_cluster.DescribeClusterApi.handle_describe_cluster",
              policy="topics.describe_cluster", virtual="describe_cluster"),
@@ -152,14 +151,10 @@ _TABLE = (
 )
 
 
-def _function(name: str) -> tuple[Any, str | None]:
-    """"module.Area.method" -> (the function, "Area"); "module.function" -> (it, None)."""
-    module, _, rest = name.partition(".")
-    owner: Any = importlib.import_module("kcoord.server.handlers." + module)
-    area, _, fn = rest.rpartition(".")
-    if area:
-        owner = getattr(owner, area)
-    return getattr(owner, fn), area or None
+def _function(name: str) -> tuple[Any, str]:
+    """"module.Area.method" -> (the function, "Area")."""
+    module, area, fn = name.split(".")
+    return getattr(getattr(importlib.import_module("kcoord.server.handlers." + module), area), fn), area
 
 
 def _policy(name: str) -> Any:
@@ -183,16 +178,11 @@ def _load(d: Declared) -> Route:
 
 
 def bind(route: Route, node: Broker) -> Route:
-    """The route with its handler (and direct call) bound to what it uses: its area's object,
-    built by the composition root with the parts it takes; a function of a module not
-    converted yet gets the node as its first argument (tests/unit/test_handler_parts.py lists
-    those modules)."""
-    if route.area is not None:
-        apis = node.parts.areas[route.area].get()
-        return route._replace(handler=route.handler.__get__(apis),
-                              direct=None if route.direct is None else route.direct.__get__(apis))
-    return route._replace(handler=functools.partial(route.handler, node),
-                          direct=None if route.direct is None else functools.partial(route.direct, node))
+    """The route with its handler (and direct call) bound to its area's object, which the
+    composition root built with the parts it uses (server/node.py)."""
+    apis = node.parts.areas[route.area].get()  # type: ignore[index]
+    return route._replace(handler=route.handler.__get__(apis),
+                          direct=None if route.direct is None else route.direct.__get__(apis))
 
 
 def handler_of(node: Broker, key: int) -> Handler:

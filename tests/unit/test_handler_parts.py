@@ -1,7 +1,6 @@
 """Handlers receive the parts they use (issue 22): no handler reaches the node through its
 RequestContext, the hot APIs' routes are methods of handler areas the composition root
-(server/node.py) builds with their parts, and the handler modules that still take the node
-are listed here, a list that may only shrink."""
+(server/node.py) builds with their parts, one object per area."""
 from __future__ import annotations
 
 import ast
@@ -14,18 +13,8 @@ from kcoord.server.handlers.routes import _TABLE, ROUTES
 
 HANDLERS_DIR = Path(__file__).resolve().parents[2] / "server" / "handlers"
 
-# handler modules whose functions still take the node (Broker) as their first argument
-STILL_REACHING_THE_NODE = {
-    # the config APIs: server/config_admin.py's planning and describing take the node
-    "alter_configs", "describe_configs", "incremental_alter_configs",
-}
-
-# the request paths the issue walks from the socket to the answer, and the first ones converted
-CONVERTED = {ApiKey.OFFSET_COMMIT, ApiKey.HEARTBEAT, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.PRODUCE,
-             ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.OFFSET_FETCH, ApiKey.FIND_COORDINATOR,
-             ApiKey.API_VERSIONS, ApiKey.LEAVE_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS,
-             ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.FETCH, ApiKey.METADATA, ApiKey.LIST_OFFSETS,
-             ApiKey.INIT_PRODUCER_ID, ApiKey.END_TXN, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS}
+# the request paths issue 22 walks from the socket to the answer (two of them direct calls)
+WALKED = {ApiKey.OFFSET_COMMIT, ApiKey.HEARTBEAT, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.PRODUCE}
 
 
 def _reaches_the_node(path: Path) -> bool:
@@ -45,24 +34,18 @@ def test_the_request_context_does_not_carry_the_node():
     assert "broker" not in {f.name for f in dataclasses.fields(RequestContext)}
 
 
-def test_handler_modules_reaching_the_node_are_only_the_listed_ones():
+def test_no_handler_module_reaches_the_node():
     reaching = {p.stem for p in HANDLERS_DIR.glob("*.py") if _reaches_the_node(p)} - {"routes"}
-    assert reaching <= STILL_REACHING_THE_NODE, f"newly reaching the node: {sorted(reaching - STILL_REACHING_THE_NODE)}"
-    # a module converted since leaves the list (so that it only shrinks)
-    assert STILL_REACHING_THE_NODE <= reaching, f"converted, drop from the list: {sorted(STILL_REACHING_THE_NODE - reaching)}"
+    assert reaching == set()
 
 
-def test_the_converted_apis_are_methods_of_areas_built_by_the_root():
-    declared = {d.key: d for d in _TABLE}
-    for key in CONVERTED:
-        route = ROUTES[key]
-        assert route.area is not None, f"{key!r} is not served by a handler area"
-        module = declared[key].handler.split(".")[0]
-        assert module not in STILL_REACHING_THE_NODE
-    # every route of a listed module is a plain function (bound to the node), every other an area's
+def test_every_api_is_a_method_of_an_area_built_by_the_root():
     for d in _TABLE:
-        module = d.handler.split(".")[0]
-        assert (ROUTES[d.key].area is None) == (module in STILL_REACHING_THE_NODE), d
+        assert ROUTES[d.key].area is not None, d
+    for key in WALKED:
+        route = ROUTES[key]
+        assert route.handler.__qualname__.startswith(route.area + ".")
+        assert route.direct is None or route.direct.__qualname__.startswith(route.area + ".")
 
 
 async def test_the_root_builds_every_area_the_routes_name(tmp_path):
