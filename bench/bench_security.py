@@ -608,7 +608,8 @@ def commit_route_cost(a: object, reps: int = 200_000) -> float:
     def nothing(req: object, version: int) -> None:
         return None
     commit = ROUTES[ApiKey.OFFSET_COMMIT]
-    route = guarded_direct(ApiKey.OFFSET_COMMIT, nothing, lambda: session, commit.policy(), broker, commit.as_is())
+    route = guarded_direct(ApiKey.OFFSET_COMMIT, nothing, lambda: session, commit.policy(), broker.security,
+                           None, commit.as_is())  # type: ignore[arg-type]
     best = float("inf")
     for _ in range(5):
         t0 = time.thread_time()

@@ -129,12 +129,15 @@ def _route(key: int, version: int, dispatcher: Dispatcher) -> _Route | None:
         return None
     route = bind(ROUTES[key], dispatcher.broker)
     if dispatcher.authorizing:
-        from kcoord.server.security.guard import guarded, guarded_direct
+        from kcoord.server.security.guard import PolicyParts, guarded, guarded_direct
 
-        direct, policy, node = route.direct, route.policy(), dispatcher.broker
-        route = route._replace(handler=guarded(spec.key, route.handler, policy, node), direct=None if direct is None
-                               else guarded_direct(spec.key, direct, dispatcher.current_client, policy, node,
-                                                   route.as_is()))
+        node = dispatcher.broker
+        direct, policy, security = route.direct, route.policy(), node.security
+        parts = PolicyParts(node.config, node.parts.topics, node.parts.logs)
+        route = route._replace(handler=guarded(spec.key, route.handler, policy, security, parts),
+                               direct=None if direct is None else guarded_direct(
+                                   spec.key, direct, dispatcher.current_client, policy, security, parts,
+                                   route.as_is()))
     return _Route(spec, version, route)
 
 
