@@ -158,8 +158,9 @@ def build_parts(node: Broker) -> Parts:
 
     parts = Parts(topics, configs, topic_logs, logs, deleter, data_plane, runtime, coordinator, txn,
                   node.loading_future)
+    # 4. the handler areas, each with the parts its handlers use
     parts.areas = _areas(node, parts)
-    # 4. a coordinator with records to load is built now (the transaction coordinator with
+    # 5. a coordinator with records to load is built now (the transaction coordinator with
     # the group's and the data plane it needs)
     parts.state_stored = topics.get(TXN_TOPIC) is not None or any(
         logs.existing(OFFSETS_TOPIC, p) is not None for p in range(offsets_partitions))

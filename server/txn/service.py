@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from kcoord.protocol.topics import TXN_TOPIC
 from kcoord.server.coordinator.runtime import CoordinatorRuntime
-from kcoord.server.group.txn_offsets import PendingTxnOffsets
 from kcoord.server.txn.coordinator import TransactionCoordinator
 from kcoord.server.txn.markers import MarkerWriter
 from kcoord.server.txn.metadata import TxnConfig
@@ -70,10 +69,6 @@ class TxnService:
             self._needs_load = True
         else:
             self._needs_load = False
-
-    @property
-    def pending(self) -> PendingTxnOffsets:
-        return self.group_log.pending
 
     @property
     def num_partitions(self) -> int:
