@@ -64,3 +64,41 @@ async def test_the_root_builds_every_area_the_routes_name(tmp_path):
                 assert owner is broker.parts.areas[ROUTES[d.key].area].get()  # one object per area
     finally:
         await broker.stop()
+
+
+async def test_a_reset_builds_the_parts_anew_and_the_next_request_uses_them(tmp_path):
+    import struct
+
+    from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
+
+    from kcoord.server.broker import Broker
+    from kcoord.server.config import Config
+    from kcoord.server.control.reset import reset_broker
+    from kcoord.server.dispatch import Dispatcher
+    from kcoord.server.session import Session
+
+    broker = Broker(Config({"log.dirs": str(tmp_path / "data"), "offsets.topic.num.partitions": 1}))
+    await broker.start()
+    broker.start_background()
+    await broker.loaded()
+    dispatcher, session = Dispatcher(broker), Session(None, "127.0.0.1")
+
+    def list_groups() -> ListGroupsResponse:
+        frame = struct.pack(">hhih", ApiKey.LIST_GROUPS, 2, 1, 1) + b"t" + bytes(ListGroupsRequest(version=2).encode(version=2))
+        return ListGroupsResponse.decode(dispatcher.handle(frame, session)[8:], version=2)
+
+    try:
+        assert list_groups().error_code == 0
+        old_parts, old_area = broker.parts, broker.parts.areas["GroupApis"].built()
+        old_coordinator = old_parts.coordinator.built()
+        assert old_area is not None and old_coordinator is not None
+        reset_broker(broker)
+        await broker.loaded()
+        assert broker.parts is not old_parts
+        assert broker.parts.coordinator.built() is None  # built again at its first use
+        assert list_groups().error_code == 0
+        new_area = broker.parts.areas["GroupApis"].built()
+        assert new_area is not None and new_area is not old_area
+        assert new_area.coordinator is broker.parts.coordinator.built() is not old_coordinator
+    finally:
+        await broker.stop()
