@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
 
-.PHONY: setup test-setup clients docker-setup bytecode rdkafka-setup rdkafka-suite run test test-loaded unit integration docker-test bench lint up down clean
+.PHONY: setup test-setup clients zookeeper-setup docker-setup bytecode rdkafka-setup rdkafka-suite run test test-loaded unit integration docker-test bench lint up down clean
 
 # The server alone: what `make run` needs.
 setup: $(STAMP)
@@ -27,6 +27,11 @@ $(TSTAMP): $(STAMP)
 clients: test-setup
 	bash scripts/setup-clients.sh
 
+# Apache ZooKeeper from Debian's package, for the cluster tests and `kcoord cluster`
+# (scripts/setup-zookeeper.sh; docs/cluster.md).
+zookeeper-setup:
+	bash scripts/setup-zookeeper.sh
+
 # Debian's Docker engine, its compose and debootstrap, and the images' Debian-package bases
 # (.cache/docker); tests/docker starts and stops its own dockerd (scripts/setup-docker.sh).
 docker-setup:
@@ -40,7 +45,7 @@ run: setup
 	$(BIN)/kcoord serve $(ARGS)
 
 # pytest, then librdkafka's own test suite against kcoord (both run; either failing fails).
-test: setup clients docker-setup rdkafka-setup bytecode
+test: setup clients zookeeper-setup docker-setup rdkafka-setup bytecode
 	@rc=0; $(BIN)/python -m pytest -q -p no:cacheprovider tests || rc=$$?; \
 	$(MAKE) --no-print-directory rdkafka-suite ARGS=--check || rc=$$?; exit $$rc
 
@@ -67,7 +72,7 @@ test-loaded:
 unit: test-setup
 	$(BIN)/python -m pytest -q tests/unit tests/property
 
-integration: setup clients
+integration: setup clients zookeeper-setup
 	$(BIN)/python -m pytest -q tests/integration tests/compat
 
 # Every benchmark, each beside its ceiling measured in the same run; writes bench/REPORT.md.

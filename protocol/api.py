@@ -23,6 +23,7 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_FOR_LEADER_EPOCH = 23
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -67,6 +68,13 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # Kafka 4.0 removed Produce v0-v2 (KIP-896) but still advertises Produce from v0 (KAFKA-18659):
@@ -219,6 +227,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.PRODUCE, "Produce", _KP + "producer.produce", 3, 12),
         ApiSpec(ApiKey.FETCH, "Fetch", _KP + "consumer.fetch", 4, 17),
         ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", _KP + "consumer.offsets", 0, 9),
+        ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", _KP + "consumer.offsets", 2, 4),
         ApiSpec(ApiKey.METADATA, "Metadata", _KP + "metadata.metadata", 0, 12),
         ApiSpec(ApiKey.OFFSET_COMMIT, "OffsetCommit", _KP + "consumer.group", 0, 9),
         ApiSpec(ApiKey.OFFSET_FETCH, "OffsetFetch", _KP + "consumer.group", 0, 9),
@@ -266,5 +275,13 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", _KP + "admin.topics", 0, 0),
         ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", "kcoord.protocol.messages", 0, 1),
         ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", "kcoord.protocol.messages", 0, 1),
+        ApiSpec(ApiKey.SHARE_GROUP_HEARTBEAT, "ShareGroupHeartbeat", "kcoord.protocol.share_messages", 1, 1),
+        ApiSpec(ApiKey.SHARE_GROUP_DESCRIBE, "ShareGroupDescribe", "kcoord.protocol.share_messages", 1, 1),
+        # share partitions (KIP-932), Kafka 4.3's versions (server/share/)
+        ApiSpec(ApiKey.SHARE_FETCH, "ShareFetch", "kcoord.protocol.share_messages", 1, 2),
+        ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, "ShareAcknowledge", "kcoord.protocol.share_messages", 1, 2),
+        ApiSpec(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "DescribeShareGroupOffsets", "kcoord.protocol.share_messages", 0, 1),
+        ApiSpec(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "AlterShareGroupOffsets", "kcoord.protocol.share_messages", 0, 0),
+        ApiSpec(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "DeleteShareGroupOffsets", "kcoord.protocol.share_messages", 0, 0),
     )
 }

@@ -2,7 +2,8 @@
 
 Owns the wire layout of OffsetCommitKey/Value and GroupMetadataKey/Value (Kafka's
 group-coordinator message JSONs) and routes the consumer-group keys (versions 3-8, 16) to
-protocol/consumer_group_codec.py: what we write (key v1 / v2, OffsetCommitValue v3 or v1,
+protocol/consumer_group_codec.py and the share-group keys (10-15) to protocol/share_records.py:
+what we write (key v1 / v2, OffsetCommitValue v3 or v1,
 GroupMetadataValue v3) and reading every value version 0-4 (v4 is flexible: compact
 strings, unsigned-varint lengths, tagged fields). The shapes are kcoord.protocol.coordinator_records.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import logging
 import struct
 
-from kcoord.protocol import consumer_group_codec
+from kcoord.protocol import consumer_group_codec, share_records
 from kcoord.protocol.coordinator_records import (
     CoordinatorRecord,
     GroupKey,
@@ -64,6 +65,12 @@ GROUP_VALUE_VERSION = 3
 
 
 # ---------------------------------------------------------------------------- encoding
+
+_SHARE_VALUE_TYPES = frozenset((
+    share_records.ShareGroupMemberMetadataValue, share_records.ShareGroupMetadataValue,
+    share_records.ShareGroupTargetAssignmentMetadataValue, share_records.ShareGroupTargetAssignmentMemberValue,
+    share_records.ShareGroupCurrentMemberAssignmentValue, share_records.ShareGroupStatePartitionMetadataValue,
+))
 
 
 def _str(s: str) -> bytes:
@@ -121,6 +128,8 @@ def encode_key(key: Key) -> bytes:
         return _h.pack(GROUP_KEY_VERSION) + _str(key.group)
     if type(key) in consumer_group_codec.KEY_VERSIONS:
         return consumer_group_codec.encode_key(key)
+    if type(key) in share_records.GROUP_KEY_VERSIONS:
+        return share_records.encode_group_key(key)
     raise TypeError(f"not a coordinator key: {key!r}")
 
 
@@ -160,6 +169,8 @@ def encode_value(value: Value | None) -> bytes | None:
                 _bytes(m.assignment),
             )
         return b"".join(parts)
+    if type(value) in _SHARE_VALUE_TYPES:
+        return share_records.encode_value(value)
     return consumer_group_codec.encode_value(value)
 
 
@@ -284,9 +295,12 @@ def decode_key(b: bytes) -> Key | None:
             return GroupKey(b[4:].decode())
         if version in consumer_group_codec.CONSUMER_KEY_VERSIONS:
             return consumer_group_codec.decode_key(version, b)
-    except (struct.error, UnicodeDecodeError, consumer_group_codec.ConsumerCodecError) as e:
+        if version in share_records.SHARE_GROUP_KEY_VERSIONS:
+            return share_records.decode_group_key(b)
+    except (struct.error, UnicodeDecodeError, consumer_group_codec.ConsumerCodecError,
+            share_records.ShareRecordError) as e:
         raise CodecError(f"malformed key: {e}") from None
-    # Other versions 9+ are share / streams group records: not ours.
+    # Other versions (9: a share group record Kafka 4.1 dropped; 17+: streams groups) are not ours.
     # Log each unknown version once: a log written by a newer Kafka may hold millions of them.
     level = logging.DEBUG if version in _SKIPPED_VERSIONS else logging.INFO
     _SKIPPED_VERSIONS.add(version)
@@ -386,6 +400,11 @@ def decode_value(key: Key, b: bytes | None) -> Value | None:
 
 
 def _decode_consumer_value(key: Key, b: bytes) -> Value:
+    if type(key) in share_records.GROUP_KEY_VERSIONS:
+        try:
+            return share_records.decode_value(key, b)
+        except share_records.ShareRecordError as e:
+            raise CodecError(str(e)) from None
     try:
         return consumer_group_codec.decode_value(key, b)
     except consumer_group_codec.ConsumerCodecError as e:

@@ -4,7 +4,7 @@ AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92), at the versions Ka
 kafka-python 3 has none of them; they are built, like protocol/messages.py's, from kcoord's own
 schemas (protocol/schemas/*.json).
 
-Not served yet: nothing in protocol/api.py names these classes (see docs/share-groups.md)."""
+protocol/api.py names the classes of the APIs kcoord serves (see docs/share-groups.md)."""
 from __future__ import annotations
 
 from kafka.protocol.api_message import ApiMessage

@@ -13,7 +13,8 @@ a version (0) and a flexible body, built by kafka-python's schema machinery over
 protocol/schemas/Share*Value.json. DeliveryCompleteCount is tagged field 0 of ShareSnapshot /
 ShareUpdate values (default -1, written only when known).
 
-Nothing writes these yet; `kcoord dump` decodes them (docs/share-groups.md).
+server/share/state.py writes and replays the __share_group_state records; `kcoord dump` decodes all
+of them (docs/share-groups.md).
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ CLIENTS = [
 ]
 FEATURES = ["bootstrap", "group join", "static membership", "rebalance on leave", "commit/fetch", "consume",
             "restart resume", "read __consumer_offsets", "transactions", "consumer protocol (KIP-848)",
-            "online migration (KIP-848)", "SASL and TLS"]
+            "online migration (KIP-848)", "SASL and TLS", "share groups"]
 
 # Why a cell has no test; printed only for cells that come out "—".
 NOT_TESTED_WHY = {
@@ -59,6 +59,12 @@ NOT_TESTED_WHY = {
     ("sarama", "online migration (KIP-848)"): "no sarama test: the migration test counts a record read twice "
                                                "only after a failed synchronous commit, and sarama 1.22 commits "
                                                "in the background",
+    ("java", "share groups"): "kafka-clients 3.9 has no share consumer (KafkaShareConsumer came in 4.0)",
+    ("kcat", "share groups"): "kcat and librdkafka 2.0 have no share consumer",
+    ("kafka-python", "share groups"): "kafka-python 3 has no share consumer",
+    ("aiokafka", "share groups"): "aiokafka has no share consumer",
+    ("kafkajs", "share groups"): "kafkajs 2.2.4 has no share consumer",
+    ("sarama", "share groups"): "sarama has no share consumer",
 }
 
 

@@ -112,6 +112,10 @@ class Server:
             await self.control.start_virtual(virtual)
         if control_at:  # last: once it answers, every listener is up
             await self._start_control_http(control_at)
+        if self.config["zookeeper.connect"]:  # a cluster node (docs/cluster.md); imported only then
+            from kcoord.server.cluster.builder import start_cluster
+
+            await start_cluster(self.config, self.broker, self.listeners)
         self.broker.start_background()
         log.info("kcoord listening on %s", ", ".join(lst.describe() for lst in self.listeners))
 
@@ -156,6 +160,9 @@ class Server:
         log.info("Control API on http://%s:%d", *self.control_bound)
 
     async def stop(self) -> None:
+        cluster = self.broker.cluster
+        if cluster is not None and self.config["controlled.shutdown.enable"]:
+            await cluster.controlled_shutdown(self.config["zookeeper.session.timeout.ms"] / 1000)
         for srv in self._servers:
             srv.close()
         if self.control is not None:
@@ -167,6 +174,8 @@ class Server:
         deadline = time.monotonic() + _DRAIN_SECONDS
         while any(c.busy for c in self.broker.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+        if cluster is not None:
+            await cluster.stop()
         await self.broker.stop()
         for conn in list(self.broker.connections):
             conn.close()

@@ -14,12 +14,13 @@ import gc
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.topics import TXN_TOPIC
 from kcoord.server.clock import SystemClock
 from kcoord.server.config import Config
 from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.group_configs import GroupConfigs
 from kcoord.server.metrics import Metrics
 from kcoord.server.node import Parts, build_parts, start_group_runtime
 from kcoord.server.quotas.manager import QuotaManager
@@ -59,11 +60,14 @@ class Broker:
         self.topics = TopicRegistry(self.log_dir)
         self.logs: LogManager | None = None
         self.configs: BrokerConfigs  # dynamic broker configs, topic values (open_state)
+        self.group_configs: GroupConfigs  # the GROUP config resource, in the same store (open_state)
         self.on_open: list[Callable[[Parts], None]] = []  # told of every new Parts (the dispatcher)
         self._background: list[asyncio.Future[None]] = []
         self._loading: asyncio.Future[None] | None = None  # set once the background tasks run
         self.deleter: TopicDeleter
         self._lock_fd: int | None = None
+        self.cluster: Any = None  # kcoord.server.cluster.node.ClusterNode when zookeeper.connect is set (start_cluster)
+        self.replicas: Any = None  # its replica manager when replicated (server/replication/; set by the tests for now)
 
     async def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -81,6 +85,7 @@ class Broker:
         self._loading = None  # until start_background: a part built before starts nothing
         parts = self.parts = build_parts(self)
         self.topics, self.configs, self.logs, self.deleter = parts.topics, parts.configs, parts.logs, parts.deleter
+        self.group_configs = parts.group_configs
         for told in self.on_open:
             told(parts)
 
@@ -203,8 +208,9 @@ class Broker:
         """Kafka uses the existing __consumer_offsets partition count over the setting."""
         return self.parts.topic_logs.offsets_partitions(self.config["offsets.topic.num.partitions"])
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str], internal: bool = False) -> Topic:
-        return self.parts.topic_logs.create_topic(name, partitions, configs, internal)
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str], internal: bool = False,
+                     topic_id: Any = None) -> Topic:
+        return self.parts.topic_logs.create_topic(name, partitions, configs, internal, topic_id)
 
     def add_partitions(self, topic: Topic, count: int) -> None:
         self.parts.topic_logs.add_partitions(topic, count)
@@ -222,9 +228,11 @@ class Broker:
     async def stop(self) -> None:
         self.deleter.stop()
         self.stop_background()
-        txn, runtime = self.parts.txn.built(), self.parts.runtime.built()
+        txn, runtime, share = self.parts.txn.built(), self.parts.runtime.built(), self.parts.share.built()
         if txn is not None:
             await txn.stop()
+        if share is not None:  # share-state writes in flight finish
+            await share.runtime.stop()
         if runtime is not None:
             await runtime.stop()
         if self.logs is not None:

@@ -9,8 +9,10 @@
     kcoord groups|offsets [--log-dir DIR]
     kcoord scram [server.properties] --add-scram 'SCRAM-SHA-256=[name=..,password=..]' [--list]
     kcoord ctl [--url URL] COMMAND ...   (the control API: server/control/cli.py)
-    kcoord topics|configs|consumer-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
-                    kafka-consumer-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
+    kcoord cluster [-n N] [--zookeeper HOST:PORT[/chroot]] [--dir DIR] [--override name=value ...]
+                   N nodes through ZooKeeper (docs/cluster.md); Ctrl-C stops them all
+    kcoord topics|configs|consumer-groups|share-groups|acls ...   kafka-topics.sh, kafka-configs.sh,
+                    kafka-consumer-groups.sh, kafka-share-groups.sh and kafka-acls.sh, over the wire to any Kafka-protocol server
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ import sys
 from kcoord.server.config import Config
 
 # `kcoord <tool>`: Kafka's command-line tools (server/kafkatools), module by name
-TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups", "acls": "acls"}
+TOOLS = {"topics": "topics", "configs": "configs", "consumer-groups": "consumer_groups", "acls": "acls",
+         "share-groups": "share_groups"}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -83,6 +86,55 @@ def _sidecar(args: argparse.Namespace) -> int:
     return serve(config, args.master)
 
 
+def _cluster(argv: list[str]) -> int:
+    """`kcoord cluster`: N nodes and (unless --zookeeper) a ZooKeeper from Debian's package,
+    each in its own directory; prints the ports, runs until Ctrl-C, then stops them all."""
+    import signal
+    import tempfile
+    import time
+    from pathlib import Path
+
+    p = argparse.ArgumentParser(prog="kcoord cluster", description="run N kcoord nodes through ZooKeeper")
+    p.add_argument("-n", "--nodes", type=int, default=3, help="number of nodes (default 3)")
+    p.add_argument("--zookeeper", help="an existing ZooKeeper's connect string (default: start one)")
+    p.add_argument("--dir", help="directory of the nodes' (and ZooKeeper's) data (default: a new temporary one)")
+    p.add_argument("--base-port", type=int, default=0, help="node i listens on BASE+i (default: free ports)")
+    p.add_argument("--session-timeout-ms", type=int, default=18000, help="zookeeper.session.timeout.ms")
+    p.add_argument("--override", action="append", default=[], metavar="NAME=VALUE", help="a setting of every node")
+    args = p.parse_args(argv)
+    if args.nodes < 1:
+        p.error("--nodes must be at least 1")
+    from kcoord.testing.cluster import KcoordCluster
+
+    directory = Path(args.dir or tempfile.mkdtemp(prefix="kcoord-cluster-"))
+    overrides = dict(o.split("=", 1) for o in args.override)
+    ports = {i: args.base_port + i for i in range(1, args.nodes + 1)} if args.base_port else None
+    cluster = KcoordCluster(directory, args.nodes, zookeeper=args.zookeeper, overrides=overrides,
+                            session_timeout_ms=args.session_timeout_ms, ports=ports)
+    stop = False
+
+    def on_signal(_sig: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        cluster.start()
+        print(f"ZooKeeper   {cluster.zookeeper}", flush=True)
+        for i, node in sorted(cluster.nodes.items()):
+            print(f"node {i}      {node.bootstrap}   {node.log_dir.parent}", flush=True)
+        print(f"bootstrap   {cluster.bootstrap}\n(Ctrl-C stops the cluster)", flush=True)
+        while not stop and any(n.alive() for n in cluster.nodes.values()):
+            time.sleep(0.2)
+    except (OSError, RuntimeError, AssertionError) as e:
+        print(f"kcoord cluster: {e}", file=sys.stderr)
+        return 1
+    finally:
+        cluster.close()
+    return 0
+
+
 def _config_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The arguments of the commands that read the server's configuration."""
     p.add_argument("config", nargs="?", help="server.properties or .toml file")
@@ -100,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         from kcoord.storage.dump import main as dump_main
 
         return dump_main(argv[1:])
+    if argv and argv[0] == "cluster":
+        return _cluster(argv[1:])
     if argv and argv[0] == "ctl":
         from kcoord.server.control.cli import main as ctl_main
 
@@ -133,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("offsets", help="offsets rebuilt from the log: offsets [--log-dir DIR]")
     sub.add_parser("scram", help="SCRAM credentials of a stopped server: scram [server.properties] "
                                  "--add-scram 'SCRAM-SHA-256=[name=..,password=..]' [--list]")
+    sub.add_parser("cluster", help="N nodes through ZooKeeper, started together: cluster --help")
     sub.add_parser("ctl", help="drive a running server's control API (faults, recording, reset): ctl --help")
     for tool in TOOLS:
         sub.add_parser(tool, help=f"kafka-{tool}.sh, with its flags, against any Kafka-protocol server")

@@ -65,6 +65,12 @@ def _migration_policy(v: Any) -> str:
     return s
 
 
+def _share_group_settings() -> dict[str, tuple[Callable[[Any], Any], Any]]:
+    from kcoord.server.group.share.settings import SETTINGS as SHARE
+
+    return SHARE
+
+
 # name -> (parser, default): the settings kcoord honours. Like Kafka, other names (a stock
 # server.properties has many) are kept aside and reported at start-up, not refused; a bad
 # value for a known name is refused.
@@ -73,6 +79,14 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "advertised.listeners": (_str, ""),
     "node.id": (int, 1),
     "broker.id": (int, -1),  # alias of node.id from ZooKeeper-era configs
+    # replication (server/replication/), Kafka's defaults
+    "replica.lag.time.max.ms": (int, 30000),
+    "replica.fetch.wait.max.ms": (int, 500),
+    "replica.fetch.min.bytes": (int, 1),
+    "replica.fetch.max.bytes": (int, 1048576),
+    "replica.fetch.response.max.bytes": (int, 10485760),
+    "replica.fetch.backoff.ms": (int, 1000),
+    "replica.socket.timeout.ms": (int, 30000),
     "log.dirs": (_str, "./data"),
     "log.dir": (_str, ""),
     "num.partitions": (int, 1),
@@ -92,6 +106,10 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "log.retention.hours": (int, 168),
     "log.retention.bytes": (int, -1),
     "log.retention.check.interval.ms": (int, 300000),
+    "max.incremental.fetch.session.cache.slots": (int, 1000),
+    # Kafka's fixed MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (KIP-227's min.incremental.fetch.
+    # session.eviction.ms, no longer a Kafka config): kcoord's own setting
+    "kcoord.min.incremental.fetch.session.eviction.ms": (int, 120000),
     "log.message.timestamp.type": (_str, "CreateTime"),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.topic.segment.bytes": (int, 104857600),
@@ -130,10 +148,32 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "group.consumer.max.size": (int, 2147483647),
     "group.consumer.assignors": (_assignors, ("uniform", "range")),
     "group.consumer.migration.policy": (_migration_policy, "bidirectional"),
+    # share partitions and their state (KIP-932), Kafka 4.x's names and defaults (server/share/)
+    "group.share.record.lock.duration.ms": (int, 30000),
+    "group.share.delivery.count.limit": (int, 5),
+    "group.share.partition.max.record.locks": (int, 2000),
+    "share.coordinator.state.topic.num.partitions": (int, 50),
+    "share.coordinator.state.topic.segment.bytes": (int, 104857600),
+    "share.coordinator.snapshot.update.records.per.snapshot": (int, 500),
+    "share.coordinator.write.timeout.ms": (int, 5000),
+    # share groups (KIP-932): server/group/share/settings.py
+    **_share_group_settings(),
     # Kafka's log cleaner settings, used by `kcoord compact` / `kcoord sidecar`
     "log.cleaner.delete.retention.ms": (int, 86400000),
     "log.cleaner.min.cleanable.ratio": (float, 0.5),
     "log.cleaner.backoff.ms": (int, 15000),
+    # the cluster through ZooKeeper (server/cluster/, docs/cluster.md); unset: one node
+    "zookeeper.connect": (_str, ""),
+    "zookeeper.session.timeout.ms": (int, 18000),
+    "zookeeper.connection.timeout.ms": (int, -2),  # -2 (not set): zookeeper.session.timeout.ms
+    "broker.rack": (_str, ""),
+    "inter.broker.listener.name": (_str, ""),
+    "offsets.topic.replication.factor": (int, 3),
+    "auto.leader.rebalance.enable": (_bool, True),
+    "leader.imbalance.check.interval.seconds": (int, 300),
+    "leader.imbalance.per.broker.percentage": (int, 10),
+    "controlled.shutdown.enable": (_bool, True),
+    "unclean.leader.election.enable": (_bool, False),
     "cluster.id": (_str, ""),
     "log.level": (_str, "INFO"),
     # kcoord's own: where Prometheus scrapes /metrics, e.g. http://127.0.0.1:9404 (off when empty)

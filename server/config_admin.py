@@ -1,5 +1,6 @@
 """What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs do to a resource: TOPIC,
-BROKER (this node's id, or "" for the cluster default) and BROKER_LOGGER, with Kafka's checks in
+BROKER (this node's id, or "" for the cluster default), BROKER_LOGGER and GROUP (any group id,
+server/group_configs.py), with Kafka's checks in
 Kafka's order and its error codes and messages (ConfigHelper, ConfigAdminManager,
 ControllerConfigurationValidator, ConfigurationControlManager).
 
@@ -30,6 +31,7 @@ from kcoord.server.topics import validate_topic_name
 if TYPE_CHECKING:
     from kcoord.server.config import Config
     from kcoord.server.config_layers import BrokerConfigs
+    from kcoord.server.group_configs import GroupConfigs
     from kcoord.server.topics import TopicRegistry
     from kcoord.storage.log_manager import LogManager
 
@@ -58,6 +60,7 @@ class ConfigState:
     topics: TopicRegistry
     configs: BrokerConfigs
     logs: LogManager
+    group_configs: GroupConfigs  # the GROUP config resource (server/group_configs.py)
 
 def _invalid_request(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST, message)
@@ -88,6 +91,10 @@ def describe(state: ConfigState, rtype: int, name: str, keys: list[str] | None, 
         else:
             raise _invalid_request(f"Unexpected broker id, expected {state.config.node_id} or empty string, "
                                    f"but received {name}")
+    elif rtype == ResourceType.GROUP:
+        if not name:
+            raise _invalid_request("Group name must not be empty")
+        entries = state.group_configs.entries(name, keys, docs)
     elif rtype == ResourceType.BROKER_LOGGER:
         if not name:
             raise _invalid_request("Broker id must not be empty")
@@ -155,6 +162,8 @@ def plan_legacy(state: ConfigState, resource: Any) -> Plan:
         return Plan(ResourceType.BROKER, name, new)
     if rtype == ResourceType.TOPIC:
         return _plan_topic(state, name, new)
+    if rtype == ResourceType.GROUP:
+        return _plan_group(state, name, new)
     # legacy AlterConfigs has no BROKER_LOGGER either
     raise _invalid_request(f"Unknown resource type {rtype}")
 
@@ -193,6 +202,17 @@ def plan_incremental(state: ConfigState, resource: Any) -> Plan | None:
                                       "type is not LIST.")
             _apply_op(new, c, key.default_text if key is not None else None)
         return _plan_topic(state, name, new)
+    if rtype == ResourceType.GROUP:
+        for c in resource.configs:
+            if c.config_operation not in _OP_NAMES:
+                raise _invalid_request(f"Unknown operations type {c.config_operation}")
+        new = dict(state.group_configs.get(name)) if name else {}
+        for c in resource.configs:
+            if c.config_operation in (APPEND, SUBTRACT):  # no group config is a LIST
+                raise _invalid_config(f"Can't {_OP_NAMES[c.config_operation]} to key {c.name} because its "
+                                      "type is not LIST.")
+            _apply_op(new, c, None)
+        return _plan_group(state, name, new)
     raise _invalid_request(f"Unknown resource type {rtype}")
 
 
@@ -227,6 +247,17 @@ def _plan_topic(state: ConfigState, name: str, new: dict[str, str | None]) -> Pl
     if state.topics.get(name) is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     return Plan(ResourceType.TOPIC, name, {k: v for k, v in new.items() if v is not None})
+
+
+def _plan_group(state: ConfigState, name: str, new: dict[str, str | None]) -> Plan:
+    """ControllerConfigurationValidator for GROUP: a named group (existing or not), then
+    GroupConfig.validate on its complete new map (INVALID_CONFIG)."""
+    if not name:
+        raise _invalid_request("Default group resources are not allowed.")
+    try:
+        return Plan(ResourceType.GROUP, name, state.group_configs.check(new))
+    except ConfigError as e:
+        raise _invalid_config(str(e)) from None
 
 
 def _broker_resource(state: ConfigState, name: str) -> bool:
@@ -278,6 +309,9 @@ def commit(state: ConfigState, plan: Plan) -> None:
         state.configs.changed()
         apply_configs_to_logs(state.configs, state.logs, topic)
         log.info("Topic %s configs now %s", plan.name, plan.configs)
+    elif plan.type == ResourceType.GROUP:
+        state.group_configs.replace(plan.name, plan.configs)
+        log.info("Group %s configs now %s", plan.name, plan.configs)
     else:
         state.configs.replace(bool(plan.name), plan.configs)
         for topic in state.topics.topics.values():

@@ -42,6 +42,8 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8  # the Java Admin's DYNAMIC_GROUP_CONFIG
 
 
 class ResourceType(IntEnum):
@@ -380,6 +382,33 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
        "null means the listeners."),
     _b("node.id", INT, 1, "Id of this node in the cluster."),
     _b("broker.id", INT, -1, "Older name of node.id; used when set."),
+    # replication (server/replication/): how followers fetch and when the leader drops them
+    _b("replica.lag.time.max.ms", L, 30000, "A follower not caught up with the leader for this long leaves "
+       "the ISR.", at_least(1)),
+    _b("replica.fetch.wait.max.ms", INT, 500, "Longest a follower's Fetch waits at the leader for data.",
+       at_least(0)),
+    _b("replica.fetch.min.bytes", INT, 1, "Bytes a follower's Fetch waits for at the leader.", at_least(1)),
+    _b("replica.fetch.max.bytes", INT, 1048576, "Bytes a follower fetches per partition (the first batch "
+       "even if larger).", at_least(0)),
+    _b("replica.fetch.response.max.bytes", INT, 10485760, "Bytes a follower fetches per Fetch (the first "
+       "batch even if larger).", at_least(0)),
+    _b("replica.fetch.backoff.ms", INT, 1000, "Pause of a follower's fetcher after an error.", at_least(0)),
+    _b("replica.socket.timeout.ms", INT, 30000, "Timeout of a follower's requests to its leader.", at_least(1)),
+    _b("zookeeper.connect", S, None, "ZooKeeper connection string (host:port,...[/chroot]); unset: one node, "
+       "no cluster."),
+    _b("zookeeper.session.timeout.ms", INT, 18000, "ZooKeeper session timeout: a node silent this long is gone."),
+    _b("zookeeper.connection.timeout.ms", INT, None, "Longest wait to connect to ZooKeeper at start-up; "
+       "zookeeper.session.timeout.ms when null."),
+    _b("broker.rack", S, None, "Rack of this broker, for rack-aware replica assignment."),
+    _b("inter.broker.listener.name", S, None, "Listener the brokers use between themselves; the first when null."),
+    _b("offsets.topic.replication.factor", INT, 3, "Replication factor of __consumer_offsets (a cluster creates "
+       "it once this many brokers are up).", at_least(1)),
+    _b("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred replicas in the background."),
+    _b("leader.imbalance.check.interval.seconds", L, 300, "How often the controller checks for leader imbalance.",
+       at_least(1)),
+    _b("leader.imbalance.per.broker.percentage", INT, 10, "Share of a broker's partitions led elsewhere that "
+       "triggers a preferred replica election.", at_least(0)),
+    _b("controlled.shutdown.enable", B, True, "On SIGTERM, move leadership away before stopping."),
     _b("log.dirs", S, "./data", "Directory holding the partition logs (the first of a comma list)."),
     _b("log.dir", S, None, "Used when log.dirs is not set."),
     _b("num.partitions", INT, 1, "Partitions of an auto-created topic or a CreateTopics without a count.",
@@ -453,6 +482,22 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     _b("group.initial.rebalance.delay.ms", INT, 3000, "Wait for more members before a new group's first "
        "rebalance."),
     _b("group.max.size", INT, INT_MAX, "Most members a group may have.", at_least(1)),
+    _b("group.share.record.lock.duration.ms", INT, 30000, "How long a share consumer holds an acquired "
+       "record.", between(1000, 3600000)),
+    _b("group.share.delivery.count.limit", INT, 5, "Deliveries of a record before it is archived.",
+       between(2, 10)),
+    _b("group.share.partition.max.record.locks", INT, 2000, "In-flight records per share partition.",
+       between(100, 10000)),
+    _b("share.coordinator.state.topic.num.partitions", INT, 50, "Partitions of __share_group_state.",
+       at_least(1)),
+    _b("share.coordinator.state.topic.segment.bytes", INT, 104857600, "segment.bytes of "
+       "__share_group_state.", at_least(1)),
+    _b("share.coordinator.snapshot.update.records.per.snapshot", INT, 500, "ShareUpdate records between "
+       "two ShareSnapshot records of a share partition.", between(0, 500)),
+    _b("share.coordinator.write.timeout.ms", INT, 5000, "How long a share-state write may wait to be "
+       "durable.", at_least(1)),
+    _b("max.incremental.fetch.session.cache.slots", INT, 1000, "Most incremental fetch sessions kept "
+       "(KIP-227), an eighth in each of the cache's 8 shards.", at_least(0)),
 )}
 
 

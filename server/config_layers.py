@@ -82,6 +82,7 @@ class BrokerConfigs:
         self.cluster: dict[str, str] = {}  # DYNAMIC_DEFAULT_BROKER_CONFIG
         self.node: dict[str, str] = {}  # DYNAMIC_BROKER_CONFIG of this node
         self._others: dict[str, dict[str, str]] = {}  # other node ids' entries, kept as found
+        self.groups: dict[str, dict[str, str]] = {}  # group configs by group id (server/group_configs.py)
         self._path = log_dir / DYNAMIC_FILE
         self._generation = 0
         self._topic_cache: dict[uuid.UUID, tuple[int, dict[str, Any]]] = {}
@@ -96,6 +97,7 @@ class BrokerConfigs:
         brokers = {str(k): dict(v) for k, v in data.get("brokers", {}).items()}
         self.node = self._valid(brokers.pop(str(self.node_id), {}), f"node {self.node_id}")
         self._others = brokers
+        self.groups = {str(g): {str(k): str(v) for k, v in c.items()} for g, c in data.get("groups", {}).items() if c}
         for name in set(self.cluster) | set(self.node):
             self._push(name)
         self.changed()
@@ -120,8 +122,32 @@ class BrokerConfigs:
         brokers = dict(self._others)
         if self.node:
             brokers[str(self.node_id)] = self.node
-        data = {"version": 1, "cluster": self.cluster, "brokers": brokers}
+        data: dict[str, Any] = {"version": 1, "cluster": self.cluster, "brokers": brokers}
+        if self.groups:
+            data["groups"] = self.groups
         atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+    @property
+    def generation(self) -> int:
+        """Bumped whenever a broker value changes (what caches built on them check)."""
+        return self._generation
+
+    def replace_group(self, group_id: str, values: dict[str, str]) -> None:
+        """Install a group's whole config map (already checked), durably; an empty map removes
+        the group's entry. OSError: nothing changed."""
+        old = self.groups.get(group_id)
+        if values:
+            self.groups[group_id] = dict(values)
+        else:
+            self.groups.pop(group_id, None)
+        try:
+            self.save()
+        except OSError:
+            if old is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups[group_id] = old
+            raise
 
     # ------------------------------------------------------------------ broker values
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.config_catalogue import LONG_MAX
+from kcoord.server.fetch_sessions import FetchSessionCache
 from kcoord.server.partition_txns import PartitionTxnStates
 from kcoord.server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
 from kcoord.server.purgatory import Purgatory
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
     from kcoord.server.broker import Broker
     from kcoord.server.clock import Clock
+    from kcoord.server.config import Config
     from kcoord.server.config_layers import BrokerConfigs
     from kcoord.storage.log import PartitionLog
     from kcoord.storage.log_manager import LogManager
@@ -38,12 +40,15 @@ NO_EPOCH = -1
 class DataPlane:
     """Per-node state of the data plane (built by the composition root, server/node.py)."""
 
-    def __init__(self, clock: Clock, log_dir: Path) -> None:
+    def __init__(self, clock: Clock, log_dir: Path, config: Config) -> None:
         self.fetch_purgatory = Purgatory(clock, "fetch")
         self.producer_ids = ProducerIdManager(log_dir)
         self.producers = ProducerStates(self.producer_ids)
         self.txns = PartitionTxnStates()  # open and aborted transactions per partition
         self.parked: set = set()  # DelayedFetch operations waiting in the purgatory
+        # incremental fetch sessions (KIP-227, server/fetch_sessions.py)
+        self.fetch_sessions = FetchSessionCache(clock.now_ms, config["max.incremental.fetch.session.cache.slots"],
+                                                config["kcoord.min.incremental.fetch.session.eviction.ms"])
 
     def complete_parked(self) -> int:
         """Answer every parked long poll now (with what is there), e.g. before shutdown so
@@ -54,6 +59,7 @@ class DataPlane:
     def appended(self, topic: str, partition: int) -> None:
         """A log grew (or its start moved): retry the long polls watching it."""
         self.fetch_purgatory.check_and_complete((topic, partition))
+        self.fetch_sessions.touched(topic, partition)
 
 
 def data_plane(broker: Broker) -> DataPlane:
@@ -130,13 +136,21 @@ def apply_configs_to_logs(configs: BrokerConfigs, logs: LogManager, topic: Topic
             logs.declare(topic.name, p, segment_bytes=size, topic_id=topic.topic_id, roll_ms=roll_ms)
 
 
-def leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:
-    """Kafka's check of a client's current leader epoch (-1: not given) against ours (0)."""
-    if current_leader_epoch == NO_EPOCH or current_leader_epoch == LEADER_EPOCH:
+def leader_epoch_error(current_leader_epoch: int, ours: int = LEADER_EPOCH) -> ErrorCode | None:
+    """Kafka's check of a client's current leader epoch (-1: not given) against ours (0 on a
+    single node, the partition's replica's otherwise)."""
+    if current_leader_epoch == NO_EPOCH or current_leader_epoch == ours:
         return None
-    if current_leader_epoch > LEADER_EPOCH:
+    if current_leader_epoch > ours:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
     return ErrorCode.FENCED_LEADER_EPOCH
+
+
+def not_leader(cluster: Any, topic: str, partition: int) -> bool:
+    """On a cluster node: the partition exists in the cluster and another node leads it (or
+    this one is fenced); the data path answers NOT_LEADER_OR_FOLLOWER (server/cluster/node.py)."""
+    t = cluster.topic(topic)
+    return t is not None and partition in t.replicas and not cluster.leads(topic, partition)
 
 
 def partition_log(broker: Broker, topic: Topic, partition: int) -> PartitionLog | None:

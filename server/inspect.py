@@ -47,7 +47,8 @@ def rebuild(log_dir: str) -> GroupCoordinator:
 
 def _group_row(coordinator: GroupCoordinator, g: Any) -> dict[str, Any]:
     """One group as `kcoord groups` shows it: a classic group's generation, protocol and leader;
-    a consumer group's (KIP-848) epochs, assignor and each member's epoch and partitions."""
+    a consumer group's (KIP-848) or share group's (KIP-932) epochs, assignor and each member's
+    epoch and partitions."""
     offsets = coordinator.offset_manager.count(g.group_id)
     if g.TYPE == "consumer":
         names = {m.topic_id: m.name for m in g.subscription_metadata.values()}
@@ -64,6 +65,24 @@ def _group_row(coordinator: GroupCoordinator, g: Any) -> dict[str, Any]:
                  "client_host": m.client_host, "member_epoch": m.member_epoch, "state": m.state.name,
                  "subscribed_topics": list(m.subscribed_topic_names), "subscribed_regex": m.subscribed_topic_regex,
                  "assigned": parts(m.assigned), "target": parts(g.target_assignment.get(mid, {}))}
+                for mid, m in g.members.items()
+            ],
+            "offsets": offsets,
+        }
+    if g.TYPE == "share":
+        share_names = {tid: name for name, (tid, _) in g.subscription_metadata.items()}
+
+        def share_parts(a: dict) -> dict[str, list[int]]:
+            return {share_names.get(t, str(t)): sorted(ps) for t, ps in a.items()}
+
+        return {
+            "group": g.group_id, "type": "share", "state": g.state_name(), "protocol_type": "share",
+            "protocol": "simple", "generation": g.group_epoch, "assignment_epoch": g.assignment_epoch, "leader": "",
+            "members": [
+                {"member_id": m.member_id, "group_instance_id": None, "client_id": m.client_id,
+                 "client_host": m.client_host, "member_epoch": m.member_epoch,
+                 "subscribed_topics": list(m.subscribed_topic_names), "assigned": share_parts(m.assigned),
+                 "target": share_parts(g.target_assignment.get(mid, {}))}
                 for mid, m in g.members.items()
             ],
             "offsets": offsets,

@@ -88,6 +88,7 @@ class _Collector:
 
         from kcoord.server.group.classic.state import GroupState
         from kcoord.server.quotas.metrics import quota_metric_families
+        from kcoord.server.share.metrics import share_metric_families
         from kcoord.server.txn.metrics import txn_metric_families
 
         m, broker = self.m, self.broker
@@ -158,6 +159,12 @@ class _Collector:
         yield syncs
         yield from txn_metric_families(broker)
         yield from quota_metric_families(broker)
+        yield from share_metric_families(broker)
+        dp = broker.parts.data_plane.built()
+        if dp is not None:
+            from kcoord.server.fetch_sessions import metric_families as fetch_session_families
+
+            yield from fetch_session_families(dp.fetch_sessions)
 
 
 class _MetricsHttp(asyncio.Protocol):

@@ -145,6 +145,11 @@ class PartitionTxnStates:
     def loaded(self, topic: str, partition: int) -> PartitionTxns | None:
         return self._partitions.get((topic, partition))
 
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """The log changed under this state (a replica's truncation or append): reloaded
+        from the log at next use."""
+        self._partitions.pop((topic, partition), None)
+
     def lso(self, topic: str, partition: int, plog: PartitionLog) -> int:
         """The last stable offset; the log end offset for a partition without transactions
         (no state is built for it)."""

@@ -308,5 +308,9 @@ class ProducerStates:
     def loaded(self, topic: str, partition: int) -> PartitionProducerState | None:
         return self._partitions.get((topic, partition))
 
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """The log changed under this state (a replica's truncation): reloaded at next use."""
+        self._partitions.pop((topic, partition), None)
+
     def items(self):
         return self._partitions.items()

@@ -24,11 +24,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.server.crash_points import crash_point
 from kcoord.server.deferred import Deferred
+from kcoord.server.share.cleanup import after_topic_deleted
 from kcoord.server.topics import PendingDeletion, Topic
 from kcoord.storage.files import fsync_dir
 from kcoord.storage.log_deletion import remove_delete_dirs, rename_for_delete
@@ -52,8 +54,10 @@ RETRY_SECONDS = 5.0  # a failed step 3 or 4 is tried again after this long
 
 class TopicDeleter:
     def __init__(self, topics: TopicRegistry, log_dir: Path, data_plane: Lazy[DataPlane],
-                 coordinator: Lazy[GroupCoordinator], runtime: Lazy[CoordinatorRuntime[CoordinatorRecord]]) -> None:
+                 coordinator: Lazy[GroupCoordinator], runtime: Lazy[CoordinatorRuntime[CoordinatorRecord]],
+                 share_state: Callable[[], Any]) -> None:
         self.topics = topics
+        self._share_state = share_state  # the share manager when share state exists (server/share/cleanup.py)
         self.log_dir = log_dir
         self.logs: LogManager | None = None  # set by the root once the logs are open
         self._data_plane = data_plane
@@ -126,6 +130,7 @@ class TopicDeleter:
         await self.loaded.wait()
         try:
             await self._tombstones(pending)
+            await after_topic_deleted(self._share_state, pending.topic_id)  # its share partitions' state
             crash_point("delete-topic:tombstoned")
             await self._remove_dirs()
             crash_point("delete-topic:removed")

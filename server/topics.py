@@ -152,11 +152,12 @@ class TopicRegistry:
         return None
 
     def create(
-        self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False
+        self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False,
+        topic_id: uuid.UUID | None = None,
     ) -> Topic:
         if self.is_deleting(name):
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
-        topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
+        topic = Topic(name, topic_id or uuid.uuid4(), partitions, dict(configs or {}), internal)
         self._add(topic)
         self.save()
         return topic

@@ -85,6 +85,10 @@ class FlushTicket:
 class PartitionLog:
     """Segments of one partition, oldest first; the last one is active (appended to)."""
 
+    # The partition's replica (server/replication/partition.py) when a replica manager hosts
+    # it; None on a single node, where the high watermark is the log end offset.
+    replica = None
+
     def __init__(self, path: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  index_interval_bytes: int = INDEX_INTERVAL_BYTES,
                  failures: LogDirFailureChannel | None = None,
@@ -287,6 +291,83 @@ class PartitionLog:
         except OSError as e:
             raise self._io_failed("appending records to", e) from e
         return first, next_offset - 1, -1 if log_append_time_ms is None else log_append_time_ms
+
+    def append_as_follower(self, buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+        """Append a leader's batches as they are (offsets, epochs, timestamps kept): a
+        follower's fetch. They must be whole valid batches starting at or after log_end_offset
+        with increasing offsets; CorruptBatchError otherwise (nothing is written). Returns
+        their headers (positions relative to `buf`)."""
+        data = bytes(buf)
+        headers = split_batches(data)
+        expected = self.log_end_offset
+        for h in headers:
+            if not crc_ok(data, h):
+                raise CorruptBatchError(f"CRC mismatch in replicated batch at offset {h.base_offset}")
+            if h.base_offset < expected or h.last_offset_delta < 0:
+                raise CorruptBatchError(f"replicated batch at offset {h.base_offset} does not follow {expected}")
+            expected = h.next_offset
+        self._check_online()
+        try:
+            seg = self._maybe_roll(len(data), expected - 1, max(h.max_timestamp for h in headers))
+            if seg.size == 0 and seg.base_offset != headers[0].base_offset:
+                # an empty active segment named below the first batch (a truncated log, a gap
+                # left by compaction): name it after the batch, as Kafka's roll does
+                self._replace_empty_active(headers[0].base_offset)
+                seg = self.active
+            seg.append(data, headers)
+        except OSError as e:
+            raise self._io_failed("appending replicated records to", e) from e
+        return headers
+
+    def _replace_empty_active(self, base: int) -> None:
+        old = self.segments.pop()
+        self._bases.pop()
+        old.delete()
+        seg = self._new_segment(base)
+        self.segments.append(seg)
+        self._bases.append(base)
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the log back to end at `offset` (a follower's truncation after a leader change):
+        segments starting at or after it are deleted, the one holding it is cut at the start of
+        the batch holding it. Returns the new log end offset (at or below `offset`)."""
+        if offset >= self.log_end_offset:
+            return self.log_end_offset
+        self._check_online()
+        try:
+            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+                seg = self.segments.pop()
+                self._bases.pop()
+                seg.delete()
+                self._dir_dirty = True
+            seg = self.segments[-1]
+            if seg.base_offset >= offset:  # the only segment: empty it, keep its name
+                seg.truncate_at(0)
+            else:
+                h = seg.find_batch(offset)
+                if h is not None:
+                    seg.truncate_at(h.position)
+        except OSError as e:
+            raise self._io_failed("truncating", e) from e
+        self.durable_offset = min(self.durable_offset, self.log_end_offset)
+        if self._log_start_offset > self.log_end_offset:
+            self._log_start_offset = self.log_end_offset
+        logger.info("%s: truncated to offset %d", self.path, self.log_end_offset)
+        return self.log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything and continue at `offset` (a follower behind its leader's log start)."""
+        self._check_online()
+        try:
+            for seg in self.segments:
+                seg.delete()
+            self.segments = [self._new_segment(offset)]
+            self._bases = [offset]
+        except OSError as e:
+            raise self._io_failed("truncating", e) from e
+        self._log_start_offset = offset
+        self.durable_offset = offset
+        logger.info("%s: truncated fully, now starting at offset %d", self.path, offset)
 
     def append_records(self, records: list[tuple[bytes, bytes | None]], timestamp_ms: int,
                        leader_epoch: int = 0) -> tuple[int, int]:

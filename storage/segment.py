@@ -309,6 +309,15 @@ class LogSegment:
         if tidx_parts:
             os.write(self._timeindex_fd, b"".join(tidx_parts))
 
+    def truncate_at(self, position: int) -> None:
+        """Cut the file at a batch boundary and make this the active segment again (a
+        follower's truncation): indexes are rebuilt from what is left."""
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.sealed = False
+        self.recover(verify_crc=False)
+        self._rewrite_index_files()
+
     def _drop_dense(self) -> None:
         self._dense = False
         self._b_last = array("q")

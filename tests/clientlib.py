@@ -502,6 +502,19 @@ def java4_member(bootstrap: str, topic: str, group: str, *, instance_id: str | N
                       name, deadline=deadline)
 
 
+def java4_share_member(bootstrap: str, topic: str, group: str, *, name: str = "java4-share",
+                       deadline: float = MEMBER_DEADLINE) -> Background:
+    """tests/compat/java4/ShareMember.java: a Java kafka-clients 4.x KafkaShareConsumer of `group`
+    until told to close; the line "describe" prints the Admin client's view of the share group."""
+    compile_java4()
+    if shutil.which("java") is None:
+        raise ClientError(f"java not found; {INSTALL_HINT}")
+    return Background(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m",
+                       "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                       "-Dorg.slf4j.simpleLogger.logFile=System.err", "-cp", java4_classpath(),
+                       "ShareMember", bootstrap, topic, group, name], name, deadline=deadline)
+
+
 def sarama_member(bootstrap: str, topic: str, group: str, *, name: str = "sarama",
                   deadline: float = MEMBER_DEADLINE) -> Background:
     """A sarama group member (roundrobin, session 10 s, heartbeats every 1 s) in its own process,

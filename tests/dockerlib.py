@@ -30,7 +30,7 @@ DOCKERD_ARGS = ["--bip", "169.254.200.1/24", "--default-address-pool", "base=169
                 "--iptables=false"]
 # what the images are made of: the project's source (the .dockerignore of the repository)
 CONTEXT = ["pyproject.toml", "README.md", "Dockerfile", ".dockerignore", "protocol", "server", "storage",
-           "sidecar", "kcoord.testing", "examples/python"]
+           "sidecar", "kcoord", "examples/python"]
 IMAGES = {"kcoord": "kcoord:latest", "demo-python": "kcoord-demo-python:latest",
           "compactor": "kcoord-compactor:latest"}
 
@@ -151,7 +151,7 @@ def build_images(workdir: Path) -> Built:
         src, dst = ROOT / item, context / item
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(src, dst)
     # the wheels of the project and of every dependency, for the base's Python (Debian's, as the host's)

@@ -14,6 +14,9 @@ Fixtures
     akcoord          the asyncio variant of `kcoord` (reset awaited; .control is an
                      AsyncControlClient), when pytest-asyncio is installed.
     kcoord_factory   more servers of the test's own (overrides, log_dir), stopped after it.
+    kcoord_cluster   a three-node cluster through ZooKeeper (kcoord/testing/cluster.py):
+                     .bootstrap, kill(id) / stop(id) / start(id), controller(), state(t, p);
+                     kcoord_cluster_factory(nodes, overrides=..) for other sizes.
 
 Markers
     @pytest.mark.kcoord_error("OffsetCommit", "NOT_COORDINATOR", count=3, group_id="g")
@@ -232,3 +235,39 @@ if pytest_asyncio is not None:
         for method, args, kw in _markers(request):
             await getattr(control, method)(*args, **kw)
         return Kcoord(kcoord_server, control)
+
+
+@pytest.fixture(scope="session")
+def kcoord_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One ZooKeeper (Debian's package) for the session's clusters; each cluster gets its
+    own chroot in it."""
+    from kcoord.server.cluster.zookeeper_server import ZooKeeperServer
+
+    zk = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    yield zk.connect
+    zk.stop()
+
+
+@pytest.fixture
+def kcoord_cluster_factory(tmp_path: Path, kcoord_zookeeper: str, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """make(nodes=3, overrides=None, session_timeout_ms=6000, racks=None) -> a started
+    KcoordCluster (kcoord/testing/cluster.py) in its own ZooKeeper chroot; closed after the test."""
+    from kcoord.testing.cluster import KcoordCluster
+
+    made: list[KcoordCluster] = []
+
+    def make(nodes: int = 3, **kwargs: Any) -> KcoordCluster:
+        chroot = f"/kcoord-{request.node.name[:60]}-{len(made)}".replace("[", "_").replace("]", "_")
+        cluster = KcoordCluster(tmp_path / f"cluster{len(made)}", nodes, zookeeper=kcoord_zookeeper + chroot, **kwargs)
+        made.append(cluster)
+        return cluster.start()
+
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
+def kcoord_cluster(kcoord_cluster_factory: Any) -> Any:
+    """A started three-node cluster (KcoordCluster)."""
+    return kcoord_cluster_factory(3)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.group.classic import control as classic_control
 from kcoord.server.group.consumer import control as consumer_control
+from kcoord.server.group.share import control as share_control
 from kcoord.server.group.types import GroupType
 
 if TYPE_CHECKING:
@@ -21,6 +22,8 @@ def force_rebalance(coordinator: GroupCoordinator, group_id: str, reason: str) -
         return classic_control.force_rebalance(coordinator.classic, group, reason)
     if group.TYPE is GroupType.CONSUMER:
         return consumer_control.force_rebalance(coordinator.consumer, group, reason)
+    if group.TYPE is GroupType.SHARE:
+        return share_control.force_rebalance(coordinator.share, group, reason)
     return ErrorCode.UNSUPPORTED_VERSION
 
 
@@ -33,4 +36,6 @@ def expire_member(coordinator: GroupCoordinator, group_id: str, member: str,
         return classic_control.expire_member(coordinator.classic, group, member, reason)
     if group.TYPE is GroupType.CONSUMER:
         return consumer_control.expire_member(coordinator.consumer, group, member, reason)
+    if group.TYPE is GroupType.SHARE:
+        return share_control.expire_member(coordinator.share, group, member, reason)
     return ErrorCode.UNSUPPORTED_VERSION, None

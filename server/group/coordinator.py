@@ -19,7 +19,7 @@ go to the background writer given at construction (the runtime's write_backgroun
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from kcoord.protocol import consumer_group_codec
@@ -33,6 +33,7 @@ from kcoord.protocol.coordinator_records import (
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.clock import Clock
 from kcoord.server.group.classic.group import ClassicGroup
+from kcoord.server.group.classic.member import JoinResult
 from kcoord.server.group.classic.membership import ClassicMembership
 from kcoord.server.group.config import GroupConfig
 from kcoord.server.group.consumer.classic_members import ClassicMembersOfConsumerGroups
@@ -45,8 +46,11 @@ from kcoord.server.group.consumer.writes import ConsumerGroupWrites
 from kcoord.server.group.group_manager import GroupMetadataManager, log
 from kcoord.server.group.migration import GroupMigration
 from kcoord.server.group.offset_manager import OffsetMetadataManager
-from kcoord.server.group.responses import delete_groups_response, heartbeat_response
+from kcoord.server.group.responses import delete_groups_response, heartbeat_response, join_response
 from kcoord.server.group.result import CoordinatorResult
+from kcoord.server.group.share.coordinator import ShareGroupCoordinator
+from kcoord.server.group.share.group import ShareGroup
+from kcoord.server.group.share.ports import MemberLeft
 from kcoord.server.group.txn_offsets import PendingTxnOffsets
 from kcoord.server.group.types import Group, GroupType
 
@@ -55,10 +59,13 @@ class GroupCoordinator:
     def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50,
                  background_writer: Callable[[CoordinatorResult], None] | None = None,
                  end_of_turn: Callable[[Callable[[], None]], None] | None = None,
-                 topics: TopicSource | None = None, txn_offsets: PendingTxnOffsets | None = None) -> None:
+                 topics: TopicSource | None = None, txn_offsets: PendingTxnOffsets | None = None,
+                 share_member_left: Sequence[MemberLeft] = ()) -> None:
         """background_writer, end_of_turn: see GroupMetadataManager (the runtime's
         write_background and end_of_turn); topics: the broker's topics (set_topics);
-        txn_offsets: the offsets of open transactions (the transaction coordinator writes them)."""
+        txn_offsets: the offsets of open transactions (the transaction coordinator writes them);
+        share_member_left: called with (group id, member id) once a share group member's
+        leaving is durable (the share-partition side releases what it held)."""
         self.config = config
         self.clock = clock
         self.num_partitions = num_partitions
@@ -77,11 +84,14 @@ class GroupCoordinator:
         self.migration = migration = GroupMigration(groups, classic, writes, timers, group_topics)
         self.consumer = consumer = ConsumerGroupProtocol(groups, group_topics, records, writes, timers, migration)
         self.classic_in_consumer = ClassicMembersOfConsumerGroups(consumer, migration)
+        # share groups (KIP-932): the same topics; ports.ShareGroupMembership for the share partitions
+        self.share = share = ShareGroupCoordinator(groups, config, clock, group_topics, share_member_left)
         offsets.commit_hooks[ClassicGroup] = classic.on_offset_commit
         # what finishing a partition's load does to a group, by type
         self._on_loaded: dict[GroupType, Callable[[Any], None]] = {
             GroupType.CLASSIC: classic.on_group_loaded,
             GroupType.CONSUMER: consumer.on_group_loaded,
+            GroupType.SHARE: share.on_group_loaded,
         }
 
         # ---- the APIs: (request, version) -> CoordinatorResult, each served by one unit ----
@@ -95,6 +105,8 @@ class GroupCoordinator:
         self.consumer_group_heartbeat = consumer.heartbeat  # (request, version, client_id, client_host)
         self.consumer_group_keepalive = consumer.keepalive  # its steady state: a KeepAlive, or None
         self.consumer_group_describe = consumer.describe
+        self.share_group_heartbeat = share.heartbeat  # (request, version, client_id, client_host)
+        self.share_group_describe = share.describe
         # delete_groups (below) needs both managers
         self.expire_offsets = offsets.expire_offsets  # the retention task, no request
         self.on_partitions_deleted = offsets.on_partitions_deleted  # DeleteTopics
@@ -106,6 +118,8 @@ class GroupCoordinator:
         }
         for key_type in consumer_group_codec.KEY_VERSIONS:
             self._replayers[key_type] = consumer.replay
+        for key_type in share.key_types:
+            self._replayers[key_type] = share.replay
 
         self._replay_offset = offsets.replay
         self.partition_of = groups.partition_of
@@ -124,6 +138,10 @@ class GroupCoordinator:
         return group if group.__class__ is ConsumerGroup else None
 
     def join_group(self, req: Any, version: int, client_id: str, client_host: str) -> CoordinatorResult:
+        if self.group_manager.groups_by_id.get(req.group_id).__class__ is ShareGroup:
+            # Kafka: the id is a share group's; no classic member joins it
+            return CoordinatorResult(response=join_response(
+                version, JoinResult("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL)))
         group = self._consumer_group(req.group_id)
         if group is not None and not group.is_empty():
             return self.classic_in_consumer.join_group(group, req, version, client_id, client_host)

@@ -20,6 +20,7 @@ class GroupType(StrEnum):
 
     CLASSIC = "classic"
     CONSUMER = "consumer"
+    SHARE = "share"
 
 
 @dataclass(frozen=True, slots=True)

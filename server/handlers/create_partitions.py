@@ -1,5 +1,6 @@
 """CreatePartitions v0-v3, as Kafka's controller answers it (ReplicationControlManager
-.createPartitions), for the only broker there is.
+.createPartitions), for the only broker there is; on a cluster node (zookeeper.connect) through
+ZooKeeper, as Kafka's ZooKeeper-mode admin path.
 
 - A topic named twice: INVALID_REQUEST "Duplicate topic name."; an unknown topic:
   UNKNOWN_TOPIC_OR_PARTITION; an internal topic (`__consumer_offsets`, whose partition count
@@ -20,12 +21,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import CreatePartitionsResponse
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.server.context import RequestContext
+from kcoord.server.deferred import of_coroutine
 from kcoord.server.handlers.create_topics import MAX_RECORDS_PER_OPERATION
 from kcoord.server.quotas.mutation import mutation_quota
 from kcoord.server.topics import Topic
@@ -65,8 +68,10 @@ def _check_assignment(replicas: list[int], node: int) -> None:
 class CreatePartitionsApi:
     """The handlers of create_partitions.py, built by the composition root (server/node.py) with the parts they use."""
 
-    def __init__(self, topics: TopicRegistry, config: Config, quotas: QuotaManager, topic_logs: TopicLogs) -> None:
+    def __init__(self, topics: TopicRegistry, config: Config, quotas: QuotaManager, topic_logs: TopicLogs,
+                 cluster: Callable[[], Any]) -> None:
         self.topics = topics
+        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None (server/cluster/)
         self.config = config
         self.quotas = quotas
         self.topic_logs = topic_logs
@@ -97,6 +102,8 @@ class CreatePartitionsApi:
         return topic
 
     def handle_create_partitions(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        if self.cluster() is not None:
+            return of_coroutine(self._cluster_create_partitions(ctx, req, version), "CreatePartitions")
         counts = Counter(t.name for t in req.topics)
         results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
                    for name, n in counts.items() if n > 1]
@@ -124,3 +131,46 @@ class CreatePartitionsApi:
             results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
         throttle = quota.finish(ctx) if quota is not None else 0
         return CreatePartitionsResponse(version=version, throttle_time_ms=throttle, results=results)
+
+    async def _cluster_create_partitions(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        """On a cluster node: the new partitions go to ZooKeeper (server/cluster/node.py), the
+        controller elects their leaders, each hosting node creates its replicas."""
+        from kcoord.server.cluster.answers import is_internal
+        from kcoord.server.cluster.node import ClusterError
+
+        node = self.cluster()
+        counts = Counter(t.name for t in req.topics)
+        results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
+                   for name, n in counts.items() if n > 1]
+        for t in req.topics:
+            if counts[t.name] > 1:
+                continue
+            try:
+                topic = node.topic(t.name)
+                if topic is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if is_internal(t.name):
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                     f"Cannot change the number of partitions of internal topic {t.name}")
+                current = topic.partitions
+                if t.count == current:
+                    raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+                if t.count < current:
+                    raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"The topic {t.name} currently has {current} "
+                                     f"partition(s); {t.count} would not be an increase.")
+                assignment = None
+                if t.assignments is not None:
+                    if len(t.assignments) != t.count - current:
+                        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                         f"Attempted to add {t.count - current} additional partition(s), but only "
+                                         f"{len(t.assignments)} assignment(s) were specified.")
+                    assignment = [tuple(a.broker_ids) for a in t.assignments]
+                try:
+                    await node.add_partitions(t.name, t.count, assignment, req.validate_only)
+                except ClusterError as e:
+                    raise KafkaError(ErrorCode[e.code], e.message) from None
+            except KafkaError as e:
+                results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
+                continue
+            results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
+        return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)

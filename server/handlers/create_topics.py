@@ -4,6 +4,7 @@ unknown topic configs, validate_only, and the created topic's configs in v5+."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import CreateTopicsResponse
@@ -11,6 +12,7 @@ from kafka.protocol.admin.topics import CreateTopicsResponse
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.server.config_catalogue import TOPIC_CONFIGS, ConfigError, check_topic_configs
 from kcoord.server.context import RequestContext
+from kcoord.server.deferred import of_coroutine
 from kcoord.server.quotas.mutation import mutation_quota
 from kcoord.server.topics import validate_topic_name
 
@@ -32,8 +34,10 @@ MAX_RECORDS_PER_OPERATION = 10_000
 class CreateTopicsApi:
     """The handlers of create_topics.py, built by the composition root (server/node.py) with the parts they use."""
 
-    def __init__(self, topics: TopicRegistry, configs: BrokerConfigs, config: Config, quotas: QuotaManager, topic_logs: TopicLogs) -> None:
+    def __init__(self, topics: TopicRegistry, configs: BrokerConfigs, config: Config, quotas: QuotaManager,
+                 topic_logs: TopicLogs, cluster: Callable[[], Any]) -> None:
         self.topics = topics
+        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None (server/cluster/)
         self.configs = configs
         self.config = config
         self.quotas = quotas
@@ -107,6 +111,8 @@ class CreateTopicsApi:
         return out
 
     def handle_create_topics(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        if self.cluster() is not None:
+            return of_coroutine(self._cluster_create(ctx, req, version), "CreateTopics")
         counts = Counter(t.name for t in req.topics)
         results = []
         records = 0
@@ -143,3 +149,50 @@ class CreateTopicsApi:
             )
         throttle = quota.finish(ctx) if quota is not None else 0
         return CreateTopicsResponse(version=version, throttle_time_ms=throttle, topics=results)
+
+    async def _cluster_create(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        """On a cluster node: the replicas are assigned across the live brokers (or as given),
+        written to ZooKeeper, and the controller elects the leaders (server/cluster/)."""
+        from kcoord.server.cluster.node import ClusterError
+
+        node = self.cluster()
+        counts = Counter(t.name for t in req.topics)
+        validate_only = version >= 1 and req.validate_only
+        results = []
+        for t in req.topics:
+            if counts[t.name] > 1:
+                results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
+                                      error_message="Duplicate topic name."))
+                continue
+            try:
+                validate_topic_name(t.name)
+                if t.assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                                     "replicasAssignments were set. Both cannot be used at the same time.")
+                assignment = {a.partition_index: tuple(a.broker_ids) for a in t.assignments} if t.assignments else None
+                if assignment is not None and sorted(assignment) != list(range(len(assignment))):
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "Partitions should be a consecutive 0-based integer sequence")
+                cfg = self.config
+                partitions = cfg["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+                if assignment is None and partitions <= 0:
+                    raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+                rf = cfg["default.replication.factor"] if t.replication_factor == -1 else t.replication_factor
+                configs: dict[str, str] = {c.name: c.value for c in t.configs}
+                try:
+                    check_topic_configs(configs, self.configs.topic_defaults())
+                except ConfigError as e:
+                    raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+                try:
+                    created = await node.create_topic(t.name, partitions, rf, assignment, configs, validate_only)
+                except ClusterError as e:
+                    raise KafkaError(ErrorCode[e.code], e.message) from None
+            except KafkaError as e:
+                results.append(Result(name=t.name, error_code=e.code, error_message=e.message,
+                                      num_partitions=-1, replication_factor=-1, configs=None))
+                continue
+            assert created is not None
+            results.append(Result(name=t.name, topic_id=None if validate_only else created.topic_id,
+                                  error_code=ErrorCode.NONE, error_message=None, num_partitions=created.partitions,
+                                  replication_factor=len(created.replicas[0]), configs=self._config_entries(ctx, configs)))
+        return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)

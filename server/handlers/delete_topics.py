@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import DeleteTopicsResponse
@@ -56,8 +57,10 @@ def _requested(req: Any, version: int) -> list[tuple[str | None, uuid.UUID | Non
 class DeleteTopicsApi:
     """The handlers of delete_topics.py, built by the composition root (server/node.py) with the parts they use."""
 
-    def __init__(self, topics: TopicRegistry, config: Config, quotas: QuotaManager, deleter: TopicDeleter) -> None:
+    def __init__(self, topics: TopicRegistry, config: Config, quotas: QuotaManager, deleter: TopicDeleter,
+                 cluster: Callable[[], Any]) -> None:
         self.topics = topics
+        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None (server/cluster/)
         self.config = config
         self.quotas = quotas
         self.deleter = deleter
@@ -85,14 +88,20 @@ class DeleteTopicsApi:
         # Kafka resolves the ids, then the names; a name whose id was also given deletes nothing
         # and the id's entry gets no answer.
         todo: dict[uuid.UUID, Topic] = {}
+        by_id, by_name = self.topics.by_id.get, self.topics.get
+        cluster = self.cluster()
+        if cluster is not None:  # a cluster node: the cluster's topics (server/cluster/)
+            from kcoord.server.cluster.answers import as_topic
+
+            by_id, by_name = (lambda i: as_topic(cluster.cache.by_id(i))), (lambda n: as_topic(cluster.topic(n)))
         for topic_id in (i for i, c in ids.items() if c == 1):
-            topic = self.topics.by_id.get(topic_id)
+            topic = by_id(topic_id)
             if topic is None:
                 results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_ID_MESSAGE))
             else:
                 todo[topic_id] = topic
         for name in (n for n, c in names.items() if c == 1):
-            topic = self.topics.get(name)
+            topic = by_name(name)
             if topic is None:
                 results.append(_result(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE))
             elif topic.topic_id in todo or ids[topic.topic_id] > 1:
@@ -109,7 +118,8 @@ class DeleteTopicsApi:
                 except KafkaError as e:
                     results.append(_result(topic.name, topic.topic_id, e.code, e.message))
                     continue
-            results.append(await self._delete(topic))
+            results.append(await (self._delete(topic) if cluster is None
+                                  else _delete_in_cluster(cluster, topic, req.timeout_ms)))
         throttle = quota.finish(ctx) if quota is not None else 0
         return DeleteTopicsResponse(version=version, throttle_time_ms=throttle, responses=results)
 
@@ -125,3 +135,16 @@ class DeleteTopicsApi:
             log.error("Could not delete topic %s: %s", topic.name, e)
             return _result(topic.name, topic.topic_id, ErrorCode.KAFKA_STORAGE_ERROR, str(e))
         return _result(topic.name, topic.topic_id, ErrorCode.NONE)
+
+
+async def _delete_in_cluster(cluster: Any, topic: Topic, timeout_ms: int) -> Any:
+    """ZooKeeper mode: /admin/delete_topics/T, then wait (up to the request's timeout) until the
+    controller has deleted it (REQUEST_TIMED_OUT otherwise; the deletion goes on)."""
+    if topic.internal:
+        return _result(topic.name, topic.topic_id, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                       f"Topic {topic.name} is an internal topic and cannot be deleted")
+    await cluster.delete_topic(topic.name)
+    if not await cluster.wait_deleted(topic.name, max(0, timeout_ms) / 1000):
+        return _result(topic.name, topic.topic_id, ErrorCode.REQUEST_TIMED_OUT,
+                       "The request timed out before the deletion finished.")
+    return _result(topic.name, topic.topic_id, ErrorCode.NONE)

@@ -1,10 +1,12 @@
 """DescribeTopicPartitions v0 (KIP-966; what the Java AdminClient's describeTopics sends first):
 topics in name order from the cursor on, at most response_partition_limit partitions (and at
 most 2,000, max.request.partition.size.limit) per response, and a next cursor where it stopped.
-This node leads every partition at leader epoch 0 with itself as the only replica."""
+On a cluster node (zookeeper.connect) the cluster's partition states answer; otherwise this node
+leads every partition at leader epoch 0 with itself as the only replica."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse
@@ -38,17 +40,24 @@ def _error_response(req: Any, code: ErrorCode) -> Any:
 class DescribeTopicPartitionsApi:
     """The handlers of describe_topic_partitions.py, built by the composition root (server/node.py) with the parts they use."""
 
-    def __init__(self, topics: TopicRegistry, config: Config) -> None:
+    def __init__(self, topics: TopicRegistry, config: Config, cluster: Callable[[], Any]) -> None:
         self.topics = topics
+        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None (server/cluster/)
         self.config = config
 
     def handle_describe_topic_partitions(self, ctx: RequestContext, req: Any, version: int) -> Any:
         node = self.config.node_id
+        cluster = self.cluster()  # a cluster node: the cluster's topics and partition states
+        topics: Any = self.topics
+        if cluster is not None:
+            from kcoord.server.cluster import answers
+
+            topics = answers.TopicsView(cluster)
         cursor = req.cursor
         start_name = cursor.topic_name if cursor is not None else ""
         fetch_all = not req.topics
         if fetch_all:
-            names = {n for n in self.topics.topics if n >= start_name}
+            names = {n for n in topics.topics if n >= start_name}
         else:
             names = {t.name for t in req.topics if t.name >= start_name}
             if cursor is not None and cursor.topic_name not in names:
@@ -61,7 +70,7 @@ class DescribeTopicPartitionsApi:
             if remaining == 0:  # the next response starts with this topic
                 next_cursor = Cursor(topic_name=name, partition_index=0)
                 break
-            topic = self.topics.get(name)
+            topic = topics.get(name)
             if topic is None:
                 if not fetch_all:
                     try:
@@ -74,10 +83,17 @@ class DescribeTopicPartitionsApi:
                 continue
             first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
             upper = min(topic.partitions, first + remaining)
-            parts = [PartitionOut(error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=0,
-                                  replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
-                                  last_known_elr=[], offline_replicas=[])
-                     for p in range(first, upper)]
+            if cluster is not None:
+                rows = answers.partitions(cluster, cluster.topic(name), answers.listener_name(ctx), version=12)
+                parts = [PartitionOut(error_code=r.error, partition_index=r.partition, leader_id=r.leader,
+                                      leader_epoch=r.leader_epoch, replica_nodes=r.replicas, isr_nodes=r.isr,
+                                      eligible_leader_replicas=[], last_known_elr=[], offline_replicas=r.offline)
+                         for r in rows[first:upper]]
+            else:
+                parts = [PartitionOut(error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=0,
+                                      replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
+                                      last_known_elr=[], offline_replicas=[])
+                         for p in range(first, upper)]
             out.append(TopicOut(error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
                                 is_internal=name in INTERNAL, partitions=parts,
                                 topic_authorized_operations=TOPIC_OPERATIONS))

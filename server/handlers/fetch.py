@@ -10,28 +10,32 @@
   offset, when its topic is deleted (that partition answers UNKNOWN_TOPIC_OR_PARTITION, as
   Kafka's re-read does), or when max_wait_ms expires; either way it reads again and answers
   what is there.
-- high watermark = log end offset (one replica); last stable offset and isolation_level=1
+- high watermark = log end offset on a single node. A replicated partition (plog.replica,
+  server/replication/) is served by its leader only (NOT_LEADER_OR_FOLLOWER elsewhere, its
+  leader epoch checked against current_leader_epoch): a consumer (replica id -1) reads below
+  the high watermark, a follower (replica id >= 0: replica_id, or ReplicaState v15+) up to
+  the log end, and its fetch offset tells the leader how far it has copied. Last stable offset and isolation_level=1
   (read_committed: batches below the LSO, with the aborted transactions they overlap) are
   server/handlers/fetch_txn.py; aborted_transactions is null for read_uncommitted;
   preferred_read_replica -1.
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+ topic ids),
   OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (current_leader_epoch v9+).
-- Fetch sessions (KIP-227) are declined, as Kafka does when its session cache is full: a full
-  request (epoch 0 or -1) is served sessionless and answered with session_id 0, which tells
-  the client there is no session, so it keeps sending full requests; an incremental request
-  (epoch > 0) names a session we never created: FETCH_SESSION_ID_NOT_FOUND.
+- Fetch sessions (KIP-227): server/handlers/fetch_session.py picks the request's context; a
+  full request with epoch 0 is read here and makes a session when it is answered (its id in
+  the response); incremental requests are served there.
 """
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.data_fastpath import FetchResponseData
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
-from kcoord.server.data_plane import leader_epoch_error, log_of
+from kcoord.server.data_plane import leader_epoch_error, log_of, not_leader
 from kcoord.server.deferred import Deferred
-from kcoord.server.handlers import fetch_txn
+from kcoord.server.handlers import fetch_session, fetch_txn
 from kcoord.server.purgatory import DelayedOperation
 from kcoord.storage.log import OffsetOutOfRangeError, PartitionLog
 
@@ -47,7 +51,8 @@ ZERO_UUID = uuid.UUID(int=0)
 class _Part:
     """One requested partition, resolved."""
 
-    __slots__ = ("topic", "index", "offset", "max_bytes", "plog", "error", "start_seg", "start_pos", "available")
+    __slots__ = ("topic", "index", "offset", "max_bytes", "plog", "error", "start_seg", "start_pos", "available",
+                 "replica", "consumer")
 
     def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int, plog: PartitionLog | None,
                  error: ErrorCode) -> None:
@@ -60,6 +65,27 @@ class _Part:
         self.start_seg: Any = None
         self.start_pos = 0
         self.available = 0  # bytes counted toward min_bytes at the last check (DelayedFetch)
+        self.replica: Any = None  # the partition's replica when replicated (server/replication/)
+        self.consumer = True  # not a follower: reads below the high watermark
+
+
+def replica_id_of(req: Any, version: int) -> int:
+    """The fetching broker's id (-1: a consumer): replica_id, or ReplicaState from v15."""
+    if version >= 15:
+        state = getattr(req, "replica_state", None)
+        return state.replica_id if state is not None and state.replica_id is not None else -1
+    rid = req.replica_id
+    return -1 if rid is None else rid
+
+
+def _below(data: bytes, hw: int) -> bytes:
+    """The whole batches of `data` that start below the high watermark."""
+    pos, n = 0, len(data)
+    while n - pos >= 12:
+        if int.from_bytes(data[pos:pos + 8], "big", signed=True) >= hw:
+            break
+        pos += int.from_bytes(data[pos + 8:pos + 12], "big", signed=True) + 12
+    return data if pos >= n else data[:pos]
 
 
 def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
@@ -80,6 +106,11 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
                              None))
                 failed = True
                 continue
+            replica = part.replica
+            if replica is not None and (not replica.is_leader or replica.stopped):  # lost it while parked
+                rows.append((ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"", -1, None))
+                failed = True
+                continue
             try:
                 data = plog.read(part.offset, min(max(part.max_bytes, 0), remaining), min_one)
             except OffsetOutOfRangeError:
@@ -91,6 +122,12 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
                 failed = True
                 continue
             stable = fetch_txn.lso(dp, part.topic, part.index, plog)
+            hw = plog.log_end_offset
+            if replica is not None:
+                hw = replica.hw
+                stable = min(stable, hw)
+                if part.consumer and data:
+                    data = _below(data, hw)
             aborted = None
             if isolation == READ_COMMITTED:
                 data, aborted = fetch_txn.committed_read(dp, part.topic, part.index, plog, part.offset, data, stable)
@@ -99,14 +136,16 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
                 min_one = False
                 total += n
                 remaining = max(0, remaining - n)
-            rows.append((ErrorCode.NONE, plog.log_end_offset, plog.log_start_offset, data, stable, aborted))
+            rows.append((ErrorCode.NONE, hw, plog.log_start_offset, data, stable, aborted))
         out.append(rows)
     return out, total, failed
 
 
 def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]],
-              rows: list[list[tuple]]) -> FetchResponseData:
-    """The response (encoded by protocol/data_fastpath.py)."""
+              rows: list[list[tuple]], sessions: Any = None) -> FetchResponseData:
+    """The response (encoded by protocol/data_fastpath.py); `sessions`: the cache a full
+    request's new session goes to (None: sessionless)."""
+    session_id = 0 if sessions is None else fetch_session.create(sessions, req, version, resolved, rows)
     topics = []
     for (t, parts), trows in zip(resolved, rows, strict=True):
         partitions = []
@@ -115,7 +154,7 @@ def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]],
                 aborted = [(a.producer_id, a.first_offset) for a in aborted] if err == ErrorCode.NONE else None
             partitions.append((part.index, err, hw, stable, log_start, aborted, data))
         topics.append((t.topic_id if version >= 13 else t.topic, partitions))
-    return FetchResponseData(version, ErrorCode.NONE, 0, topics)
+    return FetchResponseData(version, ErrorCode.NONE, session_id, topics)
 
 
 class DelayedFetch(DelayedOperation):
@@ -124,10 +163,12 @@ class DelayedFetch(DelayedOperation):
     total of available bytes (each partition's share is remembered in _Part.available)."""
 
     __slots__ = ("version", "req", "resolved", "min_bytes", "max_bytes", "deferred", "dp", "read_committed",
-                 "by_key", "acc")
+                 "by_key", "acc", "sessions")
 
-    def __init__(self, version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], dp: Any) -> None:
+    def __init__(self, version: int, req: Any, resolved: list[tuple[Any, list[_Part]]], dp: Any,
+                 sessions: Any = None) -> None:
         super().__init__(req.max_wait_ms)
+        self.sessions = sessions
         self.dp = dp
         self.version = version
         self.req = req
@@ -160,6 +201,12 @@ class DelayedFetch(DelayedOperation):
         plog = part.plog
         if plog.deleted or part.offset < plog.log_start_offset or part.offset > plog.log_end_offset:
             return -1
+        replica = part.replica
+        if replica is not None:
+            if not replica.is_leader or replica.stopped:
+                return -1
+            if part.consumer and replica.hw <= part.offset:
+                return 0  # nothing committed past the fetch offset yet
         if self.read_committed and fetch_txn.lso(self.dp, part.topic, part.index, plog) <= part.offset:
             return 0  # nothing committed to read yet (a marker will retry this)
         seg = plog.active
@@ -200,33 +247,47 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         self.dp.parked.discard(self)
         rows, _, _ = _read(self.resolved, self.max_bytes, self.dp, self.req.isolation_level)
-        self.deferred.complete(_response(self.version, self.req, self.resolved, rows))
+        self.deferred.complete(_response(self.version, self.req, self.resolved, rows, self.sessions))
 
 
 class FetchApi:
     """Fetch's handler, built by the composition root (server/node.py) with the topic registry,
     the logs and the data plane (its fetch purgatory, transaction state)."""
 
-    def __init__(self, topics: TopicRegistry, logs: LogManager, data_plane: DataPlane) -> None:
+    def __init__(self, topics: TopicRegistry, logs: LogManager, data_plane: DataPlane, cluster: Callable[[], Any],
+                 replicas: Callable[[], Any]) -> None:
         self.topics = topics
+        # a cluster node's ClusterNode and replica manager, else None (server/cluster/, server/replication/)
+        self.cluster = cluster
+        self.replicas = replicas
         self.logs = logs
         self.data_plane = data_plane
 
     def handle_fetch(self, ctx: RequestContext, req: Any, version: int) -> Any:
-        if version >= 7 and req.session_epoch not in (0, -1):
-            return FetchResponseData(version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
-        resolved = self._resolve(req, version)
         dp = self.data_plane
+        kind = fetch_session.context(dp.fetch_sessions, req, version)
+        if isinstance(kind, ErrorCode):
+            return FetchResponseData(version, kind, 0, [])
+        if not isinstance(kind, str):
+            reader = fetch_session.SessionReader(dp.fetch_sessions, self.topics,
+                                                 lambda topic, p: log_of(self.logs, topic, p), _read, _Part, dp)
+            answer = reader.incremental(kind, req, version)
+            if answer is not None:
+                return answer
+        sessions = dp.fetch_sessions if kind == fetch_session.FULL else None
+        resolved = self._resolve(req, version)
         rows, total, failed = _read(resolved, req.max_bytes, dp, req.isolation_level)
         keys = [(part.topic, part.index) for _, parts in resolved for part in parts if part.plog is not None]
         if req.max_wait_ms <= 0 or not keys or total >= req.min_bytes or failed:
-            return _response(version, req, resolved, rows)
-        op = DelayedFetch(version, req, resolved, dp)
+            return _response(version, req, resolved, rows, sessions)
+        op = DelayedFetch(version, req, resolved, dp, sessions)
         if not dp.fetch_purgatory.try_complete_else_watch(op, keys):
             dp.parked.add(op)
         return op.deferred
 
     def _resolve(self, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
+        replica_id = replica_id_of(req, version)
+        cluster = self.cluster()
         out = []
         for t in req.topics:
             if version >= 13:
@@ -237,14 +298,38 @@ class FetchApi:
                 missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             parts = []
             for p in t.partitions:
+                if cluster is not None and topic is not None and replica_id < 0 \
+                        and not_leader(cluster, topic.name, p.partition):
+                    parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes, None,
+                                       ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                    continue
                 if topic is None:
                     parts.append(_Part(None, p.partition, p.fetch_offset, p.partition_max_bytes, None, missing))
                     continue
                 plog = log_of(self.logs, topic, p.partition)
                 err = ErrorCode.NONE if plog is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if plog is not None and version >= 9:
+                replica = plog.replica if plog is not None else None
+                if replica is not None:
+                    err = self._replica_error(replica, p, version, replica_id)
+                elif plog is not None and version >= 9:
                     err = leader_epoch_error(p.current_leader_epoch) or ErrorCode.NONE
-                parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                   plog if err == ErrorCode.NONE else None, err))
+                part = _Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                             plog if err == ErrorCode.NONE else None, err)
+                if replica is not None:
+                    part.replica, part.consumer = replica, replica_id < 0
+                parts.append(part)
             out.append((t, parts))
         return out
+
+    def _replica_error(self, replica: Any, p: Any, version: int, replica_id: int) -> ErrorCode:
+        """A replicated partition: only its leader serves it, in its epoch; a follower's fetch
+        offset is its log end offset (the leader's high watermark and ISR follow it)."""
+        if version >= 9:
+            bad = leader_epoch_error(p.current_leader_epoch, replica.leader_epoch)
+            if bad is not None:
+                return bad
+        if not replica.is_leader or replica.stopped:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if replica_id >= 0:
+            self.replicas().follower_fetched(replica, replica_id, p.fetch_offset)
+        return ErrorCode.NONE

@@ -8,6 +8,7 @@ it on that first lookup too).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.metadata import FindCoordinatorResponse
@@ -29,8 +30,9 @@ class FindCoordinatorApi:
     advertised listener of in-process requests) and the transaction coordinator, built at the
     first transaction key (which creates __transaction_state)."""
 
-    def __init__(self, config: Config, txn: Lazy[TxnService]) -> None:
+    def __init__(self, config: Config, txn: Lazy[TxnService], cluster: Callable[[], Any]) -> None:
         self.config = config
+        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None (server/cluster/)
         self.node_id = config.node_id
         self.txn = txn
 
@@ -47,10 +49,40 @@ class FindCoordinatorApi:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return ErrorCode.NONE, None
 
+    def _cluster_lookup(self, ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+        """On a cluster node: the leader of the key's __consumer_offsets partition (groups only;
+        transactions stay with the node asked until the coordinators follow partition leadership)."""
+        from kcoord.protocol.partitioner import partition_for
+        from kcoord.protocol.topics import OFFSETS_TOPIC
+        from kcoord.server.cluster import answers
+
+        node = self.cluster()
+        if key_type != GROUP:
+            err, msg = self._lookup(ctx, key, key_type)
+            host, port = ctx.advertised_on(self.config) or ("", -1)
+            return err, msg, self.node_id, host, port
+        topic = node.topic(OFFSETS_TOPIC)
+        found = None if topic is None else answers.coordinator(
+            node, OFFSETS_TOPIC, partition_for(key, topic.partitions), answers.listener_name(ctx))
+        if found is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+        return ErrorCode.NONE, None, *found
+
     def handle_find_coordinator(self, ctx: RequestContext, req: Any, version: int) -> Any:
         host, port = ctx.advertised_on(self.config) or ("", -1)  # the listener the client came in on
         node = self.node_id
         key_type = req.key_type if version >= 1 else GROUP
+        if self.cluster() is not None:
+            keys = req.coordinator_keys if version >= 4 else [req.key]
+            found = [(key, *self._cluster_lookup(ctx, key, key_type)) for key in keys]
+            if version >= 4:
+                return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=[
+                    FindCoordinatorResponse.Coordinator(key=k, node_id=n, host=h, port=p, error_code=e,
+                                                        error_message=m)
+                    for k, e, m, n, h, p in found])
+            _, e, m, n, h, p = found[0]
+            return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=e, error_message=m,
+                                           node_id=n, host=h, port=p)
         if version >= 4:
             coordinators = []
             for key in req.coordinator_keys:

@@ -11,28 +11,34 @@ is built by the composition root (server/node.py) with the parts these handlers 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.fastpath import OffsetCommitResponseData, heartbeat_response_body
 from kcoord.server.context import RequestContext
-from kcoord.server.deferred import Deferred
-from kcoord.server.group.responses import commit_response
+from kcoord.server.deferred import Deferred, of_coroutine, wait
+from kcoord.server.group.responses import commit_response, delete_groups_response
+from kcoord.server.share.cleanup import before_delete_groups
 
 if TYPE_CHECKING:
     from kcoord.protocol.coordinator_records import CoordinatorRecord
     from kcoord.server.coordinator.runtime import CoordinatorRuntime
     from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.share.manager import ShareManager
     from kcoord.server.topics import TopicRegistry
 
 
 class GroupApis:
     """The group APIs' handlers, built by the composition root (server/node.py) with the group
-    coordinator, its runtime and the topic registry (OffsetCommit answers unknown topics)."""
+    coordinator, its runtime, the topic registry (OffsetCommit answers unknown topics) and the
+    share state (DeleteGroups of a share group)."""
 
     def __init__(self, coordinator: GroupCoordinator, runtime: CoordinatorRuntime[CoordinatorRecord],
-                 topics: TopicRegistry) -> None:
+                 topics: TopicRegistry, share_state: Callable[[], ShareManager | None]) -> None:
         self.coordinator = coordinator
+        # the share-partition manager when share state exists (DeleteGroups deletes a share group's first)
+        self.share_state = share_state
         self.runtime = runtime
         self.topics = topics
         self.submit = runtime.submit
@@ -60,7 +66,23 @@ class GroupApis:
         return self.submit(self.coordinator.list_groups(req, version))
 
     def handle_delete_groups(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        if any(self.coordinator.share.members(g) == 0 for g in req.groups_names):
+            return of_coroutine(self._delete_with_share_state(req, version), "DeleteGroups")
         return self.submit(self.coordinator.delete_groups(req, version))
+
+    async def _delete_with_share_state(self, req: Any, version: int) -> Any:
+        """An empty share group's share-partition state goes first (server/share/cleanup.py); a
+        group whose state could not be deleted is answered with that error and kept."""
+        failed = await before_delete_groups(self.coordinator, self.share_state,
+                                            list(dict.fromkeys(req.groups_names)))
+        req.groups_names = [g for g in req.groups_names if g not in failed]
+        answer = self.submit(self.coordinator.delete_groups(req, version))
+        if isinstance(answer, Deferred):
+            answer = await wait(answer)
+        if not failed:
+            return answer
+        return delete_groups_response(version, [(r.group_id, r.error_code) for r in answer.results]
+                                      + list(failed.items()))
 
     def handle_consumer_group_heartbeat(self, ctx: RequestContext, req: Any, version: int) -> Any:
         coordinator = self.coordinator

@@ -9,6 +9,10 @@ v1+: per partition one (timestamp, offset[, leader_epoch v4+]):
   the first offset whose record timestamp is >= it (via the time index), or -1/-1 if none.
   A negative timestamp the version does not know: UNSUPPORTED_VERSION. A partition named twice:
   INVALID_REQUEST. current_leader_epoch (v4+) other than -1/0: UNKNOWN_/FENCED_LEADER_EPOCH.
+A replicated partition (plog.replica, server/replication/): answered by its leader only
+(NOT_LEADER_OR_FOLLOWER elsewhere), current_leader_epoch checked against its epoch, LATEST is
+the high watermark (what a consumer may fetch) and each answer carries the epoch of its offset
+from the leader-epoch cache.
 v0: the old format (Kafka's legacyFetchOffsetsBefore): up to max_num_offsets segment base
   offsets (plus the log end offset), newest first, of segments last modified at or before the
   timestamp; -1 latest, -2 earliest, other negative timestamps UNSUPPORTED_VERSION.
@@ -140,16 +144,25 @@ class ListOffsetsApi:
                 if plog is None:
                     parts_out.append(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
+                replica = plog.replica
                 if version >= 4:
-                    bad = leader_epoch_error(p.current_leader_epoch)
+                    bad = leader_epoch_error(p.current_leader_epoch,
+                                             LEADER_EPOCH if replica is None else replica.leader_epoch)
                     if bad is not None:
                         parts_out.append(error(bad))
                         continue
+                if replica is not None and (not replica.is_leader or replica.stopped):
+                    parts_out.append(error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                    continue
                 try:
                     last = plog.log_end_offset
                     if version >= 2 and req.isolation_level == READ_COMMITTED:
                         last = self.data_plane.txns.lso(t.name, idx, plog)
+                    if replica is not None:
+                        last = min(last, replica.hw)
                     found_ts, offset, epoch = _lookup(plog, ts, last)
+                    if replica is not None and offset >= 0:
+                        epoch = replica.cache.latest_epoch if ts == LATEST else replica.cache.epoch_for_offset(offset)
                 except OSError:
                     parts_out.append(error(ErrorCode.KAFKA_STORAGE_ERROR))
                     continue

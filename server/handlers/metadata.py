@@ -1,4 +1,5 @@
-"""Metadata v0-v12: this node is the only broker, the controller and every partition's
+"""Metadata v0-v12. On a cluster node (zookeeper.connect) the cluster's brokers, controller
+and partition states answer (server/cluster/answers.py). Otherwise: this node is the only broker, the controller and every partition's
 leader. Topics requested by name that do not exist are auto-created when both
 auto.create.topics.enable and the request allow it (answered LEADER_NOT_AVAILABLE the first
 time, as Kafka does while the new topic's leaders are being elected); not while a deletion of
@@ -53,6 +54,63 @@ def _topic_entry(topic: Topic, node: int, listener_error: ErrorCode = ErrorCode.
     )
 
 
+def _cluster_entry(ctx: RequestContext, node: Any, topic: Any, version: int) -> Any:
+    """A topic of a cluster (zookeeper.connect): its partitions as the cluster's metadata has
+    them (server/cluster/answers.py)."""
+    from kcoord.server.cluster import answers
+
+    rows = answers.partitions(node, topic, answers.listener_name(ctx), version)
+    return TopicOut(error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
+                    is_internal=answers.is_internal(topic.name),
+                    partitions=[PartitionOut(error_code=r.error, partition_index=r.partition, leader_id=r.leader,
+                                             leader_epoch=r.leader_epoch, replica_nodes=r.replicas, isr_nodes=r.isr,
+                                             offline_replicas=r.offline) for r in rows])
+
+
+def _cluster_metadata(ctx: RequestContext, req: Any, version: int, node: Any, config: Config) -> Any:
+    """Metadata on a cluster node: every live broker, the controller, the cluster's topics;
+    an auto-created topic is written to ZooKeeper (the controller elects its leaders)."""
+    from kcoord.server.cluster import answers
+
+    all_topics = req.topics is None or (version == 0 and not req.topics)
+    allow_auto = config["auto.create.topics.enable"] and (version < 4 or req.allow_auto_topic_creation)
+    entries = []
+    by_id = not all_topics and version >= 10 and any(t.name is None or _named_id(t) for t in req.topics)
+    if by_id and version < 12:
+        entries = [_error_entry(t.name or "", ErrorCode.INVALID_REQUEST, t.topic_id) for t in req.topics]
+    elif by_id:
+        for topic_id in dict.fromkeys(t.topic_id for t in req.topics if _named_id(t)):
+            topic = node.cache.by_id(topic_id)
+            entries.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id) if topic is None
+                           else _cluster_entry(ctx, node, topic, version))
+    elif all_topics:
+        entries = [_cluster_entry(ctx, node, t, version) for t in node.topics()]
+    else:
+        for wanted in req.topics:
+            topic = node.topic(wanted.name)
+            if topic is not None:
+                entries.append(_cluster_entry(ctx, node, topic, version))
+                continue
+            try:
+                validate_topic_name(wanted.name)
+            except KafkaError:
+                entries.append(_error_entry(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            rf = config["default.replication.factor"]
+            if not allow_auto or wanted.name in node.cache.deleting:
+                entries.append(_error_entry(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            elif rf > len(node.cache.live):
+                entries.append(_error_entry(wanted.name, ErrorCode.INVALID_REPLICATION_FACTOR))
+            else:
+                node.create_topic_soon(wanted.name, config["num.partitions"], rf)
+                entries.append(_error_entry(wanted.name, ErrorCode.LEADER_NOT_AVAILABLE))
+    return MetadataResponse(
+        version=version, throttle_time_ms=0,
+        brokers=[BrokerOut(node_id=b, host=h, port=p, rack=r)
+                 for b, h, p, r in answers.brokers(node, answers.listener_name(ctx))],
+        cluster_id=node.cluster_id, controller_id=node.controller_id, topics=entries)
+
+
 def _error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> Any:
     return TopicOut(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
@@ -66,13 +124,17 @@ class MetadataApi:
     configuration and cluster id, the topic registry and `create_topic` (auto-creation)."""
 
     def __init__(self, config: Config, cluster_id: str, topics: TopicRegistry,
-                 create_topic: Callable[..., Topic]) -> None:
+                 create_topic: Callable[..., Topic], cluster: Callable[[], Any]) -> None:
         self.config = config
+        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None (server/cluster/)
         self.cluster_id = cluster_id
         self.topics = topics
         self.create_topic = create_topic
 
     def handle_metadata(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        cluster = self.cluster()
+        if cluster is not None:
+            return _cluster_metadata(ctx, req, version, cluster, self.config)
         node = self.config.node_id
         endpoint = ctx.advertised_on(self.config)  # the listener the client came in on
         listener_error = ErrorCode.NONE

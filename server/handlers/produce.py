@@ -3,8 +3,13 @@
 transaction, server/handlers/produce_txn.py.)
 
 - acks 0: nothing is sent back; on any partition error the connection is closed (as Kafka
-  does, so the producer refreshes metadata). acks 1 and -1 (one replica: the same): answered
-  after the append. Other values: INVALID_REQUIRED_ACKS.
+  does, so the producer refreshes metadata). acks 1: answered after the append; acks -1 on a
+  single node too. Other values: INVALID_REQUIRED_ACKS.
+- A replicated partition (plog.replica, server/replication/): only its leader appends
+  (NOT_LEADER_OR_FOLLOWER elsewhere), stamping its leader epoch into the batch; with acks -1
+  an ISR below the topic's min.insync.replicas refuses the append (NOT_ENOUGH_REPLICAS), and
+  the answer waits until every ISR member has the records (server/replication/
+  delayed_produce.py: NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT after timeout_ms).
 - Flushing follows Kafka (server/log_flush.py): a partition is fsynced before the answer only
   when its topic's flush.messages (log.flush.interval.messages) records are unflushed (Kafka's
   default, Long.MAX: never; flush.messages=1: before every acknowledgement), through the group
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.errors import UnsupportedCodecError
@@ -40,13 +46,14 @@ from aiokafka.errors import UnsupportedCodecError
 from kcoord.protocol.data_fastpath import ProduceResponseData
 from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
 from kcoord.server.context import RequestContext
-from kcoord.server.data_plane import LEADER_EPOCH, timestamp_bounds_of
-from kcoord.server.deferred import of_coroutine, then
+from kcoord.server.data_plane import LEADER_EPOCH, not_leader, timestamp_bounds_of
+from kcoord.server.deferred import of_coroutine, then, wait
 from kcoord.server.handlers import produce_txn
 from kcoord.server.handlers.produce_txn import ProduceTxn
 from kcoord.server.handlers.registry import NO_RESPONSE
 from kcoord.server.log_flush import flush_rolled, needs_flush
 from kcoord.server.record_validation import validate_records
+from kcoord.server.replication.delayed_produce import Waiting, watch
 from kcoord.storage.batch import (
     CorruptBatchError,
     client_batch_problem,
@@ -74,7 +81,7 @@ _MAX_COMPRESSION = 4
 
 class _Result:
     __slots__ = ("error", "message", "base_offset", "last_offset", "log_append_time", "log_start_offset",
-                 "record_errors", "plog", "flush")
+                 "record_errors", "plog", "flush", "min_isr")
 
     def __init__(self, error: ErrorCode = ErrorCode.NONE, message: str | None = None) -> None:
         self.error = error
@@ -86,6 +93,7 @@ class _Result:
         self.record_errors: list[tuple[int, str | None]] = []
         self.plog = None
         self.flush = False  # flush.messages reached: fsynced before the answer
+        self.min_isr = 1  # min.insync.replicas of a replicated partition's topic (acks=all)
 
 
 def _records_problem(records: Any, version: int) -> KafkaError | None:
@@ -167,8 +175,12 @@ class ProduceApi:
     coordinator."""
 
     def __init__(self, config: Config, clock: Clock, topics: TopicRegistry, configs: BrokerConfigs,
-                 logs: LogManager, data_plane: DataPlane, txn: Lazy[TxnService]) -> None:
+                 logs: LogManager, data_plane: DataPlane, txn: Lazy[TxnService], cluster: Callable[[], Any],
+                 replicas: Callable[[], Any]) -> None:
         self.clock = clock
+        # a cluster node's ClusterNode and replica manager, else None (server/cluster/, server/replication/)
+        self.cluster = cluster
+        self.replicas = replicas
         self.topics = topics
         self.configs = configs
         self.logs = logs
@@ -207,7 +219,7 @@ class ProduceApi:
 
     def _append_all(self, req: Any, version: int, acks: int, added: dict[tuple[str, int], ErrorCode] | None) -> Any:
         tid = req.transactional_id
-        results = [[self._append_partition(t.name, p.index, p.records, version, tid, added)
+        results = [[self._append_partition(t.name, p.index, p.records, version, tid, added, acks)
                     for p in t.partition_data] for t in req.topic_data]
         if acks == 0:
             errors = [r.error.name for rs in results for r in rs if r.error]
@@ -220,17 +232,34 @@ class ProduceApi:
                     if r.flush:
                         group_commit(r.plog).when_durable(r.last_offset, _flush_failed)
             return NO_RESPONSE
+        if acks == -1:
+            waiting = [Waiting(r, r.plog.replica, r.last_offset + 1, r.min_isr) for rs in results for r in rs
+                       if r.error == ErrorCode.NONE and r.plog is not None and r.plog.replica is not None]
+            if waiting:
+                return of_coroutine(self._await_replicas(version, req, results, waiting), "Produce")
         if not any(r.flush for rs in results for r in rs):
             return _response(version, req, results)
         return of_coroutine(_await_durable(version, req, results, req.timeout_ms), "Produce")
 
     def _append_partition(self, topic_name: str, index: int, records: Any, version: int,
-                          transactional_id: str | None, added: dict[tuple[str, int], ErrorCode] | None = None) -> _Result:
+                          transactional_id: str | None, added: dict[tuple[str, int], ErrorCode] | None = None,
+                          acks: int = 1) -> _Result:
+        cluster = self.cluster()
+        if cluster is not None and not_leader(cluster, topic_name, index):
+            return _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                           f"This server is not the leader for that topic-partition: {topic_name}-{index}")
         topic = self.topics.get(topic_name)
         plog = self.logs.get(topic_name, index) if topic is not None and 0 <= index < topic.partitions else None
         if plog is None:
             return _Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            f"This server does not host this topic-partition: {topic_name}-{index}")
+        replica = plog.replica
+        epoch = LEADER_EPOCH
+        if replica is not None:
+            if not replica.is_leader or replica.stopped:
+                return _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                               f"This server is not the leader for topic-partition {topic_name}-{index}")
+            epoch = replica.leader_epoch
         problem = _records_problem(records, version)
         if problem is not None:
             return _Result(problem.code, problem.message)
@@ -249,6 +278,12 @@ class ProduceApi:
             return _Result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                            f"Produce requests with version {version} are not allowed to use ZStandard compression")
         values = self.configs.topic_values(topic)  # the topic's effective configs, looked up once
+        if replica is not None and acks == -1:
+            min_isr = values["min.insync.replicas"]
+            if len(replica.isr) < min_isr:
+                return _Result(ErrorCode.NOT_ENOUGH_REPLICAS,
+                               f"The size of the current ISR {replica.isr} is insufficient to satisfy the min.isr "
+                               f"requirement of {min_isr} for partition {topic_name}-{index}")
         if topic.internal:
             return _Result(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_name}")
         if h.base_offset != 0:
@@ -317,7 +352,7 @@ class ProduceApi:
                 return res
         active = plog.active
         try:
-            base, last, lat = plog.append_batches(records, now if append_time else None, LEADER_EPOCH, checked=headers)
+            base, last, lat = plog.append_batches(records, now if append_time else None, epoch, checked=headers)
         except CorruptBatchError as e:
             return _Result(ErrorCode.CORRUPT_MESSAGE, str(e))
         except OSError as e:  # the log directory is offline (logged once by the failure channel)
@@ -331,8 +366,20 @@ class ProduceApi:
         res.flush = needs_flush(values, plog)
         if plog.active is not active and not res.flush:
             flush_rolled(plog)
+        if replica is not None:
+            res.min_isr = values["min.insync.replicas"]
+            self.replicas().leader_appended(replica, base)
         dp.appended(topic_name, index)
         return res
+
+    async def _await_replicas(self, version: int, req: Any, results: list[list[_Result]],
+                              waiting: list[Waiting]) -> Any:
+        """acks=all on replicated partitions: every ISR member has the records, then the flush
+        the topic asks for (if any)."""
+        await wait(watch(self.replicas().produce_purgatory, req.timeout_ms, waiting))
+        if not any(r.flush and r.error == ErrorCode.NONE for rs in results for r in rs):
+            return _response(version, req, results)
+        return await _await_durable(version, req, results, req.timeout_ms)
 
 
 

@@ -71,6 +71,8 @@ _TABLE = (
     Declared(ApiKey.FETCH, "fetch.FetchApi.handle_fetch", policy="data.fetch", virtual="partitioned"),
     Declared(ApiKey.LIST_OFFSETS, "list_offsets.ListOffsetsApi.handle_list_offsets",
              policy="data.list_offsets", virtual="partitioned"),
+    Declared(ApiKey.OFFSET_FOR_LEADER_EPOCH, "offsets_for_leader_epoch.OffsetsForLeaderEpochApi.handle_offsets_for_leader_epoch",
+             policy="data.offsets_for_leader_epoch", virtual="partitioned"),
     Declared(ApiKey.METADATA, "metadata.MetadataApi.handle_metadata", policy="data.metadata", virtual="metadata"),
     Declared(ApiKey.OFFSET_COMMIT, "groups.GroupApis.handle_offset_commit",
              fast="OFFSET_COMMIT", direct="groups.GroupApis.commit_offsets", policy="groups.offset_commit",
@@ -101,6 +103,11 @@ _TABLE = (
              fast="CONSUMER_GROUP_HEARTBEAT", policy="groups.consumer_group_heartbeat", virtual="group"),
     Declared(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups.GroupApis.handle_consumer_group_describe",
              policy="groups.consumer_group_describe", virtual="group"),
+    # share groups (KIP-932, issue 25)
+    Declared(ApiKey.SHARE_GROUP_HEARTBEAT, "share_groups.ShareGroupApis.handle_share_group_heartbeat",
+             policy="share_groups.share_group_heartbeat", virtual="group"),
+    Declared(ApiKey.SHARE_GROUP_DESCRIBE, "share_groups.ShareGroupApis.handle_share_group_describe",
+             policy="share_groups.share_group_describe", virtual="group"),
     Declared(ApiKey.DELETE_TOPICS, "delete_topics.DeleteTopicsApi.handle_delete_topics", policy="topics.delete_topics"),
     Declared(ApiKey.DELETE_RECORDS, "delete_records.DeleteRecordsApi.handle_delete_records", policy="topics.delete_records"),
     Declared(ApiKey.CREATE_PARTITIONS, "create_partitions.CreatePartitionsApi.handle_create_partitions",
@@ -148,6 +155,15 @@ _TABLE = (
              policy="cluster.describe_user_scram_credentials"),
     Declared(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "scram_credentials.ScramCredentialApis.handle_alter_user_scram_credentials",
              policy="cluster.alter_user_scram_credentials"),
+    # share partitions (issue 25, server/share/)
+    Declared(ApiKey.SHARE_FETCH, "share_fetch.ShareFetchApis.handle_share_fetch", policy="share_fetch.share_fetch"),
+    Declared(ApiKey.SHARE_ACKNOWLEDGE, "share_fetch.ShareFetchApis.handle_share_acknowledge", policy="share_fetch.share_acknowledge"),
+    Declared(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "share_offsets.ShareOffsetsApis.handle_describe_share_group_offsets",
+             policy="share_fetch.describe_share_group_offsets"),
+    Declared(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "share_offsets.ShareOffsetsApis.handle_alter_share_group_offsets",
+             policy="share_fetch.alter_share_group_offsets"),
+    Declared(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "share_offsets.ShareOffsetsApis.handle_delete_share_group_offsets",
+             policy="share_fetch.delete_share_group_offsets"),
 )
 
 

@@ -1,5 +1,5 @@
 """kafka-configs.sh: --describe and --alter the configs of topics, brokers (one, or the cluster
-default) and broker loggers, with Kafka's ConfigCommand flags, checks, output and exit codes.
+default), broker loggers and groups (the GROUP config resource), with Kafka's ConfigCommand flags, checks, output and exit codes.
 The SCRAM credentials of users go through AlterUserScramCredentials and
 DescribeUserScramCredentials (server/kafkatools/scram_configs.py), client quotas (users, clients,
 ips) through DescribeClientQuotas and AlterClientQuotas (server/kafkatools/quota_configs.py).
@@ -18,16 +18,18 @@ from kafka.protocol.admin.configs import (
 )
 
 from kcoord.server.config_catalogue import TOPIC_CONFIGS
+from kcoord.server.group_configs import GROUP_CONFIGS
 from kcoord.server.kafkatools import quota_configs, scram_configs
 from kcoord.server.kafkatools.options import ToolParser, check_invalid, load_properties
 from kcoord.server.kafkatools.wire import Client, KafkaCallError, check
 from kcoord.server.topics import validate_topic_name
 
-WHAT = "This tool helps to manipulate and describe entity config for a topic, client, user, broker, ip or client-metrics"
-TOPICS, BROKERS, LOGGERS, USERS, CLIENTS, IPS, METRICS = ("topics", "brokers", "broker-loggers", "users", "clients",
-                                                         "ips", "client-metrics")
-SUPPORTED = (TOPICS, CLIENTS, USERS, BROKERS, IPS, LOGGERS, METRICS)
-RESOURCE_TYPES = {TOPICS: 2, BROKERS: 4, LOGGERS: 8}
+WHAT = ("This tool helps to manipulate and describe entity config for a topic, client, user, broker, ip, "
+        "client-metrics or group")
+TOPICS, BROKERS, LOGGERS, USERS, CLIENTS, IPS, METRICS, GROUPS = ("topics", "brokers", "broker-loggers", "users",
+                                                                 "clients", "ips", "client-metrics", "groups")
+SUPPORTED = (TOPICS, CLIENTS, USERS, BROKERS, IPS, LOGGERS, METRICS, GROUPS)
+RESOURCE_TYPES = {TOPICS: 2, BROKERS: 4, LOGGERS: 8, GROUPS: 32}
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
            7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
@@ -51,12 +53,13 @@ def parser() -> ToolParser:
     a("--all", action="store_true", help="List all configs for the given topic, broker, or broker-logger entity "
                                          "(includes static configuration when the entity type is brokers)")
     a("--entity-type", action="append", help="Type of entity (topics/clients/users/brokers/broker-loggers/ips/"
-                                             "client-metrics)")
+                                             "client-metrics/groups)")
     a("--entity-name", action="append", help="Name of entity (topic name/client id/user principal name/broker id/"
-                                             "ip/client metrics)")
+                                             "ip/client metrics/group id)")
     a("--entity-default", action="store_true", help="Default entity name for clients/users/brokers/ips")
     a("--add-config", help="Key Value pairs of configs to add. Square brackets can be used to group values which "
-                           "contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'. Topic configs: " + ", ".join(sorted(TOPIC_CONFIGS)))
+                           "contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'. Topic configs: " + ", ".join(sorted(TOPIC_CONFIGS))
+                           + ". Group configs: " + ", ".join(sorted(GROUP_CONFIGS)))
     a("--add-config-file", help="Path to a properties file with configs to add.")
     a("--delete-config", action="append", help="config keys to remove 'k1,k2'")
     a("--force", action="store_true", help="Suppress console prompts")
@@ -70,11 +73,12 @@ def parser() -> ToolParser:
     a("--broker-logger", help="The broker's ID for its logger config.")
     a("--ip-defaults", action="store_true", help="The config defaults for all IPs.")
     a("--ip", help="The IP address.")
+    a("--group", help="The group's ID.")
     return p
 
 
 ENTITY_FLAGS = (("topic", TOPICS), ("client", CLIENTS), ("user", USERS), ("broker", BROKERS),
-                ("broker_logger", LOGGERS), ("ip", IPS))
+                ("broker_logger", LOGGERS), ("ip", IPS), ("group", GROUPS))
 DEFAULT_FLAGS = (("client_defaults", CLIENTS), ("user_defaults", USERS), ("broker_defaults", BROKERS),
                  ("ip_defaults", IPS))
 
@@ -197,6 +201,8 @@ def resource_configs(client: Client, etype: str, name: str, synonyms: bool, ever
         if name and not re.fullmatch(r"[+-]?\d+", name):
             raise UsageError(f"The entity name for {etype} must be a valid integer broker id, found: {name}")
         wanted = 2 if name else 3
+    elif etype == GROUPS:
+        wanted = 8  # DYNAMIC_GROUP_CONFIG
     else:
         if name and not re.fullmatch(r"[+-]?\d+", name):
             raise UsageError(f"The entity name for {etype} must be a valid integer broker id, found: {name}")
@@ -231,6 +237,12 @@ def describe(client: Client, o: Any) -> None:
         entities = names[:1]
     elif etype == TOPICS:
         entities = client.topic_names()
+    elif etype == GROUPS:  # Admin.listConsumerGroups
+        from kafka.protocol.admin.groups import ListGroupsRequest
+
+        resp = client.send(ListGroupsRequest, states_filter=[], types_filter=[])
+        check(resp.error_code, None)
+        entities = [g.group_id for g in resp.groups]
     else:
         client.metadata([])
         entities = [str(b) for b in sorted(client.brokers)] + [""]
@@ -283,13 +295,13 @@ def alter(client: Client, o: Any) -> None:
     etype, name = entity_types(o)[0], entity_names(o)[0]
     add = configs_to_add(o)
     remove = configs_to_delete(o)
-    if etype in (TOPICS, BROKERS):
+    if etype in (TOPICS, BROKERS, GROUPS):
         old = {c.name: c for c in resource_configs(client, etype, name, False, False)}
         missing = [k for k in remove if k not in old]
         if missing:
             raise UsageError(f"Invalid config(s): {','.join(missing)}")
-    if etype == TOPICS:
-        _incremental(client, 2, name, None, add, remove)
+    if etype in (TOPICS, GROUPS):
+        _incremental(client, RESOURCE_TYPES[etype], name, None, add, remove)
     elif etype == BROKERS:
         new = {k: c.value for k, c in old.items() if k not in remove}
         new.update(add)

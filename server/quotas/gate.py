@@ -67,11 +67,13 @@ def with_throttle(framed: bytes, key: int, version: int, ms: int) -> bytes:
 
 
 def _throttled_fetch(framed: bytes, version: int, ms: int) -> bytes:
-    """Kafka's FetchContext.getThrottledResponse (kcoord's fetches are sessionless): no data."""
+    """Kafka's FetchContext.getThrottledResponse: no data, the answer's fetch session id kept
+    (an incremental fetch's session goes on; a full fetch's new session is not left orphaned)."""
     spec = API_TABLE[ApiKey.FETCH]
-    body = bytes(spec.response(version=version, throttle_time_ms=ms, error_code=0, session_id=0,
-                               responses=[]).encode(version=version))
     start = 8 + (1 if spec.response_header_version(version) >= 1 else 0)
+    session_id = int.from_bytes(framed[start + 6:start + 10], "big", signed=True) if version >= 7 else 0
+    body = bytes(spec.response(version=version, throttle_time_ms=ms, error_code=0, session_id=session_id,
+                               responses=[]).encode(version=version))
     size = start - 4 + len(body)
     return b"".join((size.to_bytes(4, "big"), framed[4:start], body))
 

@@ -380,6 +380,19 @@ class Calls:
             rack_id=None, rebalance_timeout_ms=30000, subscribed_topic_names=topics, server_assignor=None,
             topic_partitions=[]), 0).error_code
 
+    def share_heartbeat(self, group: str, topics: list[str]) -> int:
+        from kcoord.protocol.share_messages import ShareGroupHeartbeatRequest
+
+        return self.c.call(ShareGroupHeartbeatRequest(
+            version=1, group_id=group, member_id=uuid.uuid4().hex[:22], member_epoch=0, rack_id=None,
+            subscribed_topic_names=topics), 1).error_code
+
+    def share_describe(self, group: str) -> tuple[int, int]:
+        from kcoord.protocol.share_messages import ShareGroupDescribeRequest
+
+        r = self.c.call(ShareGroupDescribeRequest(version=1, group_ids=[group], include_authorized_operations=True), 1)
+        return r.groups[0].error_code, r.groups[0].authorized_operations
+
     def consumer_describe(self, group: str) -> tuple[int, int]:
         r = self.c.call(ConsumerGroupDescribeRequest(version=0, group_ids=[group], include_authorized_operations=True),
                         0)
@@ -578,6 +591,12 @@ def _consumer_protocol_checks(conns: dict, out: dict) -> None:
         ("alice", "g-bob-cg", ["t-bob-1"]), ("mallory", "g-bob-cg", ["t-public"])]}
     out["cg_describe"] = {u: conns[u].consumer_describe("g-bob-cg") for u in USERS}
     out["cg_after"] = conns["admin"].consumer_describe("g-bob-cg2")[0]
+    # share groups (KIP-932): the same rules, READ to heartbeat, DESCRIBE to describe
+    out["sg_heartbeat"] = {(u, g, tuple(ts)): conns[u].share_heartbeat(g, ts) for u, g, ts in [
+        ("bob", "g-bob-sg", ["t-bob-1"]), ("bob", "g-bob-sg2", ["t-bob-1", "t-alice"]),
+        ("alice", "g-bob-sg", ["t-bob-1"]), ("mallory", "g-bob-sg", ["t-public"])]}
+    out["sg_describe"] = {u: conns[u].share_describe("g-bob-sg") for u in USERS}
+    out["sg_after"] = conns["admin"].share_describe("g-bob-sg2")[0]
 
 
 def test_setup(matrix):
@@ -768,6 +787,21 @@ def test_consumer_group_protocol_apis(matrix):
     assert d["carol"] == (0, (1 << Op.READ) | (1 << Op.DESCRIBE))  # READ * on groups and topics
     assert d["mallory"] == (E.GROUP_AUTHORIZATION_FAILED, -2**31)
     assert matrix["cg_after"] == E.GROUP_ID_NOT_FOUND  # the refused heartbeat made no group
+
+
+def test_share_group_apis(matrix):
+    assert matrix["sg_heartbeat"] == {
+        ("bob", "g-bob-sg", ("t-bob-1",)): 0,
+        ("bob", "g-bob-sg2", ("t-bob-1", "t-alice")): E.TOPIC_AUTHORIZATION_FAILED,  # may not describe t-alice
+        ("alice", "g-bob-sg", ("t-bob-1",)): E.GROUP_AUTHORIZATION_FAILED,  # DESCRIBE is not READ
+        ("mallory", "g-bob-sg", ("t-public",)): E.GROUP_AUTHORIZATION_FAILED}
+    d = matrix["sg_describe"]
+    bob_ops = sum(1 << op for op in (Op.READ, Op.DELETE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS))
+    assert d["bob"] == (0, bob_ops) and d["admin"] == (0, bob_ops)
+    assert d["alice"] == (E.GROUP_AUTHORIZATION_FAILED, -2**31)  # no DESCRIBE on g-bob-sg
+    assert d["carol"] == (0, (1 << Op.READ) | (1 << Op.DESCRIBE))  # READ * on groups and topics
+    assert d["mallory"] == (E.GROUP_AUTHORIZATION_FAILED, -2**31)
+    assert matrix["sg_after"] == E.GROUP_ID_NOT_FOUND  # the refused heartbeat made no group
 
 
 def test_denied_requests_changed_nothing(matrix):

@@ -43,9 +43,11 @@ EXPECTED_RANGES[37] = (0, 3)  # CreatePartitions
 EXPECTED_RANGES.update({17: (0, 1), 36: (0, 2), 29: (0, 3), 30: (0, 3), 31: (0, 3), 50: (0, 0), 51: (0, 0)})
 EXPECTED_RANGES[68] = (0, 1)  # ConsumerGroupHeartbeat
 EXPECTED_RANGES[69] = (0, 1)  # ConsumerGroupDescribe
+EXPECTED_RANGES.update({76: (1, 1), 77: (1, 1)})  # ShareGroupHeartbeat, ShareGroupDescribe (issue 25)
 EXPECTED_RANGES.update({48: (0, 1), 49: (0, 1)})  # DescribeClientQuotas, AlterClientQuotas (issue 27)
 # transactions (issue 11)
 EXPECTED_RANGES.update({24: (0, 5), 25: (0, 4), 26: (0, 5), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 1)})
+EXPECTED_RANGES[23] = (2, 4)  # OffsetForLeaderEpoch (issue 23: replication)
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,14 @@ Real faults, made by the test (it runs as root, as CI does):
 - a failed fdatasync: the log directory is an ext4 filesystem on a loop device whose backing
   file lives on a small tmpfs. Filling that tmpfs leaves ext4 believing it has room, so
   write(2) succeeds into the page cache, and the writeback that fdatasync starts fails in the
-  block layer: fdatasync returns EIO (and, the trap Kafka's policy avoids, a second fdatasync
-  then returns success although the pages were dropped). Repair: free the backing store,
-  e2fsck, mount again.
+  block layer: fdatasync returns EIO or ENOSPC (and, the trap Kafka's policy avoids, a second
+  fdatasync then returns success although the pages were dropped). Repair: free the backing
+  store, e2fsck, mount again. The loop device is limited to requests of one 4 KiB page (ext4
+  with 4 KiB blocks on 4 KiB sectors): the loop driver completes a write request that the
+  backing file took only part of (its first pages fit, the next needed a new tmpfs page) as a
+  success, so with larger requests a successful fdatasync could leave a hole of zeros where
+  acknowledged records were (docs/durability.md, "Storage faults"). A one-page request is
+  stored whole or fails.
 - a failed write: the log directory is a small tmpfs filled up; write(2) returns ENOSPC.
   Repair: delete the filler.
 
@@ -19,6 +24,8 @@ Both faults are driven by real clients: a confluent-kafka producer (acks=all) an
 """
 from __future__ import annotations
 
+import errno
+import mmap
 import os
 import shutil
 import subprocess
@@ -51,20 +58,28 @@ def _need_root() -> None:
 
 
 class LoopDisk:
-    """ext4 on a loop device backed by a sparse 64 MiB file on a 24 MiB tmpfs."""
+    """ext4 on a loop device backed by a sparse 64 MiB file on a 24 MiB tmpfs, every I/O request
+    one whole 4 KiB page of the backing file (see the module docstring)."""
+
+    PAGE = 4096
 
     def __init__(self, root: Path) -> None:
         self.back, self.mnt = root / "back", root / "mnt"
         self.image, self.filler = self.back / "disk.img", self.back / "filler"
         self.back.mkdir()
         self.mnt.mkdir()
+        self.dev: str | None = None
+        self._found_limit = ""
+
+    def mount_backing(self) -> None:
+        r = _run("mount", "-t", "tmpfs", "-o", "size=24m,huge=never", "tmpfs", str(self.back))
+        assert r.returncode == 0, r.stderr
 
     def create(self) -> LoopDisk:
-        r = _run("mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(self.back))
-        assert r.returncode == 0, r.stderr
+        self.mount_backing()
         with open(self.image, "wb") as f:
             f.truncate(64 << 20)
-        r = _run("mkfs.ext4", "-q", "-F", str(self.image))
+        r = _run("mkfs.ext4", "-q", "-F", "-b", str(self.PAGE), str(self.image))
         assert r.returncode == 0, r.stderr
         # The filler exists from the start, holding a reserve: on a busy run the server's own
         # writes can use up the backing store first, and then the filler could not be created
@@ -75,18 +90,45 @@ class LoopDisk:
         return self
 
     def mount(self) -> None:
-        r = _run("mount", "-o", "loop", str(self.image), str(self.mnt))
+        r = _run("mount", self.attach(), str(self.mnt))
+        assert r.returncode == 0, r.stderr
+
+    def attach(self) -> str:
+        """The image as a loop device whose every request is one page of the backing file."""
+        r = _run("losetup", "--show", "-f", "--sector-size", str(self.PAGE), str(self.image))
         if r.returncode != 0:
             _run("umount", str(self.back))
-            pytest.skip(f"no loop device in this sandbox (mount -o loop: {r.stderr.strip()})")
+            pytest.skip(f"no loop device in this sandbox (losetup: {r.stderr.strip()})")
+        self.dev = r.stdout.strip()
+        # Before anything is mounted on it: no request may span two pages of the backing file,
+        # or a write the tmpfs takes only part of is reported as a success (module docstring).
+        # The limit outlives the device's detach, so detach() puts the one found back.
+        limit = self._queue() / "max_sectors_kb"
+        self._found_limit = limit.read_text().strip()
+        limit.write_text(str(self.PAGE // 1024))
+        assert limit.read_text().strip() == str(self.PAGE // 1024)
+        assert (self._queue() / "logical_block_size").read_text().strip() == str(self.PAGE)
+        return self.dev
+
+    def _queue(self) -> Path:
+        assert self.dev is not None
+        return Path("/sys/block") / Path(self.dev).name / "queue"
+
+    def detach(self) -> None:
+        if self.dev is not None:
+            if self._found_limit:
+                (self._queue() / "max_sectors_kb").write_text(self._found_limit)
+            _run("losetup", "-d", self.dev)
+            self.dev = None
 
     def break_it(self) -> None:
-        """Use up the backing store: ext4's next writeback of a new block fails (EIO)."""
+        """Use up the backing store: ext4's next writeback of a new block fails."""
         fill(self.filler)
 
     def repair(self) -> str:
         """Free the backing store and check the filesystem, as an operator would."""
         assert _run("umount", str(self.mnt)).returncode == 0
+        self.detach()
         self.filler.unlink()
         r = _run("e2fsck", "-fy", str(self.image))
         assert r.returncode in (0, 1, 2), r.stdout + r.stderr  # 1, 2: errors corrected
@@ -95,6 +137,7 @@ class LoopDisk:
 
     def remove(self) -> None:
         _run("umount", "-l", str(self.mnt))
+        self.detach()
         _run("umount", "-l", str(self.back))
 
 
@@ -114,9 +157,12 @@ def loop_disk(tmp_path) -> Iterator[LoopDisk]:
     _need_root()
     if shutil.which("mkfs.ext4") is None:
         pytest.fail("mkfs.ext4 missing (Debian package e2fsprogs)")
-    disk = LoopDisk(tmp_path).create()
-    yield disk
-    disk.remove()
+    disk = LoopDisk(tmp_path)
+    try:
+        disk.create()
+        yield disk
+    finally:
+        disk.remove()
 
 
 @pytest.fixture
@@ -334,22 +380,45 @@ def test_a_failed_fdatasync_takes_the_log_dir_offline_and_halts(loop_disk, tmp_p
     fsck = loop_disk.repair()
     again = start_server(log_dir, tmp_path / "kcoord-again.log", port=srv.port, flush_every_message=True)
     try:
-        try:
-            check_recovered(again, writers)
-        except LostAcknowledged as e:
-            # To be fixed next: on this machine since 2026-11-27 the last 1-4 acknowledged
-            # records of a partition (or the last acknowledged commit) are missing after this
-            # fault in about half the runs (past the recovered log end), with this tree and
-            # with 887cf16 alike (the code before the data-plane change). Each was acknowledged after its fdatasync returned success;
-            # whether the kernel (ext4 on a loop device over a full tmpfs, its journal aborting,
-            # e2fsck's repair) or the server loses them is not yet known. Only this outcome is
-            # expected to fail; every other check of this test is strict.
-            pytest.xfail(f"acknowledged records lost after the ext4/loop fault (cause under investigation): {e}")
+        check_recovered(again, writers)
     finally:
         again.stop()
     print(f"\nfdatasync failure: {len(writers.acked)} records and {writers.commit_acked} commits acknowledged, "
           f"all recovered; produce errors after the fault: {len(writers.produce_errors)}; "
           f"commit errors: {sorted(writers.commit_errors)}; e2fsck: {fsck.strip().splitlines()[-1:]}")
+
+
+def test_the_loop_disk_fails_a_write_its_full_backing_store_takes_only_part_of(tmp_path):
+    """The premise of the fdatasync test: the loop device reports every write the backing store
+    could not take whole as failed. Linux's loop driver completes a request that the backing
+    file took only its first pages of as a success (the rest left a hole of zeros); LoopDisk
+    limits requests to one page, so such a write fails instead."""
+    _need_root()
+    page = LoopDisk.PAGE
+    disk = LoopDisk(tmp_path)
+    try:
+        disk.mount_backing()
+        with open(disk.image, "wb") as f:
+            f.truncate(1 << 20)
+            f.write(b"\1" * page)  # the backing file's first page exists, its second is a hole
+        dev = disk.attach()
+        fill(disk.filler)  # and the second can no longer be created
+        buf = mmap.mmap(-1, 2 * page)  # page-aligned, for O_DIRECT
+        buf.write(b"\xab" * 2 * page)
+        fd = os.open(dev, os.O_RDWR | os.O_DIRECT)
+        try:
+            with pytest.raises(OSError) as failed:
+                written = os.pwritev(fd, [buf], 0)
+                os.fdatasync(fd)
+                stored = mmap.mmap(-1, 2 * page)
+                os.preadv(fd, [stored], 0)
+                print(f"write of {2 * page} bytes returned {written}, fdatasync 0; second page stored: "
+                      f"{stored[page:] == buf[page:]}")
+        finally:
+            os.close(fd)
+        assert failed.value.errno in (errno.EIO, errno.ENOSPC), failed.value
+    finally:
+        disk.remove()
 
 
 def test_a_failed_write_on_a_full_disk_takes_the_log_dir_offline_and_halts(small_tmpfs, tmp_path):

@@ -61,6 +61,7 @@ from kafka.protocol.consumer import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
@@ -127,6 +128,11 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
         return ListOffsetsRequest(version=v, replica_id=-1, isolation_level=0, timeout_ms=0, topics=[
             T(name=TOPIC, partitions=[P(partition_index=0, current_leader_epoch=-1, timestamp=-1,
                                         max_num_offsets=1)])])
+    if api == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+        T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+        return OffsetForLeaderEpochRequest(version=v, replica_id=-1, topics=[
+            T(topic=TOPIC, partitions=[T.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1,
+                                                                   leader_epoch=0)])])
     if api == ApiKey.METADATA:
         return MetadataRequest(version=v, topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
                                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
@@ -225,12 +231,56 @@ def build_request(api: int, v: int, topic_id: uuid.UUID) -> Any:
             server_assignor=None, topic_partitions=[])
     if api == ApiKey.CONSUMER_GROUP_DESCRIBE:  # the group the heartbeat seed of this version made
         return ConsumerGroupDescribeRequest(version=v, group_ids=[f"fuzz-cg-{v}"], include_authorized_operations=False)
-    seed = _admin_seed(api, v)
+    if api == ApiKey.SHARE_GROUP_HEARTBEAT:  # a share member joining (epoch 0)
+        from kcoord.protocol.share_messages import ShareGroupHeartbeatRequest
+
+        return ShareGroupHeartbeatRequest(version=v, group_id=f"fuzz-sg-{v}", member_id=f"fuzz-share-member-{v}",
+                                          member_epoch=0, rack_id=None, subscribed_topic_names=[TOPIC])
+    if api == ApiKey.SHARE_GROUP_DESCRIBE:  # the group the heartbeat seed of this version made
+        from kcoord.protocol.share_messages import ShareGroupDescribeRequest
+
+        return ShareGroupDescribeRequest(version=v, group_ids=[f"fuzz-sg-{v}"], include_authorized_operations=False)
+    seed = _admin_seed(api, v) or _share_seed(api, v, topic_id)
     if seed is not None:
         return seed
     if api in TXN_APIS:
         return txn_request(api, v, TOPIC, COMMIT_GROUP)
     raise AssertionError(f"no seed for API {api}: add one when an API is added to API_TABLE")
+
+
+def _share_seed(api: int, v: int, topic_id: uuid.UUID) -> Any:
+    """Seeds of the share-partition APIs: a share fetch opening a session of group
+    fuzz-share-v, an acknowledgement without a session, the share offsets of fuzz-share-1 (the
+    group the ShareFetch v1 seed started) described, set and deleted."""
+    from kcoord.protocol import share_messages as sm
+
+    group = f"fuzz-share-{v}" if api in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE) else "fuzz-share-1"
+    if api == ApiKey.SHARE_FETCH:
+        P = sm.ShareFetchRequest.FetchTopic.FetchPartition
+        return sm.ShareFetchRequest(
+            version=v, group_id=group, member_id="fuzz-member", share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+            max_bytes=1 << 20, max_records=10, batch_size=10, share_acquire_mode=0, is_renew_ack=False,
+            topics=[sm.ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[
+                P(partition_index=0, acknowledgement_batches=[])])], forgotten_topics_data=[])
+    if api == ApiKey.SHARE_ACKNOWLEDGE:  # no session of its own: SHARE_SESSION_NOT_FOUND by design
+        P = sm.ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition
+        return sm.ShareAcknowledgeRequest(
+            version=v, group_id=group, member_id="fuzz-other", share_session_epoch=1, is_renew_ack=False,
+            topics=[sm.ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=topic_id, partitions=[P(
+                partition_index=0, acknowledgement_batches=[P.AcknowledgementBatch(
+                    first_offset=0, last_offset=0, acknowledge_types=[1])])])])
+    if api == ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS:
+        G = sm.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+        return sm.DescribeShareGroupOffsetsRequest(version=v, groups=[G(group_id=group, topics=[
+            G.DescribeShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=[0])])])
+    if api == ApiKey.ALTER_SHARE_GROUP_OFFSETS:
+        T = sm.AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+        return sm.AlterShareGroupOffsetsRequest(version=v, group_id=group, topics=[T(topic_name=TOPIC, partitions=[
+            T.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])])
+    if api == ApiKey.DELETE_SHARE_GROUP_OFFSETS:
+        T = sm.DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
+        return sm.DeleteShareGroupOffsetsRequest(version=v, group_id=group, topics=[T(topic_name=TOPIC)])
+    return None
 
 
 def _admin_seed(api: int, v: int) -> Any:
@@ -493,7 +543,7 @@ def test_every_seed_is_answered_without_error(env: Env) -> None:
     # Heartbeat / SyncGroup / LeaveGroup for a member the group does not know are errors by
     # design; they still prove the request decoded and reached the coordinator.
     expected_errors = {n for n in kinds if n.startswith(("HEARTBEAT", "SYNC_GROUP", "LEAVE_GROUP",
-                                                         "DELETE_GROUPS", "OFFSET_DELETE",
+                                                         "DELETE_GROUPS", "OFFSET_DELETE", "SHARE_ACKNOWLEDGE",
                                                          *TXN_ERROR_BY_DESIGN))}
     # SASL requests on a connection that is not authenticating: ILLEGAL_SASL_STATE, as Kafka; the
     # ACL APIs without an authorizer: SECURITY_DISABLED, as Kafka.

@@ -126,10 +126,11 @@ def test_group_key_v2_layout_and_round_trip():
     assert decode_key(b) == GKEY
 
 
-@pytest.mark.parametrize("version", [9, 12, 17, 100])
+@pytest.mark.parametrize("version", [9, 17, 100])
 def test_newer_key_versions_are_skipped(version, caplog):
-    """Share- and streams-group keys (9-15, 17+) are not ours; consumer-group keys (3-8, 16) are
-    (tests/unit/test_consumer_group_records.py)."""
+    """Kafka 4.0's ShareGroupPartitionMetadata (9) and streams-group keys (17+) are not ours;
+    consumer-group keys (3-8, 16) and share-group keys (10-15) are
+    (tests/unit/test_consumer_group_records.py, test_share_group_coordinator.py)."""
     caplog.set_level(logging.DEBUG, logger="kcoord.protocol.coordinator_codec")
     b = i16(version) + string("g", False) + b"whatever follows"
     assert decode_key(b) is None

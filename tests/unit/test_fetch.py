@@ -1,4 +1,4 @@
-"""Fetch handler: reads, limits (KIP-74), errors, topic ids, sessions declined, and long polls
+"""Fetch handler: reads, limits (KIP-74), errors, topic ids, sessionless requests, and long polls
 completed by Produce or expired by max_wait_ms on a FakeClock."""
 from __future__ import annotations
 
@@ -100,8 +100,9 @@ async def test_leader_epoch_checks(broker):
     assert parts_of(resp)[0][1].error_code == 0
 
 
-async def test_sessions_are_declined(broker):
-    resp = await call(broker, ApiKey.FETCH, fetch_req([("t", 0, 0)], session_id=0, session_epoch=0), 12)
+async def test_sessionless_fetch_and_unknown_session(broker):
+    # epoch -1: no session (tests/unit/test_fetch_sessions.py covers sessions)
+    resp = await call(broker, ApiKey.FETCH, fetch_req([("t", 0, 0)], session_id=0, session_epoch=-1), 12)
     assert resp.error_code == 0 and resp.session_id == 0
     resp = await call(broker, ApiKey.FETCH, fetch_req([("t", 0, 0)], session_id=77, session_epoch=3), 12)
     assert resp.error_code == E.FETCH_SESSION_ID_NOT_FOUND and resp.responses == []

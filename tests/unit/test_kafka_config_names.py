@@ -37,9 +37,9 @@ def test_listener_prefixed_names_are_known_by_their_setting():
 
 
 def test_kafkas_names_kcoord_does_not_use_are_ignored_and_others_unknown():
-    cfg = Config({"offsets.topic.replication.factor": "3", "log.cleaner.threads": "2",
+    cfg = Config({"num.io.threads": "3", "log.cleaner.threads": "2",
                   "listener.name.plaintext.ssl.keymanager.algorithm": "PKIX", "made.up.name": "1",
                   "listener.name.plaintext.made.up": "x"})
     assert cfg.unknown == {"made.up.name": "1", "listener.name.plaintext.made.up": "x"}
-    assert set(cfg.ignored) == {"offsets.topic.replication.factor", "log.cleaner.threads",
+    assert set(cfg.ignored) == {"num.io.threads", "log.cleaner.threads",
                                 "listener.name.plaintext.ssl.keymanager.algorithm"}

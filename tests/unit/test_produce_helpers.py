@@ -63,7 +63,9 @@ def _decode_response(api: ApiKey, resp: Any, version: int) -> Any:
 # the APIs whose answers wait for I/O (a durable append, a file written): their handlers return
 # a Deferred like every other parked answer, which call() waits for
 _WAITED = {ApiKey.PRODUCE, ApiKey.DELETE_TOPICS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
-           ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS}
+           ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.SHARE_FETCH,
+           ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+           ApiKey.DELETE_SHARE_GROUP_OFFSETS}
 
 
 async def call(broker: Broker, api: ApiKey, req: Any, version: int) -> Any:

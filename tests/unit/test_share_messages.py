@@ -103,9 +103,22 @@ def test_every_served_version_has_a_golden_case():
                 assert (api + kind, v) in have, (api + kind, v)
 
 
-def test_not_served_yet():
-    """Foundation only: ApiVersions does not advertise the share APIs until the group type is
-    composed into the coordinator (docs/share-groups.md)."""
+def test_served_at_kafka_43_versions():
+    """The share-partition APIs are served (docs/share-groups.md) at the versions their schemas
+    declare, which are Kafka 4.3's."""
+    from kcoord.protocol.api import API_TABLE
+
+    for key, versions in {78: (1, 2), 79: (1, 2), 90: (0, 1), 91: (0, 0), 92: (0, 0)}.items():
+        spec = API_TABLE[key]
+        assert (spec.min_version, spec.max_version) == versions
+        assert spec.request.__module__ == "kcoord.protocol.share_messages"
+def test_served_as_kafka_4_3_serves_them():
+    """ShareGroupHeartbeat and ShareGroupDescribe are served (the share group coordinator) at the
+    versions of these classes; the other share APIs are advertised once they are served."""
     from kcoord.protocol import api
-    assert not {int(k) for k in api.ApiKey} & {76, 77, 78, 79, 90, 91, 92}
-    assert "share_messages" not in pathlib.Path(api.__file__).read_text()
+    from kcoord.server.handlers.routes import ROUTES
+
+    for api_name, key in (("ShareGroupHeartbeat", 76), ("ShareGroupDescribe", 77)):
+        spec = api.API_TABLE[key]
+        assert (spec.min_version, spec.max_version) == SERVED[api_name][1:]
+        assert key in ROUTES

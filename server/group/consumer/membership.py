@@ -33,6 +33,7 @@ from kcoord.server.group.consumer.validation import RequestError, check_member_e
 from kcoord.server.group.consumer.writes import ConsumerGroupWrites
 from kcoord.server.group.group_manager import GroupMetadataManager
 from kcoord.server.group.migration import GroupMigration, MigrationError
+from kcoord.server.group.types import GroupType
 
 log = logging.getLogger("kcoord.group")
 
@@ -62,6 +63,8 @@ class Membership:
                 raise RequestError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {gid} has no member of that id.")
             raise RequestError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
         if group is not None and not group.is_dead():
+            if group.TYPE is GroupType.SHARE:
+                raise RequestError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
             if not group.is_empty() or group.num_members():
                 migration = self.migration
                 if not migration.can_upgrade(group):

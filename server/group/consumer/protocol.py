@@ -74,7 +74,7 @@ class ConsumerGroupProtocol:
         self.subscriptions = Subscriptions(manager, writes, topics)
         self.assignment = TargetAssignment(manager, writes, self.assignor_names)
         self.leaving = Leaving(manager, writes, self.subscriptions, self.assignment, timers, migration)
-        self.timers = MemberTimers(timers, self._groups, config.group_consumer_session_timeout_ms,
+        self.timers = MemberTimers(timers, self._groups, config.consumer_session_timeout_ms,
                                    self.leaving.expire)
         self.members = Membership(manager, writes, self.subscriptions, self.timers, topics, migration)
         self.describe = ConsumerGroupDescribe(manager, topics, self.assignor_names).describe
@@ -115,9 +115,10 @@ class ConsumerGroupProtocol:
         # the member's session restarted: MemberTimers.session inline (this is the hot path)
         timers = self.timers
         expire = timers.expire
-        timers.timers.schedule(("session", gid, mid), timers.session_timeout_ms,
+        config = self.config
+        timers.timers.schedule(("session", gid, mid), config.consumer_session_timeout_ms(gid),
                                lambda: expire(gid, mid, SESSION_EXPIRED, None))
-        return keep_alive(mid, epoch, self.config.group_consumer_heartbeat_interval_ms)
+        return keep_alive(mid, epoch, config.consumer_heartbeat_interval_ms(gid))
 
     def _heartbeat(self, req: Any, version: int, client_id: str, client_host: str) -> CoordinatorResult:
         """A member joining or heartbeating: steps 1 to 3."""
@@ -166,7 +167,7 @@ class ConsumerGroupProtocol:
         full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
                               and owned is not None)
         self.timers.session(gid, member_id)
-        interval = self.config.group_consumer_heartbeat_interval_ms
+        interval = self.config.consumer_heartbeat_interval_ms(gid)
 
         def answer(g: ConsumerGroup, records: list[CoordinatorRecord],
                    undo: list[CoordinatorRecord]) -> tuple[Any, None]:

@@ -74,18 +74,20 @@ def cancel_member_timers(timers: Timers, gid: str, member_id: str, keep_session:
 class MemberTimers:
     """A member's timers by kind ("session", "rebalance", "join", "sync"), each fencing it."""
 
-    def __init__(self, timers: Timers, groups: dict[str, Any], session_timeout_ms: int, expire: Expire) -> None:
+    def __init__(self, timers: Timers, groups: dict[str, Any], session_timeout_ms: Callable[[str], int],
+                 expire: Expire) -> None:
         self.timers = timers
         self._groups = groups
-        self.session_timeout_ms = session_timeout_ms  # group.consumer.session.timeout.ms
+        # group id -> its consumer.session.timeout.ms, else group.consumer.session.timeout.ms
+        self.session_timeout_ms = session_timeout_ms
         self.expire = expire
 
     def session(self, gid: str, member_id: str, timeout_ms: int | None = None) -> None:
-        """(Re)start the member's session: `timeout_ms`, else group.consumer.session.timeout.ms.
+        """(Re)start the member's session: `timeout_ms`, else the group's session timeout.
         (A keep-alive does the same inline: protocol.py keepalive.)"""
         expire = self.expire
         self.timers.schedule(("session", gid, member_id),
-                             self.session_timeout_ms if timeout_ms is None else timeout_ms,
+                             self.session_timeout_ms(gid) if timeout_ms is None else timeout_ms,
                              lambda: expire(gid, member_id, SESSION_EXPIRED, None))
 
     def restart_session(self, gid: str, member_id: str) -> None:

@@ -13,7 +13,7 @@ happens when the owner calls expire_locks(now). Persistence is the caller's: sna
 what Kafka's ShareSnapshot record holds, from_snapshot() rebuilds a partition from it (Acquired
 records come back Available, as Kafka persists them, with their delivery counts).
 
-Not wired into the server yet (docs/share-groups.md).
+Served by server/share/manager.py (ShareFetch, ShareAcknowledge; docs/share-groups.md).
 """
 from __future__ import annotations
 
@@ -377,6 +377,15 @@ class SharePartition:
         changed: list[Run] = []
         for first, last in self.acquired_by(member):
             changed += self._transition_range(first, last, Event.MEMBER_GONE, None, now, strict=False)
+        self._coalesce()
+        self._advance()
+        return changed
+
+    def archive_acquired(self, member: str, first: int, last: int, now: int) -> list[Run]:
+        """Records `member` just acquired that are never delivered (control batches, aborted
+        transactions under read_committed): Archived at once, as if acknowledged GAP."""
+        changed = self._transition_range(max(first, self.start_offset), min(last, self.end_offset - 1),
+                                         Event.GAP, member, now, strict=False)
         self._coalesce()
         self._advance()
         return changed

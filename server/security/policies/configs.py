@@ -1,5 +1,5 @@
 """Who may describe and alter configs: DESCRIBE_CONFIGS / ALTER_CONFIGS on each resource (the
-cluster for a broker or a broker logger)."""
+topic; the group for a GROUP config resource; the cluster for a broker or a broker logger)."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -175,3 +175,34 @@ def list_offsets(a: Access, req: Any, version: int) -> Guarded:
     if not kept:
         return Guarded(refusal=ListOffsetsResponse(version=version, throttle_time_ms=0, topics=errors))
     return Guarded(request=clone(req, topics=kept), after=merge)
+
+
+def offsets_for_leader_epoch(a: Access, req: Any, version: int) -> Guarded:
+    """A follower (replica id >= 0, v3+) needs CLUSTER_ACTION; a consumer DESCRIBE on each
+    topic (TOPIC_AUTHORIZATION_FAILED per partition otherwise), as Kafka authorizes it."""
+    from kafka.protocol.consumer import OffsetForLeaderEpochResponse
+
+    replica = getattr(req, "replica_id", -2) if version >= 3 else -2
+    if replica is not None and replica >= 0:
+        if a.cluster(AclOperation.CLUSTER_ACTION):
+            return PASS
+        allowed: set[str] = set()
+    else:
+        allowed = set(a.allowed_names(DESCRIBE, TOPIC, (t.topic for t in req.topics)))
+    denied = [t for t in req.topics if t.topic not in allowed]
+    if not denied:
+        return PASS
+    T = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+    P = T.EpochEndOffset
+    errors = [T(topic=t.topic, partitions=[P(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partition=p.partition,
+                                             leader_epoch=-1, end_offset=-1) for p in t.partitions])
+              for t in denied]
+    kept = [t for t in req.topics if t.topic in allowed]
+
+    def merge(resp: Any) -> Any:
+        resp.topics = list(resp.topics) + errors
+        return resp
+
+    if not kept:
+        return Guarded(refusal=OffsetForLeaderEpochResponse(version=version, throttle_time_ms=0, topics=errors))
+    return Guarded(request=clone(req, topics=kept), after=merge)

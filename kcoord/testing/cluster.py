@@ -1,0 +1,159 @@
+"""A local kcoord cluster: N `kcoord serve` processes joined through ZooKeeper (one started
+from Debian's package unless a connect string is given), each in its own directory on free
+loopback ports. `kcoord cluster` runs one for a person; the pytest plugin's
+`kcoord_cluster_factory` for a test (docs/cluster.md).
+
+    cluster = KcoordCluster(tmp_path, nodes=3).start()
+    cluster.bootstrap            "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
+    cluster.kill(2)              SIGKILL node 2 (its ZooKeeper session expires later)
+    cluster.stop(2)              SIGTERM: controlled shutdown, then exit
+    cluster.start(2)             start it again and wait until it is registered
+    cluster.controller()         the broker id in /controller (-1: none)
+    cluster.state("t", 0)        /brokers/topics/t/partitions/0/state as a dict (None: absent)
+    cluster.close()
+"""
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kcoord.testing.process import KcoordProcess, free_port
+
+T = TypeVar("T")
+
+
+def wait_for(cond: Callable[[], T], timeout: float, what: str = "condition", interval: float = 0.1) -> T:
+    """cond()'s first truthy value within `timeout` seconds, else AssertionError."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = cond()
+            if last:
+                return last
+        except Exception as e:  # noqa: BLE001 - a condition that cannot be checked yet is not met
+            last = e
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+class KcoordCluster:
+    def __init__(self, directory: Path, nodes: int = 3, zookeeper: str | None = None,
+                 overrides: dict[str, str] | None = None, session_timeout_ms: int = 6000,
+                 racks: dict[int, str] | None = None, control: bool = False, first_id: int = 1,
+                 ports: dict[int, int] | None = None) -> None:
+        self.directory = Path(directory)
+        self.count = nodes
+        self.session_timeout_ms = session_timeout_ms
+        self._zk_server: Any = None
+        self._zk_connect = zookeeper
+        self._zk: Any = None
+        self.overrides = dict(overrides or {})
+        self.racks = dict(racks or {})
+        self.control = control
+        self.ids = list(range(first_id, first_id + nodes))
+        self.ports = dict(ports or {})
+        self.nodes: dict[int, KcoordProcess] = {}
+
+    # ---- ZooKeeper
+
+    @property
+    def zookeeper(self) -> str:
+        assert self._zk_connect is not None, "start() first"
+        return self._zk_connect
+
+    def zk(self) -> Any:
+        """A kazoo client of the cluster's ZooKeeper (its chroot), for reading znodes."""
+        if self._zk is None:
+            from kazoo.client import KazooClient
+
+            self._zk = KazooClient(hosts=self.zookeeper, timeout=10)
+            self._zk.start(timeout=30)
+        return self._zk
+
+    def read(self, path: str) -> Any:
+        """A znode's JSON (None when absent)."""
+        if not self.zk().exists(path):
+            return None
+        data, _ = self.zk().get(path)
+        return json.loads(data) if data else {}
+
+    def controller(self) -> int:
+        c = self.read("/controller")
+        return -1 if c is None else int(c["brokerid"])
+
+    def registered(self) -> list[int]:
+        return sorted(int(b) for b in self.zk().get_children("/brokers/ids")) if self.zk().exists("/brokers/ids") else []
+
+    def state(self, topic: str, partition: int) -> dict[str, Any] | None:
+        return self.read(f"/brokers/topics/{topic}/partitions/{partition}/state")
+
+    def assignment(self, topic: str) -> dict[int, list[int]] | None:
+        t = self.read(f"/brokers/topics/{topic}")
+        return None if t is None else {int(p): r for p, r in t["partitions"].items()}
+
+    # ---- the nodes
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for i, n in sorted(self.nodes.items()) if n.alive())
+
+    def node(self, broker_id: int) -> KcoordProcess:
+        return self.nodes[broker_id]
+
+    def start(self, broker_id: int | None = None, timeout: float = 90.0) -> KcoordCluster:
+        """Start ZooKeeper (unless given) and every node, or one node again; returns once the
+        node(s) are registered in /brokers/ids."""
+        if broker_id is not None:
+            self.nodes[broker_id].start(timeout)
+            wait_for(lambda: broker_id in self.registered(), timeout, f"broker {broker_id} to register")
+            return self
+        if self._zk_connect is None:
+            from kcoord.server.cluster.zookeeper_server import ZooKeeperServer
+
+            self._zk_server = ZooKeeperServer(self.directory / "zookeeper").start()
+            self._zk_connect = self._zk_server.connect
+        for i in self.ids:
+            overrides = {
+                "node.id": str(i),
+                "zookeeper.connect": self.zookeeper,
+                "zookeeper.session.timeout.ms": str(self.session_timeout_ms),
+                "offsets.topic.replication.factor": str(min(3, self.count)),
+                **({"broker.rack": self.racks[i]} if i in self.racks else {}),
+                **self.overrides,
+            }
+            self.nodes[i] = KcoordProcess(self.directory / f"node-{i}" / "data", port=self.ports.get(i),
+                                          overrides=overrides, control=self.control)
+        for i in self.ids:
+            self.nodes[i].start(timeout)
+        wait_for(lambda: set(self.ids) <= set(self.registered()), timeout, "every broker to register")
+        return self
+
+    def kill(self, broker_id: int) -> None:
+        self.nodes[broker_id].stop(signal.SIGKILL)
+
+    def stop(self, broker_id: int, timeout: float = 60.0) -> int:
+        return self.nodes[broker_id].stop(signal.SIGTERM, timeout)
+
+    def close(self) -> None:
+        for n in self.nodes.values():
+            if n.alive():
+                n.stop(signal.SIGTERM, 30.0)
+        if self._zk is not None:
+            try:
+                self._zk.stop()
+                self._zk.close()
+            except Exception:  # noqa: BLE001 - closing a client of a stopped server
+                pass
+            self._zk = None
+        if self._zk_server is not None:
+            self._zk_server.stop()
+            self._zk_server = None
+
+
+__all__ = ["KcoordCluster", "free_port", "wait_for"]

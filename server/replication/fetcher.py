@@ -1,0 +1,294 @@
+"""Followers copying their leaders (Kafka's ReplicaFetcherManager / ReplicaFetcherThread /
+AbstractFetcherThread), one asyncio task per source broker.
+
+A partition joins its leader's fetcher needing truncation. The fetcher first asks the leader
+where our latest leader epoch ends (OffsetsForLeaderEpoch v4, replica_id = our broker id) and
+cuts our log there (partition.truncation_point, KIP-101/279: repeated while the answer names an
+epoch we never had), so a replica never keeps records the leader does not have. Then it sends
+Fetch v12 (topic names; replica_id = our broker id) for every partition at its log end offset,
+appends the batches as they come (offsets, epochs and timestamps kept), takes the leader's
+high watermark (capped at our log end) and fetches again. The leader learns our log end offset
+from each fetch offset. Errors: OFFSET_OUT_OF_RANGE truncates again (or, behind the leader's log
+start, starts over there); NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+wait replica.fetch.backoff.ms (the controller's next state moves the partition); a lost
+connection is retried after the same backoff.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
+
+from kcoord.protocol.errors import ErrorCode
+from kcoord.server.replication.client import BrokerClient, BrokerConnectionError
+from kcoord.server.replication.partition import truncation_point
+from kcoord.storage.batch import CorruptBatchError
+from kcoord.storage.leader_epoch import UNDEFINED_EPOCH
+
+if TYPE_CHECKING:
+    from kcoord.server.replication.replica_manager import ReplicaManager, TopicPartition
+
+log = logging.getLogger("kcoord.replication.fetcher")
+
+FETCH_VERSION = 12  # topic names (v13+ use topic ids, which are per node until the cluster's)
+EPOCH_VERSION = 4
+MAX_TRUNCATION_ROUNDS = 64
+_FetchTopic = FetchRequest.FetchTopic
+_FetchPartition = _FetchTopic.FetchPartition
+_EpochTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+_EpochPartition = _EpochTopic.OffsetForLeaderPartition
+
+
+@dataclass(eq=False, slots=True)
+class _FetchState:
+    truncating: bool = True
+    rounds: int = 0
+    delayed_until: float = 0.0
+
+
+class FetcherManager:
+    def __init__(self, manager: ReplicaManager) -> None:
+        self.manager = manager
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._where: dict[TopicPartition, int] = {}
+
+    def has(self, key: TopicPartition) -> bool:
+        return key in self._where
+
+    def add(self, key: TopicPartition, leader: int) -> None:
+        """Fetch `key` from `leader`, truncating first (also after a leader change)."""
+        self.remove(key)
+        f = self.fetchers.get(leader)
+        if f is None:
+            f = self.fetchers[leader] = ReplicaFetcher(leader, self.manager)
+        f.partitions[key] = _FetchState()
+        self._where[key] = leader
+        f.wake()
+
+    def remove(self, key: TopicPartition) -> None:
+        leader = self._where.pop(key, None)
+        if leader is not None:
+            f = self.fetchers.get(leader)
+            if f is not None:
+                f.partitions.pop(key, None)
+
+    async def stop_all(self) -> None:
+        for f in self.fetchers.values():
+            await f.stop()
+        self.fetchers.clear()
+        self._where.clear()
+
+
+class ReplicaFetcher:
+    """Fetches every partition led by one source broker."""
+
+    def __init__(self, source: int, manager: ReplicaManager) -> None:
+        self.source = source
+        self.manager = manager
+        self.partitions: dict[TopicPartition, _FetchState] = {}
+        self._wake = asyncio.Event()
+        self._client: BrokerClient | None = None
+        self._endpoint: tuple[str, int] | None = None
+        self._task = asyncio.ensure_future(self._run())
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
+            pass
+        if self._client is not None:
+            self._client.close()
+
+    def _connection(self) -> BrokerClient | None:
+        endpoint = self.manager.endpoints.get(self.source)
+        if endpoint is None:
+            return None
+        if self._client is None or endpoint != self._endpoint:
+            if self._client is not None:
+                self._client.close()
+            settings = self.manager.settings
+            self._client = BrokerClient(endpoint[0], endpoint[1], f"replica-fetcher-{self.manager.broker_id}",
+                                        settings.replica_socket_timeout_ms / 1000.0)
+            self._endpoint = endpoint
+        return self._client
+
+    @property
+    def _backoff(self) -> float:
+        return self.manager.settings.replica_fetch_backoff_ms / 1000.0
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            client = self._connection()
+            if client is None:
+                await self._sleep(self._backoff)
+                continue
+            try:
+                now = loop.time()
+                ready = {k: s for k, s in self.partitions.items() if s.delayed_until <= now}
+                truncating = {k: s for k, s in ready.items() if s.truncating}
+                if truncating:
+                    await self._truncate(client, truncating)
+                fetching = {k: s for k, s in ready.items() if not s.truncating and self.partitions.get(k) is s}
+                if fetching:
+                    await self._fetch(client, fetching)
+                elif not truncating:
+                    await self._sleep(min(s.delayed_until for s in self.partitions.values()) - loop.time())
+            except BrokerConnectionError as e:
+                log.info("Fetching from broker %d: %s", self.source, e)
+                await self._sleep(self._backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the fetcher keeps going
+                log.exception("Replica fetcher for broker %d failed; retrying", self.source)
+                await self._sleep(self._backoff)
+
+    async def _sleep(self, seconds: float) -> None:
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), max(seconds, 0.0))
+        except TimeoutError:
+            pass
+
+    def _delay(self, state: _FetchState) -> None:
+        state.delayed_until = asyncio.get_running_loop().time() + self._backoff
+
+    # ------------------------------------------------------------------ truncation
+
+    async def _truncate(self, client: BrokerClient, parts: dict[TopicPartition, _FetchState]) -> None:
+        requested: dict[TopicPartition, int] = {}
+        by_topic: dict[str, list] = {}
+        for key, state in parts.items():
+            r = self.manager.get(*key)
+            if r is None:
+                continue
+            epoch = r.cache.latest_epoch
+            if epoch == UNDEFINED_EPOCH:  # nothing written in any epoch: nothing to cut
+                self._truncated(key, state, r, r.log_end_offset)
+                continue
+            requested[key] = epoch
+            by_topic.setdefault(key[0], []).append(_EpochPartition(
+                partition=key[1], current_leader_epoch=r.leader_epoch, leader_epoch=epoch))
+        if not by_topic:
+            return
+        req = OffsetForLeaderEpochRequest(replica_id=self.manager.broker_id, topics=[
+            _EpochTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        resp = await client.request(req, EPOCH_VERSION)
+        for t in resp.topics:
+            for p in t.partitions:
+                key = (t.topic, p.partition)
+                state = self.partitions.get(key)
+                r = self.manager.get(*key)
+                if state is None or state is not parts.get(key) or r is None or key not in requested:
+                    continue  # moved meanwhile
+                if p.error_code != ErrorCode.NONE:
+                    log.info("OffsetsForLeaderEpoch of %s-%d from broker %d: %s", key[0], key[1], self.source,
+                             ErrorCode(p.error_code).name)
+                    self._delay(state)
+                    continue
+                offset, done = truncation_point(r.cache, r.log_end_offset, r.hw, requested[key],
+                                                p.leader_epoch, p.end_offset)
+                state.rounds += 1
+                if not done and state.rounds < MAX_TRUNCATION_ROUNDS:
+                    self._cut(key, r, offset)
+                    continue
+                self._truncated(key, state, r, offset)
+
+    def _cut(self, key: TopicPartition, r, offset: int) -> None:
+        if offset < r.log_end_offset:
+            log.info("Truncating %s-%d from %d to %d (leader %d)", key[0], key[1], r.log_end_offset, offset,
+                     self.source)
+            r.plog.truncate_to(offset)
+            self.manager.hooks.truncated(*key)
+        r.truncated(r.log_end_offset)
+
+    def _truncated(self, key: TopicPartition, state: _FetchState, r, offset: int) -> None:
+        self._cut(key, r, offset)
+        state.truncating = False
+        state.rounds = 0
+
+    # ------------------------------------------------------------------ fetching
+
+    async def _fetch(self, client: BrokerClient, parts: dict[TopicPartition, _FetchState]) -> None:
+        s = self.manager.settings
+        by_topic: dict[str, list] = {}
+        sent: dict[TopicPartition, int] = {}
+        for key in parts:
+            r = self.manager.get(*key)
+            if r is None:
+                continue
+            sent[key] = r.log_end_offset
+            by_topic.setdefault(key[0], []).append(_FetchPartition(
+                partition=key[1], current_leader_epoch=r.leader_epoch, fetch_offset=r.log_end_offset,
+                last_fetched_epoch=-1, log_start_offset=r.plog.log_start_offset,
+                partition_max_bytes=s.replica_fetch_max_bytes))
+        if not by_topic:
+            return
+        req = FetchRequest(
+            replica_id=self.manager.broker_id, max_wait_ms=s.replica_fetch_wait_max_ms,
+            min_bytes=s.replica_fetch_min_bytes, max_bytes=s.replica_fetch_response_max_bytes,
+            isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[_FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[], rack_id="")
+        resp = await client.request(req, FETCH_VERSION)
+        if resp.error_code:
+            log.info("Fetch from broker %d: %s", self.source, ErrorCode(resp.error_code).name)
+            for state in parts.values():
+                self._delay(state)
+            return
+        for t in resp.responses:
+            for p in t.partitions:
+                key = (t.topic, p.partition_index)
+                state = self.partitions.get(key)
+                r = self.manager.get(*key)
+                if state is None or state is not parts.get(key) or r is None or r.is_leader:
+                    continue  # moved meanwhile: the answer is stale
+                if r.log_end_offset != sent.get(key):
+                    continue
+                self._handle_partition(key, state, r, p)
+
+    def _handle_partition(self, key: TopicPartition, state: _FetchState, r, p) -> None:
+        code = p.error_code
+        if code == ErrorCode.NONE:
+            records = p.records
+            if records:
+                try:
+                    headers = r.plog.append_as_follower(records)
+                except CorruptBatchError as e:
+                    log.error("Replicated batches of %s-%d from broker %d rejected: %s", key[0], key[1],
+                              self.source, e)
+                    self._delay(state)
+                    return
+                for h in headers:
+                    r.cache.assign(h.partition_leader_epoch, h.base_offset)
+                self.manager.hooks.replicated(key[0], key[1], r.plog, headers, headers[0].base_offset)
+            if p.log_start_offset > r.plog.log_start_offset:
+                r.plog.restore_log_start_offset(p.log_start_offset)
+            r.follower_high_watermark(p.high_watermark)
+            if records:
+                self.manager.hooks.woken(*key)
+            return
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if p.log_start_offset > r.log_end_offset:
+                log.info("%s-%d is behind the leader's log start %d: starting over there", key[0], key[1],
+                         p.log_start_offset)
+                r.plog.truncate_fully_and_start_at(p.log_start_offset)
+                r.cache.clear()
+                r.truncated(p.log_start_offset)
+                self.manager.hooks.truncated(*key)
+            else:
+                state.truncating = True
+            return
+        log.info("Fetch of %s-%d from broker %d: %s", key[0], key[1], self.source, ErrorCode(code).name)
+        self._delay(state)
