@@ -50,7 +50,7 @@ class DescribeClusterApi:
             controller = cluster.controller_id
             return DescribeClusterResponse(
                 version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
-                endpoint_type=BROKER_ENDPOINT, cluster_id=self.cluster_id,
+                endpoint_type=BROKER_ENDPOINT, cluster_id=cluster.cluster_id or self.cluster_id,
                 controller_id=controller if any(b.broker_id == controller for b in listed) else -1, brokers=listed,
                 authorized_operations=set(CLUSTER_OPERATIONS) if req.include_cluster_authorized_operations else None)
         node = self.config.node_id

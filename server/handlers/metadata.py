@@ -67,7 +67,8 @@ def _cluster_entry(ctx: RequestContext, node: Any, topic: Any, version: int) -> 
                                              offline_replicas=r.offline) for r in rows])
 
 
-def _cluster_metadata(ctx: RequestContext, req: Any, version: int, node: Any, config: Config) -> Any:
+def _cluster_metadata(ctx: RequestContext, req: Any, version: int, node: Any, config: Config,
+                      local_cluster_id: str) -> Any:
     """Metadata on a cluster node: every live broker, the controller, the cluster's topics;
     an auto-created topic is written to ZooKeeper (the controller elects its leaders)."""
     from kcoord.server.cluster import answers
@@ -108,7 +109,7 @@ def _cluster_metadata(ctx: RequestContext, req: Any, version: int, node: Any, co
         version=version, throttle_time_ms=0,
         brokers=[BrokerOut(node_id=b, host=h, port=p, rack=r)
                  for b, h, p, r in answers.brokers(node, answers.listener_name(ctx))],
-        cluster_id=node.cluster_id, controller_id=node.controller_id, topics=entries)
+        cluster_id=node.cluster_id or local_cluster_id, controller_id=node.controller_id, topics=entries)
 
 
 def _error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> Any:
@@ -134,7 +135,7 @@ class MetadataApi:
     def handle_metadata(self, ctx: RequestContext, req: Any, version: int) -> Any:
         cluster = self.cluster()
         if cluster is not None:
-            return _cluster_metadata(ctx, req, version, cluster, self.config)
+            return _cluster_metadata(ctx, req, version, cluster, self.config, self.cluster_id)
         node = self.config.node_id
         endpoint = ctx.advertised_on(self.config)  # the listener the client came in on
         listener_error = ErrorCode.NONE
