@@ -127,7 +127,8 @@ class Parts:
 def build_parts(node: Broker) -> Parts:
     """The node's parts, in the order they depend on each other."""
     cfg, log_dir, clock, metrics = node.config, node.log_dir, node.clock, node.metrics
-    # 1. the topic registry and the dynamic configs (every log's segment settings need them)
+    # 1. the topic registry and the dynamic configs (every log's segment settings need them), the
+    # group configs beside them
     topics = TopicRegistry(log_dir)
     topics.load()
     configs = BrokerConfigs(cfg, log_dir)
