@@ -236,7 +236,7 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         # groups
         area("FindCoordinatorApi", lambda: module("find_coordinator").FindCoordinatorApi(cfg, txn, cluster)),
         area("GroupApis", lambda: module("groups").GroupApis(coordinator.get(), parts.runtime.get(), topics,
-                                                             parts.share_state)),
+                                                             parts.share_state, cluster)),
         area("ShareGroupApis", lambda: module("share_groups").ShareGroupApis(coordinator.get(), parts.runtime.get())),
         # data
         area("ProduceApi", lambda: module("produce").ProduceApi(cfg, clock, topics, configs, logs,

@@ -8,6 +8,7 @@ from typing import Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.cluster.controller import ControllerSettings
+from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership
 from kcoord.server.cluster.local_replicas import LocalReplicas
 from kcoord.server.cluster.node import ClusterNode
 from kcoord.server.cluster.ports import ReplicaManagerPort
@@ -54,7 +55,10 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
     node = ClusterNode(zk, config.node_id, broker_info(config, listeners), config["inter.broker.listener.name"]
                        or None, controller_settings(config, lambda t: node.cache.topic_configs.get(t, {})),
                        session_ms)
-    node.replicas = replicas(node) if replicas is not None else LocalReplicas(broker, node.cache)
+    # the group coordinator loads and unloads its partitions as this node's leadership changes
+    node.replicas = CoordinatorsFollowLeadership(
+        replicas(node) if replicas is not None else LocalReplicas(broker, node.cache),
+        lambda: broker.parts.runtime.get(), node)
     # answering from the cluster from now on: until it is read, no broker and no leader (clients
     # retry), never this node alone as a single-node server would
     broker.cluster = node

@@ -76,6 +76,10 @@ class ClusterNode:
         st = self.cache.state(topic, partition)
         return st is not None and st.leader == self.broker_id
 
+    def leads_anything(self) -> bool:
+        """Whether this node may answer as a leader at all now (not fenced)."""
+        return not self._fenced
+
     def topic(self, name: str) -> TopicAssignment | None:
         return None if name in self.cache.deleting else self.cache.topics.get(name)
 
@@ -270,6 +274,7 @@ class ClusterNode:
 
     async def _new_session(self) -> None:
         log.info("New ZooKeeper session: registering again")
+        self._hosted = {}  # the replica manager is told every state again (it may have been fenced)
         await self._register()
         await self.cache.start()
         self._fenced = False

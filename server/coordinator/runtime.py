@@ -12,6 +12,14 @@ coordinator uses in Kafka and changes no state.
 It also loads partitions (the shard answers COORDINATOR_LOAD_IN_PROGRESS for a partition
 between begin_loading and end_loading), and runs the shard's periodic tasks (offsets
 retention; aborting timed-out transactions, expiring transactional ids).
+
+On one node every partition is loaded at start-up (load_all). On a cluster node the runtime
+is `managed()`: it holds no partition until the cluster layer (server/cluster/coordinators.py)
+calls load(partition, leader_epoch) when the node becomes the partition's leader and
+unload(partition, leader_epoch) when it stops leading it (Kafka's scheduleLoadOperation /
+scheduleUnloadOperation). Unloading answers everything held for the partition NOT_COORDINATOR
+(parked requests, appends in flight, and later requests); a load or unload older than the
+epoch last seen for the partition is ignored.
 """
 from __future__ import annotations
 
@@ -43,6 +51,11 @@ class Shard(Protocol[R]):
     def begin_loading(self, partition: int) -> Any: ...
 
     def end_loading(self, partition: int) -> Any: ...
+
+    def unload(self, partition: int) -> Any:
+        """Drop the partition's state; its keys answer NOT_COORDINATOR until begin_loading."""
+
+    def is_loading(self, partition: int | None = None) -> bool: ...
 
 
 def keep_latest(latest: dict[bytes, bytes | None], key: bytes, value: bytes | None) -> None:
@@ -116,6 +129,9 @@ class CoordinatorRuntime(Generic[R]):
         self.load_hooks = tuple(load_hooks)
         self.load_seconds = load_seconds
         self._tasks: list[asyncio.Task[None]] = []
+        # managed (cluster) mode: partition -> (state, leader epoch); None on one node (all loaded)
+        self._partitions: dict[int, tuple[str, int]] | None = None
+        self._loads: dict[int, asyncio.Task[None]] = {}
         self.shard: Shard[R] = build_shard(self)
         self.writer: LogWriter[R] = LogWriter(logs, records, self.shard.replay, clock, self.commit_timeout_s,
                                               max_message_bytes, on_append)
@@ -189,7 +205,10 @@ class CoordinatorRuntime(Generic[R]):
             self.shard.begin_loading(p)
 
     async def load_all(self) -> None:
-        """Replay every partition in order, like Kafka's loaders."""
+        """Replay every partition in order, like Kafka's loaders (managed: nothing, the
+        cluster layer loads what this node leads)."""
+        if self._partitions is not None:
+            return
         self.begin_loading_all()
         partitions = self.shard.num_partitions
         total_records = 0
@@ -198,6 +217,91 @@ class CoordinatorRuntime(Generic[R]):
             total_records += await self._load_partition(p)
         log.info("Loaded %d records of %d %s partitions in %d ms", total_records, partitions, self.topic,
                  (time.monotonic() - started) * 1000)
+
+    # ---------------------------------------------------------------- immigration, emigration
+
+    def managed(self) -> None:
+        """From now on this node holds only the partitions it is told to load: every other
+        partition's keys answer NOT_COORDINATOR (a cluster node, before it leads anything)."""
+        if self._partitions is not None:
+            return
+        self._partitions = {}
+        for p in range(self.shard.num_partitions):
+            self.shard.unload(p)
+
+    def state(self, partition: int) -> tuple[str, int]:
+        """("active" | "loading" | "unloaded", the last leader epoch seen; -1 for none)."""
+        if self._partitions is None:  # one node: every partition, loaded at start-up
+            return ("loading" if self.shard.is_loading(partition) else "active"), -1
+        return self._partitions.get(partition, ("unloaded", -1))
+
+    def load(self, partition: int, leader_epoch: int) -> asyncio.Task[None] | None:
+        """This node leads `partition` from `leader_epoch`: replay its log (its keys answer
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile). A loaded or loading partition only takes
+        the newer epoch; an older one is ignored. Returns the load, or None."""
+        self.managed()
+        assert self._partitions is not None
+        state, epoch = self._partitions.get(partition, ("unloaded", -1))
+        if leader_epoch < epoch or (leader_epoch == epoch and state != "unloaded"):
+            log.info("Ignored loading %s-%d at leader epoch %d: epoch %d is %s", self.topic, partition,
+                     leader_epoch, epoch, state)
+            return None
+        if state != "unloaded":
+            self._partitions[partition] = (state, leader_epoch)
+            return None
+        self._partitions[partition] = ("loading", leader_epoch)
+        self.shard.begin_loading(partition)
+        log.info("Loading %s-%d as its leader at epoch %d", self.topic, partition, leader_epoch)
+        task = asyncio.ensure_future(self._immigrate(partition))
+        self._loads[partition] = task
+        return task
+
+    async def _immigrate(self, partition: int) -> None:
+        try:
+            await self._load_partition(partition)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - the partition stays unloaded: NOT_COORDINATOR, clients look again
+            log.exception("Loading %s-%d failed", self.topic, partition)
+            self._drop(partition)
+            return
+        finally:
+            if self._loads.get(partition) is asyncio.current_task():
+                del self._loads[partition]
+        assert self._partitions is not None
+        state, epoch = self._partitions.get(partition, ("unloaded", -1))
+        if state == "loading":
+            self._partitions[partition] = ("active", epoch)
+
+    def unload(self, partition: int, leader_epoch: int) -> bool:
+        """This node no longer leads `partition` (`leader_epoch`: the epoch of the change, or
+        -1 when unknown): a load in progress stops, appends in flight fail NOT_COORDINATOR
+        (by the shard's mapping), parked requests are answered NOT_COORDINATOR, and so is
+        every later request for its keys. Ignored when the partition was loaded at a newer
+        epoch. Whether it was unloaded."""
+        self.managed()
+        assert self._partitions is not None
+        state, epoch = self._partitions.get(partition, ("unloaded", -1))
+        if leader_epoch >= 0 and leader_epoch <= epoch and state != "unloaded":
+            log.info("Ignored unloading %s-%d at leader epoch %d: loaded at epoch %d", self.topic, partition,
+                     leader_epoch, epoch)
+            return False
+        self._partitions[partition] = ("unloaded", max(epoch, leader_epoch))
+        if state == "unloaded":
+            return False
+        self._drop(partition)
+        log.info("Unloaded %s-%d (leader epoch %d)", self.topic, partition, leader_epoch)
+        return True
+
+    def _drop(self, partition: int) -> None:
+        assert self._partitions is not None
+        task = self._loads.pop(partition, None)
+        if task is not None:
+            task.cancel()  # raises at its next await: it replays nothing more
+        state, epoch = self._partitions.get(partition, ("unloaded", -1))
+        self._partitions[partition] = ("unloaded", epoch)
+        self.writer.fence(partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self.shard.unload(partition)
 
     def reload(self, partition: int, hold_s: float = 0.0) -> Coroutine[Any, Any, None]:
         """Unload a partition now, and load it again from its log after `hold_s` seconds when

@@ -119,6 +119,7 @@ class LogWriter(Generic[R]):
         self.pending = 0  # writes not yet answered (kept by _Write)
         self._staged: dict[int, _Batch] = {}
         self._flush_scheduled = False
+        self._fences: dict[int, int] = {}  # partition -> how many times fence() was called
 
     def write(self, records: list[R], done: Done, replay: bool = True,
               undo: Callable[[], None] | None = None, durable: bool = True) -> None:
@@ -202,6 +203,15 @@ class LogWriter(Generic[R]):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{partition} has no log")
         return plog
 
+    def fence(self, partition: int, code: ErrorCode) -> None:
+        """The partition is no longer this node's (unloaded): its staged writes and those
+        waiting for their fdatasync fail with `code` (as the shard maps it) and are never
+        replayed."""
+        self._fences[partition] = self._fences.get(partition, 0) + 1
+        batch = self._staged.pop(partition, None)
+        if batch is not None:
+            self._fail(batch, self.records.append_error(code), appended=False)
+
     def flush(self) -> None:
         """Append every staged batch (end of the loop turn)."""
         self._flush_scheduled = False
@@ -229,9 +239,13 @@ class LogWriter(Generic[R]):
             self._fail(batch, self.records.append_error(ErrorCode.REQUEST_TIMED_OUT))
 
         timer = asyncio.get_running_loop().call_later(self.timeout_s, timed_out)
+        fenced = self._fences.get(partition, 0)
 
         def on_durable(exc: BaseException | None) -> None:
             timer.cancel()
+            if self._fences.get(partition, 0) != fenced:  # unloaded meanwhile: the state is not ours
+                self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                return
             if exc is not None:  # not durable: nothing is replayed, nobody is told it was written
                 if not isinstance(exc, LogDirOfflineError):
                     log.error("fdatasync of %s-%d failed: %r", self.topic, partition, exc)

@@ -224,6 +224,12 @@ class GroupCoordinator:
         self.group_manager.begin_loading(partition)
         self.offset_manager.begin_loading(partition)
 
+    def unload(self, partition: int) -> None:
+        """Another node coordinates `partition` (runtime.unload): its groups and offsets are
+        dropped, parked requests answered NOT_COORDINATOR, and so are later ones."""
+        self.group_manager.unload(partition)
+        self.offset_manager.begin_loading(partition)
+
     def end_loading(self, partition: int) -> None:
         self.group_manager.end_loading(partition)
         n_groups = n_offsets = 0

@@ -51,6 +51,7 @@ class GroupMetadataManager:
         self.num_partitions = num_partitions
         self.groups_by_id: dict[str, Any] = {}  # group id -> a Group of any type
         self.loading: set[int] = set()
+        self.unloaded: set[int] = set()  # partitions another node leads: NOT_COORDINATOR
         self._writer = background_writer
         self._background: list[CoordinatorResult] = []
         self._soon = end_of_turn
@@ -69,6 +70,8 @@ class GroupMetadataManager:
             return ErrorCode.INVALID_GROUP_ID
         if self.loading and self.partition_of(group_id) in self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if self.unloaded and self.partition_of(group_id) in self.unloaded:
+            return ErrorCode.NOT_COORDINATOR
         return None
 
     # ---- the table -----------------------------------------------------------------------
@@ -114,6 +117,7 @@ class GroupMetadataManager:
         """Groups of `partition` answer COORDINATOR_LOAD_IN_PROGRESS until end_loading; the
         groups held for it are dropped (the log is the truth)."""
         self.loading.add(partition)
+        self.unloaded.discard(partition)
         now = self.clock.now_ms()
         for g in self.groups_of_partition(partition):
             if not g.is_dead():
@@ -122,6 +126,13 @@ class GroupMetadataManager:
 
     def end_loading(self, partition: int) -> None:
         self.loading.discard(partition)
+
+    def unload(self, partition: int) -> None:
+        """Another node coordinates `partition` now: its groups are dropped (parked requests
+        answered NOT_COORDINATOR) and its group ids answer NOT_COORDINATOR until begin_loading."""
+        self.begin_loading(partition)
+        self.loading.discard(partition)
+        self.unloaded.add(partition)
 
     # ---- background writes -----------------------------------------------------------------
 

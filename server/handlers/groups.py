@@ -35,8 +35,10 @@ class GroupApis:
     share state (DeleteGroups of a share group)."""
 
     def __init__(self, coordinator: GroupCoordinator, runtime: CoordinatorRuntime[CoordinatorRecord],
-                 topics: TopicRegistry, share_state: Callable[[], ShareManager | None]) -> None:
+                 topics: TopicRegistry, share_state: Callable[[], ShareManager | None],
+                 cluster: Callable[[], Any]) -> None:
         self.coordinator = coordinator
+        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None (server/cluster/)
         # the share-partition manager when share state exists (DeleteGroups deletes a share group's first)
         self.share_state = share_state
         self.runtime = runtime
@@ -107,17 +109,19 @@ class GroupApis:
 
     def commit_offsets(self, req: Any, version: int) -> Any:
         """Kafka answers UNKNOWN_TOPIC_OR_PARTITION for topics that do not exist, before the
-        coordinator sees the request; only the known topics are committed."""
-        topics = self.topics
+        coordinator sees the request; only the known topics are committed. On a cluster node the
+        cluster's topics (a coordinator need not host a replica of the topics its groups commit)."""
+        cluster = self.cluster()
+        exists = self.topics.get if cluster is None else cluster.topic
         for t in req.topics:
-            if topics.get(t.name) is None:
+            if exists(t.name) is None:
                 break
         else:  # every topic exists: the usual case
             return self.submit(self.coordinator.offset_commit(req, version))
-        unknown = [t for t in req.topics if topics.get(t.name) is None]
+        unknown = [t for t in req.topics if exists(t.name) is None]
         errors = [(t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                   for t in unknown for p in t.partitions]
-        req.topics = [t for t in req.topics if topics.get(t.name) is not None]
+        req.topics = [t for t in req.topics if exists(t.name) is not None]
         if not req.topics:
             return commit_response(version, errors)
 

@@ -78,6 +78,7 @@ class TransactionCoordinator:
         self._note_pid = note_producer_id  # ids found in the log are never handed out again
         self._txns: dict[str, TxnMetadata] = {}
         self._loading: set[int] = set()
+        self._unloaded: set[int] = set()  # partitions another node leads: NOT_COORDINATOR
         self.active = False  # __transaction_state exists (Kafka: the coordinator is elected)
         self._marker_writer: MarkerWriter | None = None
         # When a client's EndTxn is answered: once Prepare* is durable (Kafka's behaviour and
@@ -103,6 +104,8 @@ class TransactionCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self._is_loading(transactional_id):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if self._unloaded and self.partition_of(transactional_id) in self._unloaded:
+            return ErrorCode.NOT_COORDINATOR
         return None
 
     def get(self, transactional_id: str) -> TxnMetadata | None:
@@ -561,6 +564,8 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST, None
         if self._is_loading(transactional_id):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+        if self._unloaded and self.partition_of(transactional_id) in self._unloaded:
+            return ErrorCode.NOT_COORDINATOR, None
         meta = self._txns.get(transactional_id)
         if meta is None or meta.state is D or meta.producer_epoch == NO_PRODUCER_EPOCH:
             return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
@@ -619,9 +624,18 @@ class TransactionCoordinator:
         """Ids of `partition` answer COORDINATOR_LOAD_IN_PROGRESS until end_loading; anything
         held for it is dropped (the log is the truth)."""
         self._loading.add(partition)
+        self._unloaded.discard(partition)
         for tid in [t for t in self._txns if self.partition_of(t) == partition]:
             del self._txns[tid]
             self._completing.pop(tid, None)
+
+    def unload(self, partition: int) -> None:
+        """Another node coordinates `partition` (runtime.unload): its ids' state is dropped
+        and they answer NOT_COORDINATOR until begin_loading. Markers already being written
+        for them are not recalled (the next coordinator writes them again after its load)."""
+        self.begin_loading(partition)
+        self._loading.discard(partition)
+        self._unloaded.add(partition)
 
     def end_loading(self, partition: int) -> list[Deferred[None]]:
         """The partition is loaded: its prepared transactions get their markers (again)."""

@@ -44,6 +44,8 @@ EXPECTED_RANGES.update({17: (0, 1), 36: (0, 2), 29: (0, 3), 30: (0, 3), 31: (0, 
 EXPECTED_RANGES[68] = (0, 1)  # ConsumerGroupHeartbeat
 EXPECTED_RANGES[69] = (0, 1)  # ConsumerGroupDescribe
 EXPECTED_RANGES.update({76: (1, 1), 77: (1, 1)})  # ShareGroupHeartbeat, ShareGroupDescribe (issue 25)
+# ShareFetch, ShareAcknowledge, Describe/Alter/DeleteShareGroupOffsets (issue 25)
+EXPECTED_RANGES.update({78: (1, 2), 79: (1, 2), 90: (0, 1), 91: (0, 0), 92: (0, 0)})
 EXPECTED_RANGES.update({48: (0, 1), 49: (0, 1)})  # DescribeClientQuotas, AlterClientQuotas (issue 27)
 # transactions (issue 11)
 EXPECTED_RANGES.update({24: (0, 5), 25: (0, 4), 26: (0, 5), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 1)})

@@ -71,9 +71,17 @@ class Harness:
         parked = result.response if isinstance(result.response, Deferred) else None
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
-            if result.undo is not None:  # applied ahead of an append that failed
-                result.undo()
+            # as the runtime's writer fails a batch: the background writes staged after this one
+            # fail with it, and what was applied ahead of the append is undone newest first
+            failed = [result, *self._bg]
+            self._bg.clear()  # the list the coordinator's background writer appends to
+            for r in reversed(failed):
+                if r.undo is not None:
+                    r.undo()
             answer = result.on_appended(err)
+            for r in failed[1:]:
+                if r.on_appended is not None:
+                    r.on_appended(err)
             return parked if parked is not None else answer
         self.log.extend(result.records)
         if not result.applied:  # consumer group records are applied as they are made

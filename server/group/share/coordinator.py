@@ -57,6 +57,7 @@ from kcoord.server.group.share.records import (
 log = logging.getLogger("kcoord.group")
 
 SESSION_EXPIRED = "the member session expired."
+EXPIRY_RETRY_MS = 500  # after a failed write of a member's expiry (undone), the expiry is tried again
 _HB = ShareGroupHeartbeatResponse
 _Described = ShareGroupDescribeResponse.DescribedGroup
 _DMember = _Described.Member
@@ -376,7 +377,11 @@ class ShareGroupCoordinator:
 
         def on_appended(error: ErrorCode | None) -> None:
             if error is not None:
+                # undone: the member is back, and its expiry is tried again (Kafka's timers retry
+                # a failed operation)
                 log.warning("[GroupId %s] Failed to write the removal of member %s: %s", gid, mid, error.name)
+                self.timers.schedule(("share-session", gid, mid), EXPIRY_RETRY_MS,
+                                     lambda: self.expire(gid, mid, reason))
                 return
             self._left(gid, mid)
 

@@ -1,0 +1,174 @@
+"""Coordinators follow __consumer_offsets leadership on three kcoord nodes and a real
+ZooKeeper: only the leader of a group's partition answers for the group (the others
+NOT_COORDINATOR), and when the leader's node is SIGKILLed the new leader loads the partition
+and the group's members (confluent-kafka) find it and go on committing. Until replication
+(server/replication/) copies __consumer_offsets to followers, the new leader's log holds only
+what was committed to it."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from conftest import call, unique
+from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
+from test_cluster import FAILOVER_S, all_online, create
+
+from kcoord.protocol.partitioner import partition_for
+from kcoord.testing.cluster import wait_for
+
+pytestmark = pytest.mark.integration
+
+OFFSETS = "__consumer_offsets"
+
+
+def offset_fetch_error(bootstrap: str, group: str) -> int:
+    return call(bootstrap, OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=False), 7).error_code
+
+
+def coordinator(bootstrap: str, group: str) -> int:
+    r = call(bootstrap, FindCoordinatorRequest(version=3, key=group, key_type=0), 3)
+    return r.node_id if r.error_code == 0 else -1
+
+
+def commit_until_done(consumer: Consumer, tp: TopicPartition, deadline_s: float) -> None:
+    """Commit through whatever the consumer meets (a coordinator moving, a rejoin)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        consumer.poll(0.2)
+        try:
+            consumer.commit(offsets=[tp], asynchronous=False)
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+
+
+def test_only_the_leader_of_a_groups_partition_answers_for_it(kcoord_cluster):
+    c = kcoord_cluster
+    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    group = unique("g")
+    leader = c.state(OFFSETS, partition_for(group, 50))["leader"]
+    wait_for(lambda: {coordinator(n.bootstrap, group) for n in c.nodes.values()} == {leader}, 30,
+             "every node to name the leader")
+    wait_for(lambda: offset_fetch_error(c.node(leader).bootstrap, group) == 0, 30, "the leader to have loaded")
+    for i, n in c.nodes.items():
+        if i != leader:
+            assert offset_fetch_error(n.bootstrap, group) == 16  # NOT_COORDINATOR
+
+
+def test_a_group_follows_its_coordinator_when_the_node_is_killed(kcoord_cluster):
+    c = kcoord_cluster
+    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    topic = unique("moving")
+    create(c.bootstrap, topic, 1, 3)
+    wait_for(lambda: all_online(c, topic, 1), 30, "leaders")
+    group = unique("g")
+    p = partition_for(group, 50)
+    old = c.state(OFFSETS, p)
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "session.timeout.ms": 10000, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(), 60, "the partition assigned")
+        commit_until_done(consumer, TopicPartition(topic, 0, 5), 30)
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 5
+
+        c.kill(old["leader"])
+        new = wait_for(lambda: (s := c.state(OFFSETS, p))["leader"] not in (old["leader"], -1) and s, FAILOVER_S,
+                       "a new leader of the group's partition")
+        assert new["leader_epoch"] > old["leader_epoch"]
+        survivors = [i for i in c.nodes if i != old["leader"]]
+        wait_for(lambda: all(coordinator(c.node(i).bootstrap, group) == new["leader"] for i in survivors), 30,
+                 "FindCoordinator to name the new leader")
+        # the members find the new coordinator and go on committing there
+        commit_until_done(consumer, TopicPartition(topic, 0, 9), FAILOVER_S)
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 9
+        r = call(c.node(new["leader"]).bootstrap,
+                 OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=False), 7)
+        assert r.error_code == 0 and [(t.name, [q.committed_offset for q in t.partitions]) for t in r.topics] == \
+            [(topic, [9])]
+        # the old node, back, is no leader of the partition (out of the ISR): NOT_COORDINATOR
+        c.start(old["leader"])
+        wait_for(lambda: offset_fetch_error(c.node(old["leader"]).bootstrap, group) == 16, 60,
+                 "the old node to answer NOT_COORDINATOR")
+        assert coordinator(c.node(old["leader"]).bootstrap, group) == new["leader"]
+    finally:
+        consumer.close()
+
+
+def test_a_coordinator_paused_past_its_session_answers_not_coordinator_when_it_resumes(kcoord_cluster):
+    import signal
+
+    c = kcoord_cluster
+    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    group = unique("g")
+    p = partition_for(group, 50)
+    old = c.state(OFFSETS, p)
+    paused = old["leader"]
+    wait_for(lambda: offset_fetch_error(c.node(paused).bootstrap, group) == 0, 30, "the leader to have loaded")
+    proc = c.node(paused).proc
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: paused not in c.registered(), FAILOVER_S, "its session to expire")
+        new = wait_for(lambda: (s := c.state(OFFSETS, p))["leader"] not in (paused, -1) and s, FAILOVER_S,
+                       "a new leader of the group's partition")
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: paused in c.registered(), 60, "the node to register again")
+    wait_for(lambda: offset_fetch_error(c.node(new["leader"]).bootstrap, group) == 0, 30, "the new leader to load")
+    wait_for(lambda: coordinator(c.node(paused).bootstrap, group) == new["leader"], 30,
+             "the resumed node to name the new coordinator")
+    assert offset_fetch_error(c.node(paused).bootstrap, group) == 16  # NOT_COORDINATOR
+    assert "unloaded" in c.node(paused).log_text()
+
+
+def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_cluster_factory):
+    """The old coordinator stays up: once the election moves the partition it answers
+    NOT_COORDINATOR for the group at once, and the member commits on the new leader."""
+    import json
+
+    from test_cluster import seen_live_everywhere
+
+    c = kcoord_cluster_factory(3, overrides={"leader.imbalance.check.interval.seconds": "1"})
+    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    group = unique("g")
+    p = partition_for(group, 50)
+    preferred = c.assignment(OFFSETS)[p][0]
+    # the preferred replica goes and comes back: another node coordinates the group meanwhile
+    c.kill(preferred)
+    middle = wait_for(lambda: (s := c.state(OFFSETS, p))["leader"] not in (preferred, -1) and s, FAILOVER_S,
+                      "a new leader")["leader"]
+    c.start(preferred)
+    seen_live_everywhere(c, preferred)
+    topic = unique("elected")
+    create(c.bootstrap, topic, 1, 2)
+    wait_for(lambda: all_online(c, topic, 1), 30, "leaders")
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "session.timeout.ms": 10000, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(), 60, "the partition assigned")
+        commit_until_done(consumer, TopicPartition(topic, 0, 3), 30)
+        assert offset_fetch_error(c.node(middle).bootstrap, group) == 0
+        # the preferred replica back into the ISR (what replication will do): the controller's
+        # next imbalance check elects it
+        path = f"/brokers/topics/{OFFSETS}/partitions/{p}/state"
+        data, stat = c.zk().get(path)
+        st = json.loads(data)
+        c.zk().set(path, json.dumps({**st, "isr": st["isr"] + [preferred]}).encode(), version=stat.version)
+
+        wait_for(lambda: c.state(OFFSETS, p)["leader"] == preferred, 60,
+                 "the controller's preferred election (leader.imbalance.check.interval.seconds=1)")
+        assert c.state(OFFSETS, p)["leader"] == preferred
+        wait_for(lambda: offset_fetch_error(c.node(middle).bootstrap, group) == 16, 30,
+                 "the old coordinator to answer NOT_COORDINATOR")
+        commit_until_done(consumer, TopicPartition(topic, 0, 7), FAILOVER_S)
+        r = call(c.node(preferred).bootstrap,
+                 OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=False), 7)
+        assert r.error_code == 0 and [(t.name, [q.committed_offset for q in t.partitions]) for t in r.topics] == \
+            [(topic, [7])]
+        assert offset_fetch_error(c.node(middle).bootstrap, group) == 16
+    finally:
+        consumer.close()

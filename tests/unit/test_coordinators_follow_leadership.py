@@ -1,0 +1,103 @@
+"""The glue between the cluster layer and the group coordinator (server/cluster/coordinators.py):
+the __consumer_offsets partitions this node leads are loaded, the others unloaded, by leader
+epoch; a suspended or lost ZooKeeper session unloads everything, the same session back loads
+again what the node still leads. A real runtime over real logs; the node is reduced to what
+the glue reads of it (its id, whether it is fenced, its session events)."""
+from __future__ import annotations
+
+from typing import Any
+
+from kazoo.protocol.states import KazooState
+from test_coordinator_immigration import GROUP, N, P, answer, commit, commit_error, fetch, runtime
+
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership
+from kcoord.server.cluster.partition_state import PartitionState
+
+ME = 1
+
+
+class Replicas:
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def apply(self, states, endpoints) -> None:
+        self.calls.append(("apply", [(s.topic, s.partition) for s in states]))
+
+    def stop_replicas(self, tps, delete) -> None:
+        self.calls.append(("stop", list(tps), delete))
+
+
+class Node:
+    def __init__(self) -> None:
+        self.broker_id = ME
+        self.fenced = False
+        self.listeners: list[Any] = []
+        self.zk = self
+
+    def on_state(self, fn) -> None:
+        self.listeners.append(fn)
+
+    def leads_anything(self) -> bool:
+        return not self.fenced
+
+    def session(self, state: str) -> None:
+        self.fenced = state != KazooState.CONNECTED
+        for fn in self.listeners:
+            fn(state)
+
+
+def state(partition: int, leader: int, epoch: int, topic: str = OFFSETS_TOPIC) -> PartitionState:
+    return PartitionState(topic, partition, leader, epoch, (1, 2, 3), (1, 2, 3), 1, epoch)
+
+
+async def settle(rt) -> None:
+    for p in range(N):
+        task = rt._loads.get(p)
+        if task is not None:
+            await task
+
+
+async def test_leadership_loads_and_unloads_partitions_by_epoch(tmp_path):
+    rt, logs = runtime(tmp_path)
+    replicas, node = Replicas(), Node()
+    glue = CoordinatorsFollowLeadership(replicas, lambda: rt, node)
+    assert fetch(rt)[0] == E.NOT_COORDINATOR  # managed from the start: nothing led yet
+    glue.apply([state(p, ME if p == P else 2, 0) for p in range(N)] + [state(0, ME, 0, "data")], {})
+    assert replicas.calls[0][0] == "apply"  # the replica manager first: the log exists before loading
+    await settle(rt)
+    assert [rt.state(p)[0] for p in range(N)] == ["unloaded", "active", "unloaded", "unloaded"]
+    assert commit_error(await answer(commit(rt, 3))) == E.NONE
+    glue.apply([state(P, 2, 1)], {})  # another node leads it now
+    assert rt.state(P) == ("unloaded", 1) and fetch(rt)[0] == E.NOT_COORDINATOR
+    glue.apply([state(P, ME, 2)], {})  # and back here
+    assert fetch(rt)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    await settle(rt)
+    assert fetch(rt) == (E.NONE, 3)  # replayed from the log
+    glue.stop_replicas([(OFFSETS_TOPIC, P)], delete=False)
+    assert rt.state(P)[0] == "unloaded" and replicas.calls[-1] == ("stop", [(OFFSETS_TOPIC, P)], False)
+    logs.close()
+
+
+async def test_a_suspended_session_unloads_and_the_same_session_back_reloads(tmp_path):
+    rt, logs = runtime(tmp_path)
+    node = Node()
+    glue = CoordinatorsFollowLeadership(Replicas(), lambda: rt, node)
+    glue.apply([state(P, ME, 4), state(0, 2, 4)], {})
+    await settle(rt)
+    assert commit_error(await answer(commit(rt, 8))) == E.NONE
+    node.session(KazooState.SUSPENDED)
+    assert fetch(rt)[0] == E.NOT_COORDINATOR and rt.shard.group(GROUP) is None
+    node.session(KazooState.CONNECTED)
+    await settle(rt)
+    assert fetch(rt) == (E.NONE, 8) and rt.state(0)[0] == "unloaded"
+    node.session(KazooState.LOST)
+    assert fetch(rt)[0] == E.NOT_COORDINATOR
+    node.fenced = True  # a new session: the node is fenced until it has read every state again
+    for fn in node.listeners:
+        fn(KazooState.CONNECTED)
+    assert fetch(rt)[0] == E.NOT_COORDINATOR
+    glue.apply([state(P, 3, 5)], {})  # what the node reads then: another leads it
+    assert fetch(rt)[0] == E.NOT_COORDINATOR
+    logs.close()
