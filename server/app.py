@@ -168,7 +168,7 @@ class Server:
         if self.control is not None:
             self.control.shutdown()  # held (stalled) requests would hold the drain below
         # Long polls answer now with what they have instead of holding their connections.
-        data_plane = self.broker.built("data_plane")
+        data_plane = self.broker.parts.data_plane.built()
         if data_plane is not None:
             data_plane.complete_parked()
         deadline = time.monotonic() + _DRAIN_SECONDS

@@ -25,11 +25,15 @@ from kcoord.server.config_catalogue import (
     check_topic_configs,
 )
 from kcoord.server.config_layers import Entry, broker_config_key
-from kcoord.server.data_plane import apply_topic_configs
+from kcoord.server.data_plane import apply_configs_to_logs
 from kcoord.server.topics import validate_topic_name
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.config import Config
+    from kcoord.server.config_layers import BrokerConfigs
+    from kcoord.server.group_configs import GroupConfigs
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.configs")
 
@@ -45,6 +49,19 @@ class Plan:
     configs: dict[str, str]
 
 
+
+@dataclass(frozen=True, slots=True)
+class ConfigState:
+    """What describing and altering configs reads and changes: the node's configuration, the
+    topic registry, the dynamic configs and the logs (which take a topic's new segment
+    settings). The config handlers' area holds one (server/node.py)."""
+
+    config: Config
+    topics: TopicRegistry
+    configs: BrokerConfigs
+    logs: LogManager
+    group_configs: GroupConfigs  # the GROUP config resource (server/group_configs.py)
+
 def _invalid_request(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST, message)
 
@@ -56,33 +73,33 @@ def _invalid_config(message: str) -> KafkaError:
 # ---------------------------------------------------------------------------- describe
 
 
-def describe(broker: Broker, rtype: int, name: str, keys: list[str] | None, synonyms: bool,
+def describe(state: ConfigState, rtype: int, name: str, keys: list[str] | None, synonyms: bool,
              docs: bool) -> list[Entry]:
     """The configs of one resource (ConfigHelper.describeConfigs); KafkaError for an error."""
-    layers = broker.configs
+    layers = state.configs
     if rtype == ResourceType.TOPIC:
         validate_topic_name(name)
-        topic = broker.topics.get(name)
+        topic = state.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         entries = [layers.topic_entry(topic, n, docs) for n in sorted(TOPIC_CONFIGS) if _wanted(n, keys)]
     elif rtype == ResourceType.BROKER:
         if not name:
             entries = [layers.broker_entry(n, False, docs) for n in sorted(layers.cluster) if _wanted(n, keys)]
-        elif _broker_id(name, "Broker id must be an integer, but it is: ") == broker.config.node_id:
+        elif _broker_id(name, "Broker id must be an integer, but it is: ") == state.config.node_id:
             entries = [layers.broker_entry(n, True, docs) for n in layers.broker_names() if _wanted(n, keys)]
         else:
-            raise _invalid_request(f"Unexpected broker id, expected {broker.config.node_id} or empty string, "
+            raise _invalid_request(f"Unexpected broker id, expected {state.config.node_id} or empty string, "
                                    f"but received {name}")
     elif rtype == ResourceType.GROUP:
         if not name:
             raise _invalid_request("Group name must not be empty")
-        entries = broker.group_configs.entries(name, keys, docs)
+        entries = state.group_configs.entries(name, keys, docs)
     elif rtype == ResourceType.BROKER_LOGGER:
         if not name:
             raise _invalid_request("Broker id must not be empty")
-        if _broker_id(name, "Broker id must be an integer, but it is: ") != broker.config.node_id:
-            raise _invalid_request(f"Unexpected broker id, expected {broker.config.node_id} but received {name}")
+        if _broker_id(name, "Broker id must be an integer, but it is: ") != state.config.node_id:
+            raise _invalid_request(f"Unexpected broker id, expected {state.config.node_id} but received {name}")
         entries = [e for e in broker_logger.entries() if _wanted(e.name, keys)]
     else:
         raise _invalid_request(f"Unsupported resource type: {_type_name(rtype)}")
@@ -134,47 +151,47 @@ def _check_names_and_nulls(configs: list[Any], null_ok: Any) -> None:
         raise _invalid_request("Null value not supported for : " + ", ".join(nulls))
 
 
-def plan_legacy(broker: Broker, resource: Any) -> Plan:
+def plan_legacy(state: ConfigState, resource: Any) -> Plan:
     """AlterConfigs: the resource's configs become exactly those given."""
     _check_names_and_nulls(resource.configs, lambda c: False)
     rtype, name = resource.resource_type, resource.resource_name
     new = {c.name: c.value for c in resource.configs}
     if rtype == ResourceType.BROKER:
-        per_node = _broker_resource(broker, name)
-        _check_broker_configs(broker, new, per_node)
+        per_node = _broker_resource(state, name)
+        _check_broker_configs(state, new, per_node)
         return Plan(ResourceType.BROKER, name, new)
     if rtype == ResourceType.TOPIC:
-        return _plan_topic(broker, name, new)
+        return _plan_topic(state, name, new)
     if rtype == ResourceType.GROUP:
-        return _plan_group(broker, name, new)
+        return _plan_group(state, name, new)
     # legacy AlterConfigs has no BROKER_LOGGER either
     raise _invalid_request(f"Unknown resource type {rtype}")
 
 
-def plan_incremental(broker: Broker, resource: Any) -> Plan | None:
+def plan_incremental(state: ConfigState, resource: Any) -> Plan | None:
     """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on the current configs. None for
     BROKER_LOGGER, which is checked (and applied by `apply_loggers`) apart."""
     _check_names_and_nulls(resource.configs, lambda c: c.config_operation == DELETE)
     rtype, name = resource.resource_type, resource.resource_name
     if rtype == ResourceType.BROKER_LOGGER:
-        broker_logger.check(broker.config.node_id, name, resource.configs)
+        broker_logger.check(state.config.node_id, name, resource.configs)
         return None
     if rtype == ResourceType.BROKER:
-        per_node = _broker_resource(broker, name)
+        per_node = _broker_resource(state, name)
         for c in resource.configs:
             if c.config_operation not in _OP_NAMES:
                 raise _invalid_request(f"Unknown operations type {c.config_operation}")
-        new = dict(broker.configs.layer(per_node))
+        new = dict(state.configs.layer(per_node))
         for c in resource.configs:
             key = broker_config_key(c.name)
             if c.config_operation in (APPEND, SUBTRACT) and (key is None or key.type != ConfigType.LIST):
                 verb = "append" if c.config_operation == APPEND else "subtract"
                 raise _invalid_config(f"Config value {verb} is not allowed for config key: {c.name}")
             _apply_op(new, c, key.default_text if key is not None else None)
-        _check_broker_configs(broker, new, per_node)
+        _check_broker_configs(state, new, per_node)
         return Plan(ResourceType.BROKER, name, new)
     if rtype == ResourceType.TOPIC:
-        topic = broker.topics.get(name) if name else None
+        topic = state.topics.get(name) if name else None
         new = dict(topic.configs) if topic is not None else {}
         for c in resource.configs:
             if c.config_operation not in _OP_NAMES:
@@ -184,18 +201,18 @@ def plan_incremental(broker: Broker, resource: Any) -> Plan | None:
                 raise _invalid_config(f"Can't {_OP_NAMES[c.config_operation]} to key {c.name} because its "
                                       "type is not LIST.")
             _apply_op(new, c, key.default_text if key is not None else None)
-        return _plan_topic(broker, name, new)
+        return _plan_topic(state, name, new)
     if rtype == ResourceType.GROUP:
         for c in resource.configs:
             if c.config_operation not in _OP_NAMES:
                 raise _invalid_request(f"Unknown operations type {c.config_operation}")
-        new = dict(broker.group_configs.get(name)) if name else {}
+        new = dict(state.group_configs.get(name)) if name else {}
         for c in resource.configs:
             if c.config_operation in (APPEND, SUBTRACT):  # no group config is a LIST
                 raise _invalid_config(f"Can't {_OP_NAMES[c.config_operation]} to key {c.name} because its "
                                       "type is not LIST.")
             _apply_op(new, c, None)
-        return _plan_group(broker, name, new)
+        return _plan_group(state, name, new)
     raise _invalid_request(f"Unknown resource type {rtype}")
 
 
@@ -217,43 +234,43 @@ def _apply_op(configs: dict[str, str], c: Any, default: str | None) -> None:
         configs[c.name] = ",".join(parts)
 
 
-def _plan_topic(broker: Broker, name: str, new: dict[str, str | None]) -> Plan:
+def _plan_topic(state: ConfigState, name: str, new: dict[str, str | None]) -> Plan:
     """ControllerConfigurationValidator + the existence check, in Kafka's order: the values
     first (INVALID_CONFIG), then whether the topic exists."""
     if not name:
         raise _invalid_request("Default topic resources are not allowed.")
     validate_topic_name(name)
     try:
-        check_topic_configs(new, broker.configs.topic_defaults())
+        check_topic_configs(new, state.configs.topic_defaults())
     except ConfigError as e:
         raise _invalid_config(str(e)) from None
-    if broker.topics.get(name) is None:
+    if state.topics.get(name) is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     return Plan(ResourceType.TOPIC, name, {k: v for k, v in new.items() if v is not None})
 
 
-def _plan_group(broker: Broker, name: str, new: dict[str, str | None]) -> Plan:
+def _plan_group(state: ConfigState, name: str, new: dict[str, str | None]) -> Plan:
     """ControllerConfigurationValidator for GROUP: a named group (existing or not), then
     GroupConfig.validate on its complete new map (INVALID_CONFIG)."""
     if not name:
         raise _invalid_request("Default group resources are not allowed.")
     try:
-        return Plan(ResourceType.GROUP, name, broker.group_configs.check(new))
+        return Plan(ResourceType.GROUP, name, state.group_configs.check(new))
     except ConfigError as e:
         raise _invalid_config(str(e)) from None
 
 
-def _broker_resource(broker: Broker, name: str) -> bool:
+def _broker_resource(state: ConfigState, name: str) -> bool:
     """True for this node's own configs, False for the cluster default (an empty name)."""
     if name:
         node = _broker_id(name, "Node id must be an integer, but it is: ")
-        if node != broker.config.node_id:
-            raise _invalid_request(f"Unexpected broker id, expected {broker.config.node_id}, but received {name}")
+        if node != state.config.node_id:
+            raise _invalid_request(f"Unexpected broker id, expected {state.config.node_id}, but received {name}")
         return True
     return False
 
 
-def _check_broker_configs(broker: Broker, new: dict[str, str], per_node: bool) -> None:
+def _check_broker_configs(state: ConfigState, new: dict[str, str], per_node: bool) -> None:
     """DynamicBrokerConfig.validate: only dynamic configs, per-broker ones only with a broker
     id, every value of its type and range (Kafka answers these INVALID_REQUEST, KAFKA-13609)."""
     fixed = sorted(n for n in new if (k := broker_config_key(n)) is not None and k.dynamic == Dynamic.READ_ONLY)
@@ -276,29 +293,29 @@ def _check_broker_configs(broker: Broker, new: dict[str, str], per_node: bool) -
 # ---------------------------------------------------------------------------- committing
 
 
-def commit(broker: Broker, plan: Plan) -> None:
+def commit(state: ConfigState, plan: Plan) -> None:
     """Install a planned config map durably (OSError: nothing changed)."""
     if plan.type == ResourceType.TOPIC:
-        topic = broker.topics.get(plan.name)
+        topic = state.topics.get(plan.name)
         if topic is None:  # gone since the plan (nothing in between yields: cannot happen)
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{plan.name}' does not exist.")
         old = topic.configs
         topic.configs = dict(plan.configs)
         try:
-            broker.topics.save()
+            state.topics.save()
         except OSError:
             topic.configs = old
             raise
-        broker.configs.changed()
-        apply_topic_configs(broker, topic)
+        state.configs.changed()
+        apply_configs_to_logs(state.configs, state.logs, topic)
         log.info("Topic %s configs now %s", plan.name, plan.configs)
     elif plan.type == ResourceType.GROUP:
-        broker.group_configs.replace(plan.name, plan.configs)
+        state.group_configs.replace(plan.name, plan.configs)
         log.info("Group %s configs now %s", plan.name, plan.configs)
     else:
-        broker.configs.replace(bool(plan.name), plan.configs)
-        for topic in broker.topics.topics.values():
-            apply_topic_configs(broker, topic)
+        state.configs.replace(bool(plan.name), plan.configs)
+        for topic in state.topics.topics.values():
+            apply_configs_to_logs(state.configs, state.logs, topic)
         log.info("Dynamic %s configs now %s", f"broker {plan.name}" if plan.name else "cluster default",
                  {k: v if not _secret(k) else "[hidden]" for k, v in plan.configs.items()})
 

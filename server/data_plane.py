@@ -22,8 +22,14 @@ from kcoord.server.purgatory import Purgatory
 from kcoord.server.topics import Topic
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from kcoord.server.broker import Broker
+    from kcoord.server.clock import Clock
+    from kcoord.server.config import Config
+    from kcoord.server.config_layers import BrokerConfigs
     from kcoord.storage.log import PartitionLog
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.data")
 
@@ -32,18 +38,17 @@ NO_EPOCH = -1
 
 
 class DataPlane:
-    """Per-broker state of the data plane (Broker.data_plane, made at start-up)."""
+    """Per-node state of the data plane (built by the composition root, server/node.py)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.fetch_purgatory = Purgatory(broker.clock, "fetch")
-        self.producer_ids = ProducerIdManager(broker.log_dir)
+    def __init__(self, clock: Clock, log_dir: Path, config: Config) -> None:
+        self.fetch_purgatory = Purgatory(clock, "fetch")
+        self.producer_ids = ProducerIdManager(log_dir)
         self.producers = ProducerStates(self.producer_ids)
         self.txns = PartitionTxnStates()  # open and aborted transactions per partition
         self.parked: set = set()  # DelayedFetch operations waiting in the purgatory
-        cfg = broker.config
-        self.fetch_sessions = FetchSessionCache(broker.clock.now_ms, cfg["max.incremental.fetch.session.cache.slots"],
-                                                cfg["kcoord.min.incremental.fetch.session.eviction.ms"])
+        # incremental fetch sessions (KIP-227, server/fetch_sessions.py)
+        self.fetch_sessions = FetchSessionCache(clock.now_ms, config["max.incremental.fetch.session.cache.slots"],
+                                                config["kcoord.min.incremental.fetch.session.eviction.ms"])
 
     def complete_parked(self) -> int:
         """Answer every parked long poll now (with what is there), e.g. before shutdown so
@@ -58,7 +63,7 @@ class DataPlane:
 
 
 def data_plane(broker: Broker) -> DataPlane:
-    return broker.data_plane
+    return broker.parts.data_plane.get()
 
 
 # ---------------------------------------------------------------------------- configs
@@ -91,7 +96,11 @@ def retention_bytes(broker: Broker, topic: Topic) -> int:
 
 
 def cleanup_policy(broker: Broker, topic: Topic) -> set[str]:
-    return {p.lower() for p in topic_values(broker, topic)["cleanup.policy"]}
+    return cleanup_policy_of(broker.configs, topic)
+
+
+def cleanup_policy_of(configs: BrokerConfigs, topic: Topic) -> set[str]:
+    return {p.lower() for p in configs.topic_values(topic)["cleanup.policy"]}
 
 
 def timestamp_bounds(broker: Broker, topic: Topic) -> tuple[int, int]:
@@ -108,20 +117,23 @@ def timestamp_bounds_of(v: dict[str, Any]) -> tuple[int, int]:
 
 
 def apply_topic_configs(broker: Broker, topic: Topic) -> None:
+    if broker.logs is not None:
+        apply_configs_to_logs(broker.configs, broker.logs, topic)
+
+
+def apply_configs_to_logs(configs: BrokerConfigs, logs: LogManager, topic: Topic) -> None:
     """A topic's effective configs changed: what the open logs hold takes the new values
     (segment.bytes, segment.ms and segment.jitter.ms apply from the next append); the rest is
     read per request."""
-    if broker.logs is None:
-        return
-    values = topic_values(broker, topic)
+    values = configs.topic_values(topic)
     size, roll_ms = values["segment.bytes"], (values["segment.ms"], values["segment.jitter.ms"])
     for p in range(topic.partitions):
-        plog = broker.logs.existing(topic.name, p)
+        plog = logs.existing(topic.name, p)
         if plog is not None:
             plog.segment_bytes = size
             plog.segment_ms, plog.segment_jitter_ms = roll_ms
         elif topic.name == OFFSETS_TOPIC:  # declared, created at first use: with the new size
-            broker.logs.declare(topic.name, p, segment_bytes=size, topic_id=topic.topic_id, roll_ms=roll_ms)
+            logs.declare(topic.name, p, segment_bytes=size, topic_id=topic.topic_id, roll_ms=roll_ms)
 
 
 def leader_epoch_error(current_leader_epoch: int, ours: int = LEADER_EPOCH) -> ErrorCode | None:
@@ -142,9 +154,14 @@ def not_leader(cluster: Any, topic: str, partition: int) -> bool:
 
 
 def partition_log(broker: Broker, topic: Topic, partition: int) -> PartitionLog | None:
-    if partition < 0 or partition >= topic.partitions or broker.logs is None:
+    return None if broker.logs is None else log_of(broker.logs, topic, partition)
+
+
+def log_of(logs: LogManager, topic: Topic, partition: int) -> PartitionLog | None:
+    """The partition's log, or None for a partition the topic does not have."""
+    if partition < 0 or partition >= topic.partitions:
         return None
-    return broker.logs.get(topic.name, partition)
+    return logs.get(topic.name, partition)
 
 
 # ---------------------------------------------------------------------------- retention

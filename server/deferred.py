@@ -2,10 +2,13 @@
 coordinator synchronously). The connection turns it into an awaitable."""
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger("kcoord.dispatch")
 _UNSET: Any = object()
 
 
@@ -77,3 +80,36 @@ def gather(answers: list[Any]) -> Any:
     for a in waiting:
         a.add_callback(one_done)
     return out
+
+
+def of_coroutine(coro: Coroutine[Any, Any, T], what: str) -> Deferred[Any]:
+    """A Deferred completed with what `coro` returns, run as a task on the running loop: a
+    handler whose answer waits for I/O (a file's fsync, a durable write) still returns a
+    Deferred. If `coro` raises, the answer closes the connection (the error logged once, as
+    for any handler that fails); if it is cancelled, nothing is answered."""
+    out: Deferred[Any] = Deferred()
+
+    def done(task: asyncio.Future[T]) -> None:
+        if task.cancelled():
+            out.complete(None)
+            return
+        exc = task.exception()
+        if exc is not None:
+            from kcoord.server.dispatch import CloseConnection
+
+            log.error("%s failed", what, exc_info=exc)
+            out.complete(CloseConnection(f"{what} failed: {exc!r}"))
+            return
+        out.complete(task.result())
+
+    asyncio.ensure_future(coro).add_done_callback(done)
+    return out
+
+
+async def wait(d: Deferred[T]) -> T:
+    """Await a Deferred on the running loop."""
+    if d.done:
+        return d.result()
+    fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    d.add_callback(lambda v: fut.done() or fut.set_result(v))
+    return await fut

@@ -10,11 +10,9 @@ per-request work is kept to what the request itself changes.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
 import time
-import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +29,7 @@ from kcoord.server.context import RequestContext
 from kcoord.server.deferred import Deferred
 from kcoord.server.handlers import NO_RESPONSE, ROUTES, Route
 from kcoord.server.handlers.api_versions import api_versions_body
+from kcoord.server.handlers.routes import bind
 
 if TYPE_CHECKING:
     from kcoord.server.broker import Broker
@@ -73,7 +72,7 @@ class _Route:
         self.spec = spec
         self.version = version
         self.handler = route.handler
-        self.direct = route.direct  # (broker, request, version) -> answer, no context
+        self.direct = route.direct  # (request, version) -> answer, no context
         fast = route.fast
         # (frame, body offset, version) -> request: the hand decoder for this very version
         # where there is one
@@ -128,19 +127,23 @@ def _route(key: int, version: int, dispatcher: Dispatcher) -> _Route | None:
     spec = API_TABLE.get(key)
     if spec is None or key not in ROUTES or not spec.min_version <= version <= spec.max_version:
         return None
-    route = ROUTES[key]
+    route = bind(ROUTES[key], dispatcher.broker)
     if dispatcher.authorizing:
-        from kcoord.server.security.guard import guarded, guarded_direct
+        from kcoord.server.security.guard import PolicyParts, guarded, guarded_direct
 
-        direct, policy = route.direct, route.policy()
-        route = route._replace(handler=guarded(spec.key, route.handler, policy), direct=None if direct is None else
-                               guarded_direct(spec.key, direct, dispatcher.current_client, policy, route.as_is()))
+        node = dispatcher.broker
+        direct, policy, security = route.direct, route.policy(), node.security
+        parts = PolicyParts(node.config, node.parts.topics, node.parts.logs)
+        route = route._replace(handler=guarded(spec.key, route.handler, policy, security, parts),
+                               direct=None if direct is None else guarded_direct(
+                                   spec.key, direct, dispatcher.current_client, policy, security, parts,
+                                   route.as_is()))
     return _Route(spec, version, route)
 
 
 # what a handler may answer besides a response: nothing, a refusal closing the connection, or
-# the answer later (async handlers' coroutines; a Future)
-_NOT_A_RESPONSE = (type(NO_RESPONSE), CloseConnection, Deferred, types.CoroutineType, asyncio.Future)
+# the answer later (a Deferred)
+_NOT_A_RESPONSE = (type(NO_RESPONSE), CloseConnection, Deferred)
 
 
 class _Framed(Deferred[bytes | None]):
@@ -164,11 +167,11 @@ class _Framed(Deferred[bytes | None]):
         if isinstance(framed, Deferred):  # answered with yet another Deferred
             framed.add_callback(self._complete_timed)
             return
-        self._dispatcher.broker.metrics.observe_request(route.name, _perf_counter() - self._started)
+        self._dispatcher.observe_request(route.name, _perf_counter() - self._started)
         self.complete(framed)
 
     def _complete_timed(self, framed: bytes | None) -> None:
-        self._dispatcher.broker.metrics.observe_request(self._route.name, _perf_counter() - self._started)
+        self._dispatcher.observe_request(self._route.name, _perf_counter() - self._started)
         self.complete(framed)
 
 
@@ -182,6 +185,9 @@ class Dispatcher:
         # (API key, version) as the frame's first 4 bytes -> its route, added at the first
         # request of each (_unrouted)
         self._routes: dict[bytes, _Route] = {}
+        self.observe_request = broker.metrics.observe_request
+        # a reset builds the node's parts anew: routes bound to the old ones go
+        broker.on_open.append(self._opened)
         self.authorizing = bool(broker.config["authorizer.class.name"])
         if self.authorizing:
             # Authorizing: direct calls learn the connection's principal through current_client;
@@ -191,6 +197,10 @@ class Dispatcher:
         self._unthrottled = self.handle
         self._gated = False
         broker.quotas.watch(self._quotas_changed)
+
+    def _opened(self, _parts: object) -> None:
+        self._routes.clear()
+        self.observe_request = self.broker.metrics.observe_request
 
     def _quotas_changed(self, active: bool) -> None:
         # Never through self.__dict__: reading it turns CPython's inline attribute values into
@@ -233,13 +243,12 @@ class Dispatcher:
             raise CloseConnection(f"malformed {route.spec.key.name} v{version} request: {e!r}") from None
 
         if route.direct is not None:
-            result = route.direct(self.broker, request, version)
+            result = route.direct(request, version)
         else:
             if type(client) is str:
-                ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id, client)
+                ctx = RequestContext(version, _CORRELATION.unpack(correlation)[0], client_id, client)
             else:
-                ctx = RequestContext(self.broker, version, _CORRELATION.unpack(correlation)[0], client_id,
-                                     client.host, client)
+                ctx = RequestContext(version, _CORRELATION.unpack(correlation)[0], client_id, client.host, client)
             result = route.handler(ctx, request, version)
         if isinstance(result, Deferred) and not result.done:
             # parked (a commit waiting for its fdatasync, a JoinGroup for the rebalance)
@@ -250,11 +259,11 @@ class Dispatcher:
         if isinstance(out, Deferred):
             out.add_callback(lambda _r: self._observe(route, started))
         else:
-            self.broker.metrics.observe_request(route.name, _perf_counter() - started)
+            self.observe_request(route.name, _perf_counter() - started)
         return out
 
     def _observe(self, route: _Route, started: float) -> None:
-        self.broker.metrics.observe_request(route.name, _perf_counter() - started)
+        self.observe_request(route.name, _perf_counter() - started)
 
     def _unrouted(self, frame: bytes, client: Session | str) -> bytes | None | Deferred[bytes | None]:
         """A request with no route yet: the first of its (API key, version), served once its
@@ -281,33 +290,13 @@ class Dispatcher:
 
     def _finish(self, route: _Route, correlation: bytes, result: Any) -> Any:
         """A handler's answer framed: a response (encoded by its route), nothing (NO_RESPONSE),
-        a refusal that closes the connection, or a Deferred or awaitable of one of those."""
+        a refusal that closes the connection, or a Deferred of one of those."""
         if not isinstance(result, _NOT_A_RESPONSE):  # the usual answer: one isinstance
             return route.frame(correlation, route.encode(result, route.version))
         if result is NO_RESPONSE:
             return None
         if isinstance(result, CloseConnection):  # a refusal decided after the handler parked
             return result
-        if isinstance(result, Deferred):
-            out: Deferred[bytes | None] = Deferred()
-            result.add_callback(lambda r: out.complete(self._finish(route, correlation, r)))
-            return out
-        return self._await(route, correlation, result)
-
-    def _await(self, route: _Route, correlation: bytes, result: Any) -> Deferred[Any]:
-        out: Deferred[Any] = Deferred()
-        name, version = route.spec.key.name, route.version
-
-        def done(task: asyncio.Future[Any]) -> None:
-            if task.cancelled():
-                out.complete(None)
-                return
-            exc = task.exception()
-            if exc is not None:
-                log.error("%s v%d handler failed", name, version, exc_info=exc)
-                out.complete(CloseConnection(f"{name} handler failed: {exc!r}"))
-                return
-            out.complete(self._finish(route, correlation, task.result()))
-
-        asyncio.ensure_future(result).add_done_callback(done)
+        out: Deferred[bytes | None] = Deferred()  # a Deferred: framed once it completes
+        result.add_callback(lambda r: out.complete(self._finish(route, correlation, r)))
         return out

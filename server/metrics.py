@@ -100,7 +100,7 @@ class _Collector:
                                 "Log end offset minus committed offset, per group and partition",
                                 labels=["group", "topic", "partition"])
         group_lag = GaugeMetricFamily("kcoord_consumer_group_lag", "Total lag of a group", labels=["group"])
-        coordinator = broker.built("coordinator")
+        coordinator = broker.parts.coordinator.built()
         for g in coordinator.groups() if coordinator is not None else ():
             state = g.state_name()
             by_state[state] = by_state.get(state, 0) + 1
@@ -160,7 +160,7 @@ class _Collector:
         yield from txn_metric_families(broker)
         yield from quota_metric_families(broker)
         yield from share_metric_families(broker)
-        dp = broker.built("data_plane")
+        dp = broker.parts.data_plane.built()
         if dp is not None:
             from kcoord.server.fetch_sessions import metric_families as fetch_session_families
 

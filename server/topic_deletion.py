@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.server.crash_points import crash_point
@@ -36,7 +37,15 @@ from kcoord.storage.log_deletion import remove_delete_dirs, rename_for_delete
 from kcoord.storage.partition_metadata import read_partition_metadata
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from pathlib import Path
+
+    from kcoord.protocol.coordinator_records import CoordinatorRecord
+    from kcoord.server.coordinator.runtime import CoordinatorRuntime
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.lazy import Lazy
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.topics")
 
@@ -44,8 +53,16 @@ RETRY_SECONDS = 5.0  # a failed step 3 or 4 is tried again after this long
 
 
 class TopicDeleter:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, topics: TopicRegistry, log_dir: Path, data_plane: Lazy[DataPlane],
+                 coordinator: Lazy[GroupCoordinator], runtime: Lazy[CoordinatorRuntime[CoordinatorRecord]],
+                 share_state: Callable[[], Any]) -> None:
+        self.topics = topics
+        self._share_state = share_state  # the share manager when share state exists (server/share/cleanup.py)
+        self.log_dir = log_dir
+        self.logs: LogManager | None = None  # set by the root once the logs are open
+        self._data_plane = data_plane
+        self._coordinator = coordinator
+        self._runtime = runtime
         self.loaded = asyncio.Event()  # set once __consumer_offsets is loaded (step 3 may run)
         self._finishing: dict[object, asyncio.Future[bool]] = {}
         self._dirs_lock = asyncio.Lock()
@@ -56,29 +73,29 @@ class TopicDeleter:
     def delete(self, topic: Topic) -> PendingDeletion:
         """Steps 1 and 2, now. Raises OSError if the registry cannot be written (then nothing
         changed)."""
-        broker = self.broker
-        pending = broker.topics.begin_delete(topic)
+        logs = self.logs
+        pending = self.topics.begin_delete(topic)
         log.info("Deleting topic %s with %d partitions, id %s", topic.name, topic.partitions, topic.topic_id)
         crash_point("delete-topic:registered")
-        assert broker.logs is not None
-        dp = broker.data_plane
+        assert logs is not None
+        dp = self._data_plane.get()
         for p in range(pending.partitions):
             try:
-                broker.logs.remove(pending.name, p)
+                logs.remove(pending.name, p)
             except OSError as e:  # a flush failed: the files are deleted anyway
                 log.warning("Closing the log of %s-%d failed: %s", pending.name, p, e)
             dp.appended(pending.name, p)  # parked long polls on it answer now
         dp.producers.drop_topic(pending.name)
         dp.txns.forget(pending.name)  # its open transactions' markers are skipped (server/txn/markers.py)
         try:
-            broker.logs.checkpoint_log_start_offsets()  # its entries must not outlive it
+            logs.checkpoint_log_start_offsets()  # its entries must not outlive it
             self._rename(pending)
         except OSError as e:  # retried by the next start-up's recover_files
             log.error("Renaming the partition directories of deleted topic %s failed: %s", pending.name, e)
         return pending
 
     def _rename(self, pending: PendingDeletion) -> None:
-        log_dir = str(self.broker.log_dir)
+        log_dir = str(self.log_dir)
         renamed = 0
         for p in range(pending.partitions):
             path = os.path.join(log_dir, f"{pending.name}-{p}")
@@ -94,7 +111,7 @@ class TopicDeleter:
 
     def recover_files(self) -> None:
         """At start-up, before the logs are opened: step 2's renames a crash interrupted."""
-        for pending in list(self.broker.topics.deleting.values()):
+        for pending in list(self.topics.deleting.values()):
             log.info("Resuming the deletion of topic %s (id %s)", pending.name, pending.topic_id)
             self._rename(pending)
 
@@ -110,15 +127,14 @@ class TopicDeleter:
         return await asyncio.shield(running)
 
     async def _finish(self, pending: PendingDeletion) -> bool:
-        broker = self.broker
         await self.loaded.wait()
         try:
             await self._tombstones(pending)
-            await after_topic_deleted(broker, pending.topic_id)  # its share partitions' state
+            await after_topic_deleted(self._share_state, pending.topic_id)  # its share partitions' state
             crash_point("delete-topic:tombstoned")
             await self._remove_dirs()
             crash_point("delete-topic:removed")
-            broker.topics.end_delete(pending.topic_id)
+            self.topics.end_delete(pending.topic_id)
         except (KafkaError, OSError) as e:
             log.error("Finishing the deletion of topic %s failed (retried in %.0f s): %s", pending.name,
                       RETRY_SECONDS, e)
@@ -129,8 +145,8 @@ class TopicDeleter:
 
     async def _tombstones(self, pending: PendingDeletion) -> None:
         """Through the coordinator runtime like any coordinator write: durable, then replayed."""
-        result = self.broker.coordinator.on_partitions_deleted({pending.name: set(range(pending.partitions))})
-        answer = self.broker.runtime.submit(result)  # on_appended answers the append's error
+        result = self._coordinator.get().on_partitions_deleted({pending.name: set(range(pending.partitions))})
+        answer = self._runtime.get().submit(result)  # on_appended answers the append's error
         if isinstance(answer, Deferred):
             fut: asyncio.Future[ErrorCode | None] = asyncio.get_running_loop().create_future()
             answer.add_callback(lambda code: fut.done() or fut.set_result(code))
@@ -141,13 +157,32 @@ class TopicDeleter:
     async def _remove_dirs(self) -> None:
         """Every `-delete` directory (this deletion's and any a crash left behind)."""
         async with self._dirs_lock:
-            await asyncio.to_thread(remove_delete_dirs, str(self.broker.log_dir))
+            await asyncio.to_thread(remove_delete_dirs, str(self.log_dir))
+
+    def delete_topic(self, topic: Topic) -> Deferred[None]:
+        """Delete a topic: completes once nothing of it remains, or, while __consumer_offsets
+        is still loading, once it is gone from the registry and its files renamed (the rest
+        follows the load). Raises OSError if the registry cannot be written, in which case
+        nothing changed."""
+        pending = self.delete(topic)
+        done: Deferred[None] = Deferred()
+        if not self.loaded.is_set():
+            done.complete(None)
+        else:
+            asyncio.ensure_future(self.finish(pending)).add_done_callback(lambda _: done.complete(None))
+        return done
+
+    async def finish_all_after(self, loading: asyncio.Future[None]) -> None:
+        """Topic deletions write offset tombstones from the loaded groups: finish the ones
+        listed (a crash or a delete during loading left them) once loading is done."""
+        await loading
+        await self.finish_all()
 
     async def finish_all(self) -> None:
         """After loading (and on retries): finish every deletion still listed, and remove
         `-delete` directories even when none is."""
         self.loaded.set()
-        pending = list(self.broker.topics.deleting.values())
+        pending = list(self.topics.deleting.values())
         if not pending:
             try:
                 await self._remove_dirs()

@@ -57,7 +57,8 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
                        session_ms)
     # the group coordinator loads and unloads its partitions as this node's leadership changes
     node.replicas = CoordinatorsFollowLeadership(
-        replicas(node) if replicas is not None else LocalReplicas(broker, node.cache), broker, node)
+        replicas(node) if replicas is not None else LocalReplicas(broker, node.cache),
+        lambda: broker.parts.runtime.get(), node)
     # answering from the cluster from now on: until it is read, no broker and no leader (clients
     # retry), never this node alone as a single-node server would
     broker.cluster = node

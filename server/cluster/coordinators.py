@@ -16,7 +16,7 @@ replica manager, and so this, again."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kazoo.protocol.states import KazooState
@@ -32,10 +32,12 @@ class CoordinatorsFollowLeadership:
     """A ReplicaManagerPort that hands every call to `replicas`, then loads the group
     coordinator's partitions this node leads and unloads those it no longer leads."""
 
-    def __init__(self, replicas: ReplicaManagerPort, broker: Any, node: Any) -> None:
-        """node: the ClusterNode (broker_id, leads, zk.on_state), built before this."""
+    def __init__(self, replicas: ReplicaManagerPort, group_runtime: Callable[[], Any], node: Any) -> None:
+        """group_runtime: the group coordinator's runtime (built at its first use; the node's
+        current parts', server/node.py); node: the ClusterNode (broker_id, leads, zk.on_state),
+        built before this."""
         self.replicas = replicas
-        self.broker = broker  # .runtime: the group coordinator's runtime (built at first use)
+        self._group_runtime = group_runtime
         self.node = node
         self.broker_id = node.broker_id
         self._states: dict[int, PartitionState] = {}  # the last state told of each offsets partition
@@ -44,7 +46,7 @@ class CoordinatorsFollowLeadership:
 
     @property
     def runtime(self) -> Any:
-        return self.broker.runtime
+        return self._group_runtime()
 
     def apply(self, states: list[PartitionState], endpoints: Mapping[int, tuple[str, int]]) -> None:
         self.replicas.apply(states, endpoints)

@@ -12,6 +12,7 @@ from typing import Any
 from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
 from kcoord.server.cluster.metadata_cache import MetadataCache
 from kcoord.server.cluster.partition_state import PartitionState
+from kcoord.server.deferred import wait
 
 log = logging.getLogger("kcoord.cluster.replicas")
 
@@ -62,7 +63,7 @@ class LocalReplicas:
 
     async def _delete(self, topic: Any) -> None:
         try:
-            await self.broker.delete_topic(topic)
+            await wait(self.broker.deleter.delete_topic(topic))  # server/topic_deletion.py
             log.info("Deleted the local replicas of %s", topic.name)
         except Exception:  # noqa: BLE001 - a restart finishes it (server/topic_deletion.py)
             log.exception("Could not delete the local replicas of %s", topic.name)

@@ -293,18 +293,18 @@ class ControlPlane:
     def rebalance(self, group_id: str) -> dict[str, Any]:
         from kcoord.server.group import control as group_control
 
-        err = group_control.force_rebalance(self.broker.coordinator, group_id, "rebalance forced by the control API")
+        err = group_control.force_rebalance(self.broker.parts.coordinator.get(), group_id, "rebalance forced by the control API")
         if err == ErrorCode.GROUP_ID_NOT_FOUND:
             raise NotFound(f"group {group_id} has no members to rebalance")
         if err is not None:
             raise BadRule(f"group {group_id} cannot be made to rebalance now ({err.name})")
-        return {"group_id": group_id, "state": self.broker.coordinator.group(group_id).state_name()}
+        return {"group_id": group_id, "state": self.broker.parts.coordinator.get().group(group_id).state_name()}
 
     def expire(self, group_id: str, member: str) -> dict[str, Any]:
         from kcoord.server.group import control as group_control
 
         err, member_id = group_control.expire_member(
-            self.broker.coordinator, group_id, member,
+            self.broker.parts.coordinator.get(), group_id, member,
             f"removing member {member} on heartbeat expiration (forced by the control API)")
         if err == ErrorCode.GROUP_ID_NOT_FOUND:
             raise NotFound(f"no group {group_id}")
@@ -312,11 +312,11 @@ class ControlPlane:
             raise NotFound(f"group {group_id} has no member or group.instance.id {member}")
         if err is not None:
             raise BadRule(f"group {group_id}: members cannot be expired ({err.name})")
-        g = self.broker.coordinator.group(group_id)
+        g = self.broker.parts.coordinator.get().group(group_id)
         return {"group_id": group_id, "member_id": member_id, "state": g.state_name() if g is not None else "Dead"}
 
     def group(self, group_id: str) -> dict[str, Any]:
-        coordinator = self.broker.coordinator
+        coordinator = self.broker.parts.coordinator.get()
         g = coordinator.group(group_id)
         if g is None:
             raise NotFound(f"no group {group_id}")
@@ -345,7 +345,7 @@ class ControlPlane:
         task = self.loading.pop(partition, None)
         if task is not None:
             task.cancel()
-        runtime = self.broker.runtime
+        runtime = self.broker.parts.runtime.get()
         self.loading[partition] = t = asyncio.ensure_future(runtime.reload(partition, ms / 1000.0))
         t.add_done_callback(lambda _t: self.loading.pop(partition, None) if self.loading.get(partition) is _t
                             else None)
@@ -358,7 +358,7 @@ class ControlPlane:
         if group is not None:
             if not isinstance(group, str):
                 raise BadRule("'group_id' must be a string")
-            return self.broker.coordinator.partition_of(group)
+            return self.broker.parts.coordinator.get().partition_of(group)
         if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < n:
             raise BadRule(f"name a 'group_id' or a __consumer_offsets 'partition' (0 to {n - 1})")
         return partition
@@ -401,7 +401,7 @@ class ControlPlane:
     def move_coordinator(self, group_id: str, body: dict[str, Any]) -> dict[str, Any]:
         cluster = self._cluster()
         node = self._node(body.get("node"))
-        partition = self.broker.coordinator.partition_of(group_id)
+        partition = self.broker.parts.coordinator.get().partition_of(group_id)
         before = cluster.move_leader(OFFSETS_TOPIC, partition, node)
         return {"group_id": group_id, "partition": partition, "coordinator": node, "previous": before}
 
@@ -444,7 +444,7 @@ class ControlPlane:
         return {"cluster_id": b.cluster_id, "node_id": b.config.node_id,
                 "listeners": [f"{h}:{p}" for h, p in self.server.bound],
                 "topics": sorted(t.name for t in b.topics.topics.values() if not t.internal),
-                "groups": sorted(g.group_id for g in b.coordinator.groups() if not g.is_dead()),
+                "groups": sorted(g.group_id for g in b.parts.coordinator.get().groups() if not g.is_dead()),
                 "connections": len(b.connections), "faults": self.faults(),
                 "recording": self.recorder is not None,
                 "virtual_brokers": self.virtual.ids() if self.virtual is not None else None}

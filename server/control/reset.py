@@ -40,7 +40,8 @@ def reset_broker(broker: Broker) -> dict[str, int]:
     requests, so no request sees half of it."""
     started = time.perf_counter()
     # the parts a new server builds at their first use may not exist (server/broker.py)
-    coordinator, runtime, txn = (broker.built(p) for p in ("coordinator", "runtime", "txn"))
+    parts = broker.parts
+    coordinator, runtime, txn = parts.coordinator.built(), parts.runtime.built(), parts.txn.built()
     dropped = {"topics": sum(1 for t in broker.topics.topics.values() if not t.internal),
                "groups": sum(1 for g in coordinator.groups() if not g.is_dead()) if coordinator is not None else 0,
                "connections": len(broker.connections)}

@@ -51,6 +51,7 @@ from kcoord.server.group.result import CoordinatorResult
 from kcoord.server.group.share.coordinator import ShareGroupCoordinator
 from kcoord.server.group.share.group import ShareGroup
 from kcoord.server.group.share.ports import MemberLeft
+from kcoord.server.group.txn_offsets import PendingTxnOffsets
 from kcoord.server.group.types import Group, GroupType
 
 
@@ -58,9 +59,11 @@ class GroupCoordinator:
     def __init__(self, config: GroupConfig, clock: Clock, num_partitions: int = 50,
                  background_writer: Callable[[CoordinatorResult], None] | None = None,
                  end_of_turn: Callable[[Callable[[], None]], None] | None = None,
-                 topics: TopicSource | None = None, share_member_left: Sequence[MemberLeft] = ()) -> None:
+                 topics: TopicSource | None = None, txn_offsets: PendingTxnOffsets | None = None,
+                 share_member_left: Sequence[MemberLeft] = ()) -> None:
         """background_writer, end_of_turn: see GroupMetadataManager (the runtime's
         write_background and end_of_turn); topics: the broker's topics (set_topics);
+        txn_offsets: the offsets of open transactions (the transaction coordinator writes them);
         share_member_left: called with (group id, member id) once a share group member's
         leaving is durable (the share-partition side releases what it held)."""
         self.config = config
@@ -68,7 +71,7 @@ class GroupCoordinator:
         self.num_partitions = num_partitions
         self.group_manager = groups = GroupMetadataManager(config, clock, num_partitions, background_writer,
                                                            end_of_turn)
-        self.offset_manager = offsets = OffsetMetadataManager(groups)
+        self.offset_manager = offsets = OffsetMetadataManager(groups, txn_offsets)
         self.classic = classic = ClassicMembership(groups)
         # the consumer group protocol (KIP-848) and the online migration between the two types
         # (conversions, and classic members served inside consumer groups) share the broker's

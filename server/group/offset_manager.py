@@ -97,7 +97,7 @@ class _CommitAppended:
 
 
 class OffsetMetadataManager:
-    def __init__(self, groups: GroupMetadataManager) -> None:
+    def __init__(self, groups: GroupMetadataManager, txn_offsets: PendingTxnOffsets | None = None) -> None:
         self.groups = groups
         self.config = groups.config
         self.clock = groups.clock
@@ -105,10 +105,10 @@ class OffsetMetadataManager:
         self._validate = groups.validate
         self.offsets_by_group: dict[str, OffsetStore] = {}
         self.commit_hooks: dict[type, CommitHook] = {}
-        # Offsets written inside open transactions (server/group/txn_offsets.py), set by the
-        # broker: they make OffsetFetch require_stable answer UNSTABLE_OFFSET_COMMIT and keep
+        # Offsets written inside open transactions (server/group/txn_offsets.py), given by the
+        # composition root: they make OffsetFetch require_stable answer UNSTABLE_OFFSET_COMMIT and keep
         # retention away from their partitions.
-        self.txn_offsets: PendingTxnOffsets | None = None
+        self.txn_offsets = txn_offsets
 
     # ====================================================================== reading
 

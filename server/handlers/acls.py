@@ -9,12 +9,13 @@ permission.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.acl import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
 from kcoord.protocol.errors import ErrorCode, error_code_of
 from kcoord.server.context import RequestContext
+from kcoord.server.deferred import of_coroutine
 from kcoord.server.security.acl import (
     AclFilter,
     AclOperation,
@@ -23,6 +24,9 @@ from kcoord.server.security.acl import (
     ResourceType,
     acl_from_creation,
 )
+
+if TYPE_CHECKING:
+    from kcoord.server.security.state import SecurityState
 
 Described = DescribeAclsResponse.DescribeAclsResource
 Matching = DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl
@@ -34,40 +38,8 @@ def _refuse(reason: str) -> None:
     raise CloseConnection(reason)
 
 
-def handle_describe_acls(ctx: RequestContext, req: Any, version: int) -> Any:
-    flt = AclFilter.of(req)  # v0 has no pattern type: LITERAL
-    if flt.unknown():
-        _refuse("DescribeAclsRequest contains UNKNOWN elements")
-    authorizer = ctx.broker.security.authorizer
-    if authorizer is None:
-        return DescribeAclsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.SECURITY_DISABLED,
-                                    error_message="No Authorizer is configured on the broker", resources=[])
-    grouped: dict[tuple[int, str, int], list[Any]] = {}
-    for acl in authorizer.describe(flt):
-        grouped.setdefault((int(acl.resource_type), acl.resource_name, int(acl.pattern_type)), []).append(
-            Described.AclDescription(principal=acl.principal, host=acl.host, operation=int(acl.operation),
-                                     permission_type=int(acl.permission)))
-    resources = [Described(resource_type=rt, resource_name=name, pattern_type=pt,
-                           acls=sorted(acls, key=lambda d: (d.principal, d.host, d.operation, d.permission_type)))
-                 for (rt, name, pt), acls in sorted(grouped.items())
-                 if version > 0 or pt == PatternType.LITERAL]
-    return DescribeAclsResponse(version=version, throttle_time_ms=0, error_code=0, error_message=None,
-                                resources=resources)
 
 
-def handle_create_acls(ctx: RequestContext, req: Any, version: int) -> Any:
-    acls = [acl_from_creation(c) for c in req.creations]
-    if version == 0 and any(a.pattern_type != PatternType.LITERAL for a in acls):
-        _refuse("CreateAcls version 0 only supports literal resource pattern types")
-    if any(a.pattern_type == PatternType.UNKNOWN or a.resource_type == ResourceType.UNKNOWN
-           or a.operation == AclOperation.UNKNOWN or a.permission == AclPermissionType.UNKNOWN for a in acls):
-        _refuse("CreatableAcls contain unknown elements")
-    authorizer = ctx.broker.security.authorizer
-    if authorizer is None:
-        return CreateAclsResponse(version=version, throttle_time_ms=0, results=[
-            CreateAclsResponse.AclCreationResult(error_code=ErrorCode.SECURITY_DISABLED,
-                                                 error_message="No Authorizer is configured.") for _ in acls])
-    return _create(authorizer, acls, version)
 
 
 async def _create(authorizer: Any, acls: list[Any], version: int) -> Any:
@@ -81,26 +53,6 @@ async def _create(authorizer: Any, acls: list[Any], version: int) -> Any:
         CreateAclsResponse.AclCreationResult(error_code=code, error_message=msg) for code, msg in results])
 
 
-def handle_delete_acls(ctx: RequestContext, req: Any, version: int) -> Any:
-    filters = []
-    for f in req.filters:
-        flt = AclFilter.of(f)
-        if version == 0 and flt.pattern_type == PatternType.ANY:
-            flt = AclFilter(flt.resource_type, flt.resource_name, PatternType.LITERAL, flt.principal, flt.host,
-                            flt.operation, flt.permission)
-        elif version == 0 and flt.pattern_type != PatternType.LITERAL:
-            _refuse(f"Version 0 does not support pattern type {flt.pattern_type.name} (only LITERAL and ANY are "
-                    "supported)")
-        if flt.unknown():
-            _refuse("Filters contain UNKNOWN elements")
-        filters.append(flt)
-    authorizer = ctx.broker.security.authorizer
-    if authorizer is None:
-        return DeleteAclsResponse(version=version, throttle_time_ms=0, filter_results=[
-            DeleteAclsResponse.DeleteAclsFilterResult(error_code=ErrorCode.SECURITY_DISABLED,
-                                                      error_message="No Authorizer is configured.", matching_acls=[])
-            for _ in filters])
-    return _delete(authorizer, filters, version)
 
 
 async def _delete(authorizer: Any, filters: list[AclFilter], version: int) -> Any:
@@ -116,3 +68,65 @@ async def _delete(authorizer: Any, filters: list[AclFilter], version: int) -> An
                      resource_name=a.resource_name, pattern_type=int(a.pattern_type), principal=a.principal,
                      host=a.host, operation=int(a.operation), permission_type=int(a.permission))
             for a in matched]) for code, msg, matched in results])
+
+
+class AclApis:
+    """The handlers of acls.py, built by the composition root (server/node.py) with the parts they use."""
+
+    def __init__(self, security: SecurityState) -> None:
+        self.security = security
+
+    def handle_describe_acls(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        flt = AclFilter.of(req)  # v0 has no pattern type: LITERAL
+        if flt.unknown():
+            _refuse("DescribeAclsRequest contains UNKNOWN elements")
+        authorizer = self.security.authorizer
+        if authorizer is None:
+            return DescribeAclsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.SECURITY_DISABLED,
+                                        error_message="No Authorizer is configured on the broker", resources=[])
+        grouped: dict[tuple[int, str, int], list[Any]] = {}
+        for acl in authorizer.describe(flt):
+            grouped.setdefault((int(acl.resource_type), acl.resource_name, int(acl.pattern_type)), []).append(
+                Described.AclDescription(principal=acl.principal, host=acl.host, operation=int(acl.operation),
+                                         permission_type=int(acl.permission)))
+        resources = [Described(resource_type=rt, resource_name=name, pattern_type=pt,
+                               acls=sorted(acls, key=lambda d: (d.principal, d.host, d.operation, d.permission_type)))
+                     for (rt, name, pt), acls in sorted(grouped.items())
+                     if version > 0 or pt == PatternType.LITERAL]
+        return DescribeAclsResponse(version=version, throttle_time_ms=0, error_code=0, error_message=None,
+                                    resources=resources)
+
+    def handle_create_acls(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        acls = [acl_from_creation(c) for c in req.creations]
+        if version == 0 and any(a.pattern_type != PatternType.LITERAL for a in acls):
+            _refuse("CreateAcls version 0 only supports literal resource pattern types")
+        if any(a.pattern_type == PatternType.UNKNOWN or a.resource_type == ResourceType.UNKNOWN
+               or a.operation == AclOperation.UNKNOWN or a.permission == AclPermissionType.UNKNOWN for a in acls):
+            _refuse("CreatableAcls contain unknown elements")
+        authorizer = self.security.authorizer
+        if authorizer is None:
+            return CreateAclsResponse(version=version, throttle_time_ms=0, results=[
+                CreateAclsResponse.AclCreationResult(error_code=ErrorCode.SECURITY_DISABLED,
+                                                     error_message="No Authorizer is configured.") for _ in acls])
+        return of_coroutine(_create(authorizer, acls, version), "CreateAcls")
+
+    def handle_delete_acls(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        filters = []
+        for f in req.filters:
+            flt = AclFilter.of(f)
+            if version == 0 and flt.pattern_type == PatternType.ANY:
+                flt = AclFilter(flt.resource_type, flt.resource_name, PatternType.LITERAL, flt.principal, flt.host,
+                                flt.operation, flt.permission)
+            elif version == 0 and flt.pattern_type != PatternType.LITERAL:
+                _refuse(f"Version 0 does not support pattern type {flt.pattern_type.name} (only LITERAL and ANY are "
+                        "supported)")
+            if flt.unknown():
+                _refuse("Filters contain UNKNOWN elements")
+            filters.append(flt)
+        authorizer = self.security.authorizer
+        if authorizer is None:
+            return DeleteAclsResponse(version=version, throttle_time_ms=0, filter_results=[
+                DeleteAclsResponse.DeleteAclsFilterResult(error_code=ErrorCode.SECURITY_DISABLED,
+                                                          error_message="No Authorizer is configured.", matching_acls=[])
+                for _ in filters])
+        return of_coroutine(_delete(authorizer, filters, version), "DeleteAcls")

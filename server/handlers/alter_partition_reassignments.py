@@ -3,12 +3,16 @@ this node alone, which is where it already is (nothing to do); any other broker 
 registered (INVALID_REPLICA_ASSIGNMENT, Kafka's wording); cancelling finds nothing in progress."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.topics import AlterPartitionReassignmentsResponse
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from kcoord.server.config import Config
+    from kcoord.server.topics import TopicRegistry
 
 TopicOut = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionOut = TopicOut.ReassignablePartitionResponse
@@ -37,16 +41,23 @@ def _outcome(node: int, partitions: int | None, topic: str, p: Any) -> tuple[Err
     return ErrorCode.NONE, None  # [this node]: the current assignment, nothing moves
 
 
-def handle_alter_partition_reassignments(ctx: RequestContext, req: Any, version: int) -> Any:
-    node = ctx.broker.config.node_id
-    out = []
-    for t in req.topics:
-        topic = ctx.broker.topics.get(t.name)
-        count = topic.partitions if topic is not None else None
-        parts = []
-        for p in t.partitions:
-            code, message = _outcome(node, count, t.name, p)
-            parts.append(PartitionOut(partition_index=p.partition_index, error_code=code, error_message=message))
-        out.append(TopicOut(name=t.name, partitions=parts))
-    return AlterPartitionReassignmentsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                               error_message=None, responses=out)
+class AlterPartitionReassignmentsApi:
+    """The handlers of alter_partition_reassignments.py, built by the composition root (server/node.py) with the parts they use."""
+
+    def __init__(self, topics: TopicRegistry, config: Config) -> None:
+        self.topics = topics
+        self.config = config
+
+    def handle_alter_partition_reassignments(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        node = self.config.node_id
+        out = []
+        for t in req.topics:
+            topic = self.topics.get(t.name)
+            count = topic.partitions if topic is not None else None
+            parts = []
+            for p in t.partitions:
+                code, message = _outcome(node, count, t.name, p)
+                parts.append(PartitionOut(partition_index=p.partition_index, error_code=code, error_message=message))
+            out.append(TopicOut(name=t.name, partitions=parts))
+        return AlterPartitionReassignmentsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                                   error_message=None, responses=out)

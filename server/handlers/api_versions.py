@@ -42,5 +42,11 @@ def api_versions_body(error: ErrorCode, version: int, transaction_version: int |
     )
 
 
-def handle_api_versions(ctx: RequestContext, req: Any, version: int) -> Any:
-    return api_versions_body(ErrorCode.NONE, version, ctx.broker.config["kcoord.transaction.version"])
+class ApiVersionsApi:
+    """Built by the composition root (server/node.py) with the one setting it answers from."""
+
+    def __init__(self, transaction_version: int) -> None:
+        self.transaction_version = transaction_version
+
+    def handle_api_versions(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        return api_versions_body(ErrorCode.NONE, version, self.transaction_version)

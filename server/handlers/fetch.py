@@ -27,16 +27,22 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.data_fastpath import FetchResponseData
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
-from kcoord.server.data_plane import data_plane, leader_epoch_error, not_leader, partition_log
+from kcoord.server.data_plane import leader_epoch_error, log_of, not_leader
 from kcoord.server.deferred import Deferred
 from kcoord.server.handlers import fetch_session, fetch_txn
 from kcoord.server.purgatory import DelayedOperation
 from kcoord.storage.log import OffsetOutOfRangeError, PartitionLog
+
+if TYPE_CHECKING:
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.storage.log_manager import LogManager
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -70,58 +76,6 @@ def replica_id_of(req: Any, version: int) -> int:
         return state.replica_id if state is not None and state.replica_id is not None else -1
     rid = req.replica_id
     return -1 if rid is None else rid
-
-
-def _resolve(ctx: RequestContext, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
-    broker = ctx.broker
-    replica_id = replica_id_of(req, version)
-    out = []
-    for t in req.topics:
-        if version >= 13:
-            topic = broker.topics.by_id.get(t.topic_id)
-            missing = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            topic = broker.topics.get(t.topic)
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        parts = []
-        cluster = broker.cluster
-        for p in t.partitions:
-            if cluster is not None and topic is not None and replica_id < 0 \
-                    and not_leader(cluster, topic.name, p.partition):
-                parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes, None,
-                                   ErrorCode.NOT_LEADER_OR_FOLLOWER))
-                continue
-            if topic is None:
-                parts.append(_Part(None, p.partition, p.fetch_offset, p.partition_max_bytes, None, missing))
-                continue
-            plog = partition_log(broker, topic, p.partition)
-            err = ErrorCode.NONE if plog is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            replica = plog.replica if plog is not None else None
-            if replica is not None:
-                err = _replica_error(broker, replica, p, version, replica_id)
-            elif plog is not None and version >= 9:
-                err = leader_epoch_error(p.current_leader_epoch) or ErrorCode.NONE
-            part = _Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                         plog if err == ErrorCode.NONE else None, err)
-            if replica is not None:
-                part.replica, part.consumer = replica, replica_id < 0
-            parts.append(part)
-        out.append((t, parts))
-    return out
-
-
-def _replica_error(broker: Any, replica: Any, p: Any, version: int, replica_id: int) -> ErrorCode:
-    """A replicated partition: only its leader serves it, in its epoch; a follower's fetch
-    offset is its log end offset (the leader's high watermark and ISR follow it)."""
-    if version >= 9:
-        bad = leader_epoch_error(p.current_leader_epoch, replica.leader_epoch)
-        if bad is not None:
-            return bad
-    if not replica.is_leader or replica.stopped:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    if replica_id >= 0:
-        broker.replicas.follower_fetched(replica, replica_id, p.fetch_offset)
-    return ErrorCode.NONE
 
 
 def _below(data: bytes, hw: int) -> bytes:
@@ -296,24 +250,86 @@ class DelayedFetch(DelayedOperation):
         self.deferred.complete(_response(self.version, self.req, self.resolved, rows, self.sessions))
 
 
-def handle_fetch(ctx: RequestContext, req: Any, version: int) -> Any:
-    dp = data_plane(ctx.broker)
-    kind = fetch_session.context(dp.fetch_sessions, req, version)
-    if isinstance(kind, ErrorCode):
-        return FetchResponseData(version, kind, 0, [])
-    if not isinstance(kind, str):
-        reader = fetch_session.SessionReader(dp.fetch_sessions, ctx.broker.topics,
-                                             lambda topic, p: partition_log(ctx.broker, topic, p), _read, _Part, dp)
-        answer = reader.incremental(kind, req, version)
-        if answer is not None:
-            return answer
-    sessions = dp.fetch_sessions if kind == fetch_session.FULL else None
-    resolved = _resolve(ctx, req, version)
-    rows, total, failed = _read(resolved, req.max_bytes, dp, req.isolation_level)
-    keys = [(part.topic, part.index) for _, parts in resolved for part in parts if part.plog is not None]
-    if req.max_wait_ms <= 0 or not keys or total >= req.min_bytes or failed:
-        return _response(version, req, resolved, rows, sessions)
-    op = DelayedFetch(version, req, resolved, dp, sessions)
-    if not dp.fetch_purgatory.try_complete_else_watch(op, keys):
-        dp.parked.add(op)
-    return op.deferred
+class FetchApi:
+    """Fetch's handler, built by the composition root (server/node.py) with the topic registry,
+    the logs and the data plane (its fetch purgatory, transaction state)."""
+
+    def __init__(self, topics: TopicRegistry, logs: LogManager, data_plane: DataPlane, cluster: Callable[[], Any],
+                 replicas: Callable[[], Any]) -> None:
+        self.topics = topics
+        # a cluster node's ClusterNode and replica manager, else None (server/cluster/, server/replication/)
+        self.cluster = cluster
+        self.replicas = replicas
+        self.logs = logs
+        self.data_plane = data_plane
+
+    def handle_fetch(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        dp = self.data_plane
+        kind = fetch_session.context(dp.fetch_sessions, req, version)
+        if isinstance(kind, ErrorCode):
+            return FetchResponseData(version, kind, 0, [])
+        if not isinstance(kind, str):
+            reader = fetch_session.SessionReader(dp.fetch_sessions, self.topics,
+                                                 lambda topic, p: log_of(self.logs, topic, p), _read, _Part, dp)
+            answer = reader.incremental(kind, req, version)
+            if answer is not None:
+                return answer
+        sessions = dp.fetch_sessions if kind == fetch_session.FULL else None
+        resolved = self._resolve(req, version)
+        rows, total, failed = _read(resolved, req.max_bytes, dp, req.isolation_level)
+        keys = [(part.topic, part.index) for _, parts in resolved for part in parts if part.plog is not None]
+        if req.max_wait_ms <= 0 or not keys or total >= req.min_bytes or failed:
+            return _response(version, req, resolved, rows, sessions)
+        op = DelayedFetch(version, req, resolved, dp, sessions)
+        if not dp.fetch_purgatory.try_complete_else_watch(op, keys):
+            dp.parked.add(op)
+        return op.deferred
+
+    def _resolve(self, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
+        replica_id = replica_id_of(req, version)
+        cluster = self.cluster()
+        out = []
+        for t in req.topics:
+            if version >= 13:
+                topic = self.topics.by_id.get(t.topic_id)
+                missing = ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                topic = self.topics.get(t.topic)
+                missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            parts = []
+            for p in t.partitions:
+                if cluster is not None and topic is not None and replica_id < 0 \
+                        and not_leader(cluster, topic.name, p.partition):
+                    parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes, None,
+                                       ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                    continue
+                if topic is None:
+                    parts.append(_Part(None, p.partition, p.fetch_offset, p.partition_max_bytes, None, missing))
+                    continue
+                plog = log_of(self.logs, topic, p.partition)
+                err = ErrorCode.NONE if plog is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                replica = plog.replica if plog is not None else None
+                if replica is not None:
+                    err = self._replica_error(replica, p, version, replica_id)
+                elif plog is not None and version >= 9:
+                    err = leader_epoch_error(p.current_leader_epoch) or ErrorCode.NONE
+                part = _Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                             plog if err == ErrorCode.NONE else None, err)
+                if replica is not None:
+                    part.replica, part.consumer = replica, replica_id < 0
+                parts.append(part)
+            out.append((t, parts))
+        return out
+
+    def _replica_error(self, replica: Any, p: Any, version: int, replica_id: int) -> ErrorCode:
+        """A replicated partition: only its leader serves it, in its epoch; a follower's fetch
+        offset is its log end offset (the leader's high watermark and ISR follow it)."""
+        if version >= 9:
+            bad = leader_epoch_error(p.current_leader_epoch, replica.leader_epoch)
+            if bad is not None:
+                return bad
+        if not replica.is_leader or replica.stopped:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if replica_id >= 0:
+            self.replicas().follower_fetched(replica, replica_id, p.fetch_offset)
+        return ErrorCode.NONE

@@ -22,14 +22,20 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.consumer import ListOffsetsResponse
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
-from kcoord.server.data_plane import LEADER_EPOCH, data_plane, leader_epoch_error, partition_log
+from kcoord.server.data_plane import LEADER_EPOCH, leader_epoch_error, log_of
 from kcoord.storage.log import PartitionLog
+
+if TYPE_CHECKING:
+    from kcoord.server.clock import Clock
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.list_offsets")
 
@@ -93,68 +99,78 @@ def legacy_offsets_before(plog: PartitionLog, timestamp: int, max_num: int, now_
     return sorted((pairs[start - j][0] for j in range(n)), reverse=True)
 
 
-def handle_list_offsets(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
-    counts = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
-    topics_out = []
-    for t in req.topics:
-        topic = broker.topics.get(t.name)
-        parts_out = []
-        for p in t.partitions:
-            idx = p.partition_index
-            plog = partition_log(broker, topic, idx) if topic is not None else None
+class ListOffsetsApi:
+    """ListOffsets' handler, built by the composition root (server/node.py) with the topic
+    registry, the logs, the data plane (last stable offsets) and the clock."""
 
-            def error(code: ErrorCode, idx: int = idx) -> Any:
+    def __init__(self, topics: TopicRegistry, logs: LogManager, data_plane: DataPlane, clock: Clock) -> None:
+        self.topics = topics
+        self.logs = logs
+        self.data_plane = data_plane
+        self.clock = clock
+
+    def handle_list_offsets(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        counts = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+        topics_out = []
+        for t in req.topics:
+            topic = self.topics.get(t.name)
+            parts_out = []
+            for p in t.partitions:
+                idx = p.partition_index
+                plog = log_of(self.logs, topic, idx) if topic is not None else None
+
+                def error(code: ErrorCode, idx: int = idx) -> Any:
+                    if version == 0:
+                        return PartitionOut(partition_index=idx, error_code=code, old_style_offsets=[])
+                    return PartitionOut(partition_index=idx, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
+
+                ts = p.timestamp
                 if version == 0:
-                    return PartitionOut(partition_index=idx, error_code=code, old_style_offsets=[])
-                return PartitionOut(partition_index=idx, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
-
-            ts = p.timestamp
-            if version == 0:
-                if ts < EARLIEST:
-                    parts_out.append(error(ErrorCode.UNSUPPORTED_VERSION))
-                elif plog is None:
-                    parts_out.append(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                else:
-                    offsets = legacy_offsets_before(plog, ts, p.max_num_offsets, broker.clock.now_ms())
-                    parts_out.append(PartitionOut(partition_index=idx, error_code=ErrorCode.NONE,
-                                                  old_style_offsets=offsets))
-                continue
-            if counts[(t.name, idx)] > 1:
-                parts_out.append(error(ErrorCode.INVALID_REQUEST))
-                continue
-            if ts < 0 and (ts not in _MIN_VERSION or version < _MIN_VERSION[ts]):
-                parts_out.append(error(ErrorCode.UNSUPPORTED_VERSION))
-                continue
-            if plog is None:
-                parts_out.append(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            replica = plog.replica
-            if version >= 4:
-                bad = leader_epoch_error(p.current_leader_epoch, LEADER_EPOCH if replica is None else replica.leader_epoch)
-                if bad is not None:
-                    parts_out.append(error(bad))
+                    if ts < EARLIEST:
+                        parts_out.append(error(ErrorCode.UNSUPPORTED_VERSION))
+                    elif plog is None:
+                        parts_out.append(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    else:
+                        offsets = legacy_offsets_before(plog, ts, p.max_num_offsets, self.clock.now_ms())
+                        parts_out.append(PartitionOut(partition_index=idx, error_code=ErrorCode.NONE,
+                                                      old_style_offsets=offsets))
                     continue
-            if replica is not None and (not replica.is_leader or replica.stopped):
-                parts_out.append(error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
-                continue
-            try:
-                last = plog.log_end_offset
-                if version >= 2 and req.isolation_level == READ_COMMITTED:
-                    last = data_plane(broker).txns.lso(t.name, idx, plog)
-                if replica is not None:
-                    last = min(last, replica.hw)
-                found_ts, offset, epoch = _lookup(plog, ts, last)
-                if replica is not None and offset >= 0:
-                    epoch = replica.cache.latest_epoch if ts == LATEST else replica.cache.epoch_for_offset(offset)
-            except OSError:
-                parts_out.append(error(ErrorCode.KAFKA_STORAGE_ERROR))
-                continue
-            except Exception:  # noqa: BLE001 - e.g. a batch whose codec this install lacks
-                log.exception("ListOffsets for %s-%d at timestamp %d failed", t.name, idx, ts)
-                parts_out.append(error(ErrorCode.UNKNOWN_SERVER_ERROR))
-                continue
-            parts_out.append(PartitionOut(partition_index=idx, error_code=ErrorCode.NONE, timestamp=found_ts,
-                                          offset=offset, leader_epoch=epoch))
-        topics_out.append(TopicOut(name=t.name, partitions=parts_out))
-    return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics_out)
+                if counts[(t.name, idx)] > 1:
+                    parts_out.append(error(ErrorCode.INVALID_REQUEST))
+                    continue
+                if ts < 0 and (ts not in _MIN_VERSION or version < _MIN_VERSION[ts]):
+                    parts_out.append(error(ErrorCode.UNSUPPORTED_VERSION))
+                    continue
+                if plog is None:
+                    parts_out.append(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                replica = plog.replica
+                if version >= 4:
+                    bad = leader_epoch_error(p.current_leader_epoch,
+                                             LEADER_EPOCH if replica is None else replica.leader_epoch)
+                    if bad is not None:
+                        parts_out.append(error(bad))
+                        continue
+                if replica is not None and (not replica.is_leader or replica.stopped):
+                    parts_out.append(error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                    continue
+                try:
+                    last = plog.log_end_offset
+                    if version >= 2 and req.isolation_level == READ_COMMITTED:
+                        last = self.data_plane.txns.lso(t.name, idx, plog)
+                    if replica is not None:
+                        last = min(last, replica.hw)
+                    found_ts, offset, epoch = _lookup(plog, ts, last)
+                    if replica is not None and offset >= 0:
+                        epoch = replica.cache.latest_epoch if ts == LATEST else replica.cache.epoch_for_offset(offset)
+                except OSError:
+                    parts_out.append(error(ErrorCode.KAFKA_STORAGE_ERROR))
+                    continue
+                except Exception:  # noqa: BLE001 - e.g. a batch whose codec this install lacks
+                    log.exception("ListOffsets for %s-%d at timestamp %d failed", t.name, idx, ts)
+                    parts_out.append(error(ErrorCode.UNKNOWN_SERVER_ERROR))
+                    continue
+                parts_out.append(PartitionOut(partition_index=idx, error_code=ErrorCode.NONE, timestamp=found_ts,
+                                              offset=offset, leader_epoch=epoch))
+            topics_out.append(TopicOut(name=t.name, partitions=parts_out))
+        return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics_out)

@@ -10,6 +10,12 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
 
 
-def handle_list_partition_reassignments(ctx: RequestContext, req: Any, version: int) -> Any:
-    return ListPartitionReassignmentsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                              error_message=None, topics=[])
+class ListPartitionReassignmentsApi:
+    """The handlers of list_partition_reassignments.py, built by the composition root (server/node.py) with the parts they use."""
+
+    def __init__(self) -> None:
+        pass
+
+    def handle_list_partition_reassignments(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        return ListPartitionReassignmentsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                                  error_message=None, topics=[])

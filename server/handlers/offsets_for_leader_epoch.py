@@ -12,25 +12,29 @@ all stamped 0.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
-from kcoord.server.data_plane import LEADER_EPOCH, leader_epoch_error, partition_log
+from kcoord.server.data_plane import LEADER_EPOCH, leader_epoch_error, log_of
+
+if TYPE_CHECKING:
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.storage.log_manager import LogManager
 
 TopicOut = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 PartitionOut = TopicOut.EpochEndOffset
 UNDEFINED = -1
 
 
-def _one(ctx: RequestContext, topic_name: str, p: Any) -> PartitionOut:
+def _one(topics: TopicRegistry, logs: LogManager, topic_name: str, p: Any) -> PartitionOut:
     def out(code: ErrorCode, epoch: int = UNDEFINED, end: int = UNDEFINED) -> PartitionOut:
         return PartitionOut(error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end)
 
-    topic = ctx.broker.topics.get(topic_name)
-    plog = partition_log(ctx.broker, topic, p.partition) if topic is not None else None
+    topic = topics.get(topic_name)
+    plog = log_of(logs, topic, p.partition) if topic is not None else None
     if plog is None:
         return out(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     replica = plog.replica
@@ -50,6 +54,15 @@ def _one(ctx: RequestContext, topic_name: str, p: Any) -> PartitionOut:
     return out(ErrorCode.NONE, epoch, end)
 
 
-def handle_offsets_for_leader_epoch(ctx: RequestContext, req: Any, version: int) -> Any:
-    topics = [TopicOut(topic=t.topic, partitions=[_one(ctx, t.topic, p) for p in t.partitions]) for t in req.topics]
-    return OffsetForLeaderEpochResponse(version=version, throttle_time_ms=0, topics=topics)
+class OffsetsForLeaderEpochApi:
+    """OffsetForLeaderEpoch's handler, built by the composition root (server/node.py) with the
+    topic registry and the logs (each replicated log carries its replica)."""
+
+    def __init__(self, topics: TopicRegistry, logs: LogManager) -> None:
+        self.topics = topics
+        self.logs = logs
+
+    def handle_offsets_for_leader_epoch(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        topics = [TopicOut(topic=t.topic, partitions=[_one(self.topics, self.logs, t.topic, p) for p in t.partitions])
+                  for t in req.topics]
+        return OffsetForLeaderEpochResponse(version=version, throttle_time_ms=0, topics=topics)

@@ -37,30 +37,23 @@ transaction, server/handlers/produce_txn.py.)
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from aiokafka.errors import UnsupportedCodecError
 
 from kcoord.protocol.data_fastpath import ProduceResponseData
 from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
 from kcoord.server.context import RequestContext
-from kcoord.server.data_plane import (
-    LEADER_EPOCH,
-    data_plane,
-    not_leader,
-    partition_log,
-    timestamp_bounds_of,
-    topic_values,
-)
-from kcoord.server.deferred import Deferred
+from kcoord.server.data_plane import LEADER_EPOCH, not_leader, timestamp_bounds_of
+from kcoord.server.deferred import of_coroutine, then, wait
 from kcoord.server.handlers import produce_txn
+from kcoord.server.handlers.produce_txn import ProduceTxn
 from kcoord.server.handlers.registry import NO_RESPONSE
 from kcoord.server.log_flush import flush_rolled, needs_flush
 from kcoord.server.record_validation import validate_records
 from kcoord.server.replication.delayed_produce import Waiting, watch
-from kcoord.server.txn.markers import wait
 from kcoord.storage.batch import (
     CorruptBatchError,
     client_batch_problem,
@@ -68,6 +61,16 @@ from kcoord.storage.batch import (
     split_batches,
 )
 from kcoord.storage.flusher import group_commit, sync
+
+if TYPE_CHECKING:
+    from kcoord.server.clock import Clock
+    from kcoord.server.config import Config
+    from kcoord.server.config_layers import BrokerConfigs
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.lazy import Lazy
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.server.txn.service import TxnService
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.produce")
 
@@ -106,138 +109,6 @@ def _records_problem(records: Any, version: int) -> KafkaError | None:
     return None
 
 
-def _append_partition(ctx: RequestContext, topic_name: str, index: int, records: Any, version: int,
-                      transactional_id: str | None, added: dict[tuple[str, int], ErrorCode] | None = None,
-                      acks: int = 1) -> _Result:
-    broker = ctx.broker
-    if broker.cluster is not None and not_leader(broker.cluster, topic_name, index):
-        return _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                       f"This server is not the leader for that topic-partition: {topic_name}-{index}")
-    topic = broker.topics.get(topic_name)
-    plog = partition_log(broker, topic, index) if topic is not None else None
-    if plog is None:
-        return _Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                       f"This server does not host this topic-partition: {topic_name}-{index}")
-    replica = plog.replica
-    epoch = LEADER_EPOCH
-    if replica is not None:
-        if not replica.is_leader or replica.stopped:
-            return _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                           f"This server is not the leader for topic-partition {topic_name}-{index}")
-        epoch = replica.leader_epoch
-    problem = _records_problem(records, version)
-    if problem is not None:
-        return _Result(problem.code, problem.message)
-    try:
-        headers = split_batches(records)
-    except CorruptBatchError as e:
-        return _Result(ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt in {topic_name}-{index}: {e}")
-    if len(headers) != 1:
-        return _Result(ErrorCode.INVALID_RECORD,
-                       f"Produce requests with version {version} are only allowed to contain exactly one record "
-                       "batch per partition")
-    h = headers[0]
-    if h.compression > _MAX_COMPRESSION:
-        return _Result(ErrorCode.CORRUPT_MESSAGE, f"Unknown compression type id {h.compression}")
-    if h.compression == _ZSTD and version < 7:
-        return _Result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                       f"Produce requests with version {version} are not allowed to use ZStandard compression")
-    values = topic_values(broker, topic)  # the topic's effective configs, looked up once
-    if replica is not None and acks == -1:
-        min_isr = values["min.insync.replicas"]
-        if len(replica.isr) < min_isr:
-            return _Result(ErrorCode.NOT_ENOUGH_REPLICAS,
-                           f"The size of the current ISR {replica.isr} is insufficient to satisfy the min.isr "
-                           f"requirement of {min_isr} for partition {topic_name}-{index}")
-    if topic.internal:
-        return _Result(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_name}")
-    if h.base_offset != 0:
-        return _Result(ErrorCode.INVALID_RECORD,
-                       f"The baseOffset of the record batch in the append to {topic_name}-{index} should be 0, "
-                       f"but it is {h.base_offset}")
-    limit = values["max.message.bytes"]
-    if h.size > limit:
-        return _Result(ErrorCode.MESSAGE_TOO_LARGE,
-                       f"The record batch size in the append to {topic_name}-{index} is {h.size} bytes which "
-                       f"exceeds the maximum configured value of {limit}.")
-    if not crc_ok(records, h):
-        return _Result(ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt (stored crc = {h.crc}) in topic partition "
-                                                  f"{topic_name}-{index}.")
-    why = client_batch_problem(h)
-    if why is not None:
-        return _Result(ErrorCode.INVALID_RECORD, f"{why} in topic partition {topic_name}-{index}")
-    seg_limit = values["segment.bytes"]
-    if h.size > seg_limit:
-        return _Result(ErrorCode.RECORD_LIST_TOO_LARGE,
-                       f"Message batch size is {h.size} bytes in append to partition {topic_name}-{index}, which "
-                       f"exceeds the maximum configured segment size of {seg_limit}.")
-    append_time = values["message.timestamp.type"] == "LogAppendTime"
-    before_max_ms, after_max_ms = timestamp_bounds_of(values)
-    now = broker.clock.now_ms()
-    try:
-        bad = validate_records(
-            records, f"{topic_name}-{index}", compacted=_compacted(values),
-            create_time=not append_time,
-            before_max_ms=before_max_ms, after_max_ms=after_max_ms, now=now)
-        if bad is not None:
-            res = _Result(bad.code, bad.message)
-            res.record_errors = bad.errors
-            return res
-    except UnsupportedCodecError as e:
-        # This install lacks the codec (aiokafka needs cramjam for lz4/snappy/zstd): the batch is
-        # stored as it came, only the record-level checks above are skipped.
-        log.warning("Cannot check records of %s-%d: %s", topic_name, index, e)
-    except Exception as e:  # noqa: BLE001 - records that do not decompress or decode
-        return _Result(ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt in {topic_name}-{index}: {e!r}")
-
-    dp = data_plane(broker)
-    state = None
-    res = _Result()
-    if h.producer_id >= 0:
-        bad = produce_txn.check_batch(broker, transactional_id, version, topic_name, index, plog, h, added)
-        if bad is not None:
-            res = _Result(*bad)
-            res.log_start_offset = plog.log_start_offset
-            return res
-        state = dp.producers.get(topic_name, index, plog, now)
-        try:
-            dup = state.check(h)
-        except KafkaError as e:
-            if e.code == ErrorCode.INVALID_PRODUCER_EPOCH:
-                log.info("%s", e.message)
-            res = _Result(e.code, e.message)
-            res.log_start_offset = plog.log_start_offset
-            return res
-        if dup is not None:
-            res.base_offset, res.last_offset = dup.first_offset, dup.last_offset
-            res.log_append_time = dup.timestamp if append_time else -1
-            res.log_start_offset = plog.log_start_offset
-            res.plog = plog
-            res.flush = plog.durable_offset <= dup.last_offset and needs_flush(values, plog)
-            return res
-    active = plog.active
-    try:
-        base, last, lat = plog.append_batches(records, now if append_time else None, epoch, checked=headers)
-    except CorruptBatchError as e:
-        return _Result(ErrorCode.CORRUPT_MESSAGE, str(e))
-    except OSError as e:  # the log directory is offline (logged once by the failure channel)
-        return _Result(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
-    if state is not None:
-        state.update(h, base)
-        produce_txn.appended(broker, topic_name, index, plog, h, base)
-    res.base_offset, res.last_offset, res.log_append_time = base, last, lat
-    res.log_start_offset = plog.log_start_offset
-    res.plog = plog
-    res.flush = needs_flush(values, plog)
-    if plog.active is not active and not res.flush:
-        flush_rolled(plog)
-    if replica is not None:
-        res.min_isr = values["min.insync.replicas"]
-        broker.replicas.leader_appended(replica, base)
-    dp.appended(topic_name, index)
-    return res
-
-
 def _compacted(values: dict[str, Any]) -> bool:
     return any(p.lower() == "compact" for p in values["cleanup.policy"])
 
@@ -260,6 +131,9 @@ def _is_transactional(records: Any) -> bool:
 
 
 async def _await_durable(version: int, req: Any, results: list[list[_Result]], timeout_ms: int) -> Any:
+    """The response once every appended offset that must be flushed (acks=all, flush.messages)
+    is durable, each partition answered with its fdatasync's error, or REQUEST_TIMED_OUT
+    once `timeout_ms` passed."""
     waits: dict[int, tuple[Any, int]] = {}  # id(plog) -> (plog, highest offset to sync)
     for rs in results:
         for r in rs:
@@ -294,72 +168,219 @@ async def _await_durable(version: int, req: Any, results: list[list[_Result]], t
     return _response(version, req, results)
 
 
-def handle_produce(ctx: RequestContext, req: Any, version: int) -> Any:
-    acks = req.acks
-    if any(_is_transactional(p.records) for t in req.topic_data for p in t.partition_data):
-        code = None
-        if req.transactional_id is None:
-            code, msg = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id"
-        elif len(produce_txn.transactional_producers(req)) > 1:
-            code, msg = ErrorCode.INVALID_PRODUCER_ID_MAPPING, "Transactional records contained more than one producer ID"
-        if code is not None:
-            log.info("Refusing transactional produce from client %s: %s", ctx.client_id, msg)
-            return _close_or(acks, ctx, _whole_request_error(version, req, code, msg), code)
-    if acks not in (-1, 0, 1):
-        return _whole_request_error(version, req, ErrorCode.INVALID_REQUIRED_ACKS)
-    if version >= 12 and req.transactional_id is not None:
-        adding = produce_txn.implicit_adds(ctx.broker, req)
-        if adding is not None:  # transactions v2: the partitions join the transaction first
-            return _append_after_adds(ctx, req, version, acks, adding)
-    return _append_all(ctx, req, version, acks, None)
+class ProduceApi:
+    """Produce's handler, built by the composition root (server/node.py) with the parts it
+    uses: the topic registry and each topic's effective configs, the logs, the data plane
+    (producer state, long polls to wake), the clock, and through ProduceTxn the transaction
+    coordinator."""
 
+    def __init__(self, config: Config, clock: Clock, topics: TopicRegistry, configs: BrokerConfigs,
+                 logs: LogManager, data_plane: DataPlane, txn: Lazy[TxnService], cluster: Callable[[], Any],
+                 replicas: Callable[[], Any]) -> None:
+        self.clock = clock
+        # a cluster node's ClusterNode and replica manager, else None (server/cluster/, server/replication/)
+        self.cluster = cluster
+        self.replicas = replicas
+        self.topics = topics
+        self.configs = configs
+        self.logs = logs
+        self.data_plane = data_plane
+        self.txns = ProduceTxn(config["transaction.partition.verification.enable"], clock, topics, logs,
+                               data_plane, txn)
 
-async def _append_after_adds(ctx: RequestContext, req: Any, version: int, acks: int,
-                             adding: Deferred[dict[tuple[str, int], ErrorCode]]) -> Any:
-    from kcoord.server.dispatch import CloseConnection
+    def handle_produce(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        acks = req.acks
+        if any(_is_transactional(p.records) for t in req.topic_data for p in t.partition_data):
+            code = None
+            if req.transactional_id is None:
+                code, msg = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                             "transactional records without a transactional id")
+            elif len(produce_txn.transactional_producers(req)) > 1:
+                code, msg = (ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                             "Transactional records contained more than one producer ID")
+            if code is not None:
+                log.info("Refusing transactional produce from client %s: %s", ctx.client_id, msg)
+                return _close_or(acks, ctx, _whole_request_error(version, req, code, msg), code)
+        if acks not in (-1, 0, 1):
+            return _whole_request_error(version, req, ErrorCode.INVALID_REQUIRED_ACKS)
+        if version >= 12 and req.transactional_id is not None:
+            adding = self.txns.implicit_adds(req)
+            if adding is not None:  # transactions v2: the partitions join the transaction first
+                return then(adding, lambda added: self._append_after_adds(req, version, acks, added))
+        return self._append_all(req, version, acks, None)
 
-    added = await wait(adding)
-    try:
-        result = _append_all(ctx, req, version, acks, added)
-    except CloseConnection as e:  # acks=0 with an error: the dispatcher closes the connection
-        return e
-    return await result if inspect.isawaitable(result) else result
+    def _append_after_adds(self, req: Any, version: int, acks: int, added: dict[tuple[str, int], ErrorCode]) -> Any:
+        from kcoord.server.dispatch import CloseConnection
 
+        try:
+            return self._append_all(req, version, acks, added)
+        except CloseConnection as e:  # acks=0 with an error: the dispatcher closes the connection
+            return e
 
-def _append_all(ctx: RequestContext, req: Any, version: int, acks: int,
-                added: dict[tuple[str, int], ErrorCode] | None) -> Any:
-    tid = req.transactional_id
-    results = [[_append_partition(ctx, t.name, p.index, p.records, version, tid, added, acks)
-                for p in t.partition_data] for t in req.topic_data]
-    if acks == 0:
-        errors = [r.error.name for rs in results for r in rs if r.error]
-        if errors:
-            from kcoord.server.dispatch import CloseConnection  # dispatch imports the handlers
+    def _append_all(self, req: Any, version: int, acks: int, added: dict[tuple[str, int], ErrorCode] | None) -> Any:
+        tid = req.transactional_id
+        results = [[self._append_partition(t.name, p.index, p.records, version, tid, added, acks)
+                    for p in t.partition_data] for t in req.topic_data]
+        if acks == 0:
+            errors = [r.error.name for rs in results for r in rs if r.error]
+            if errors:
+                from kcoord.server.dispatch import CloseConnection  # dispatch imports the handlers
 
-            raise CloseConnection(f"error during produce request with acks=0: {', '.join(sorted(set(errors)))}")
-        for rs in results:
-            for r in rs:
-                if r.flush:
-                    group_commit(r.plog).when_durable(r.last_offset, _flush_failed)
-        return NO_RESPONSE
-    if acks == -1:
-        waiting = [Waiting(r, r.plog.replica, r.last_offset + 1, r.min_isr) for rs in results for r in rs
-                   if r.error == ErrorCode.NONE and r.plog is not None and r.plog.replica is not None]
-        if waiting:
-            return _await_replicas(ctx, version, req, results, waiting)
-    if not any(r.flush for rs in results for r in rs):
-        return _response(version, req, results)
-    return _await_durable(version, req, results, req.timeout_ms)
+                raise CloseConnection(f"error during produce request with acks=0: {', '.join(sorted(set(errors)))}")
+            for rs in results:
+                for r in rs:
+                    if r.flush:
+                        group_commit(r.plog).when_durable(r.last_offset, _flush_failed)
+            return NO_RESPONSE
+        if acks == -1:
+            waiting = [Waiting(r, r.plog.replica, r.last_offset + 1, r.min_isr) for rs in results for r in rs
+                       if r.error == ErrorCode.NONE and r.plog is not None and r.plog.replica is not None]
+            if waiting:
+                return of_coroutine(self._await_replicas(version, req, results, waiting), "Produce")
+        if not any(r.flush for rs in results for r in rs):
+            return _response(version, req, results)
+        return of_coroutine(_await_durable(version, req, results, req.timeout_ms), "Produce")
 
+    def _append_partition(self, topic_name: str, index: int, records: Any, version: int,
+                          transactional_id: str | None, added: dict[tuple[str, int], ErrorCode] | None = None,
+                          acks: int = 1) -> _Result:
+        cluster = self.cluster()
+        if cluster is not None and not_leader(cluster, topic_name, index):
+            return _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                           f"This server is not the leader for that topic-partition: {topic_name}-{index}")
+        topic = self.topics.get(topic_name)
+        plog = self.logs.get(topic_name, index) if topic is not None and 0 <= index < topic.partitions else None
+        if plog is None:
+            return _Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           f"This server does not host this topic-partition: {topic_name}-{index}")
+        replica = plog.replica
+        epoch = LEADER_EPOCH
+        if replica is not None:
+            if not replica.is_leader or replica.stopped:
+                return _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                               f"This server is not the leader for topic-partition {topic_name}-{index}")
+            epoch = replica.leader_epoch
+        problem = _records_problem(records, version)
+        if problem is not None:
+            return _Result(problem.code, problem.message)
+        try:
+            headers = split_batches(records)
+        except CorruptBatchError as e:
+            return _Result(ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt in {topic_name}-{index}: {e}")
+        if len(headers) != 1:
+            return _Result(ErrorCode.INVALID_RECORD,
+                           f"Produce requests with version {version} are only allowed to contain exactly one record "
+                           "batch per partition")
+        h = headers[0]
+        if h.compression > _MAX_COMPRESSION:
+            return _Result(ErrorCode.CORRUPT_MESSAGE, f"Unknown compression type id {h.compression}")
+        if h.compression == _ZSTD and version < 7:
+            return _Result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                           f"Produce requests with version {version} are not allowed to use ZStandard compression")
+        values = self.configs.topic_values(topic)  # the topic's effective configs, looked up once
+        if replica is not None and acks == -1:
+            min_isr = values["min.insync.replicas"]
+            if len(replica.isr) < min_isr:
+                return _Result(ErrorCode.NOT_ENOUGH_REPLICAS,
+                               f"The size of the current ISR {replica.isr} is insufficient to satisfy the min.isr "
+                               f"requirement of {min_isr} for partition {topic_name}-{index}")
+        if topic.internal:
+            return _Result(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_name}")
+        if h.base_offset != 0:
+            return _Result(ErrorCode.INVALID_RECORD,
+                           f"The baseOffset of the record batch in the append to {topic_name}-{index} should be 0, "
+                           f"but it is {h.base_offset}")
+        limit = values["max.message.bytes"]
+        if h.size > limit:
+            return _Result(ErrorCode.MESSAGE_TOO_LARGE,
+                           f"The record batch size in the append to {topic_name}-{index} is {h.size} bytes which "
+                           f"exceeds the maximum configured value of {limit}.")
+        if not crc_ok(records, h):
+            return _Result(ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt (stored crc = {h.crc}) in topic partition "
+                                                      f"{topic_name}-{index}.")
+        why = client_batch_problem(h)
+        if why is not None:
+            return _Result(ErrorCode.INVALID_RECORD, f"{why} in topic partition {topic_name}-{index}")
+        seg_limit = values["segment.bytes"]
+        if h.size > seg_limit:
+            return _Result(ErrorCode.RECORD_LIST_TOO_LARGE,
+                           f"Message batch size is {h.size} bytes in append to partition {topic_name}-{index}, which "
+                           f"exceeds the maximum configured segment size of {seg_limit}.")
+        append_time = values["message.timestamp.type"] == "LogAppendTime"
+        before_max_ms, after_max_ms = timestamp_bounds_of(values)
+        now = self.clock.now_ms()
+        try:
+            bad = validate_records(
+                records, f"{topic_name}-{index}", compacted=_compacted(values),
+                create_time=not append_time,
+                before_max_ms=before_max_ms, after_max_ms=after_max_ms, now=now)
+            if bad is not None:
+                res = _Result(bad.code, bad.message)
+                res.record_errors = bad.errors
+                return res
+        except UnsupportedCodecError as e:
+            # This install lacks the codec (aiokafka needs cramjam for lz4/snappy/zstd): the batch is
+            # stored as it came, only the record-level checks above are skipped.
+            log.warning("Cannot check records of %s-%d: %s", topic_name, index, e)
+        except Exception as e:  # noqa: BLE001 - records that do not decompress or decode
+            return _Result(ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt in {topic_name}-{index}: {e!r}")
 
-async def _await_replicas(ctx: RequestContext, version: int, req: Any, results: list[list[_Result]],
-                          waiting: list[Waiting]) -> Any:
-    """acks=all on replicated partitions: every ISR member has the records, then the flush
-    the topic asks for (if any)."""
-    await wait(watch(ctx.broker.replicas.produce_purgatory, req.timeout_ms, waiting))
-    if not any(r.flush and r.error == ErrorCode.NONE for rs in results for r in rs):
-        return _response(version, req, results)
-    return await _await_durable(version, req, results, req.timeout_ms)
+        dp = self.data_plane
+        state = None
+        res = _Result()
+        if h.producer_id >= 0:
+            bad = self.txns.check_batch(transactional_id, version, topic_name, index, plog, h, added)
+            if bad is not None:
+                res = _Result(*bad)
+                res.log_start_offset = plog.log_start_offset
+                return res
+            state = dp.producers.get(topic_name, index, plog, now)
+            try:
+                dup = state.check(h)
+            except KafkaError as e:
+                if e.code == ErrorCode.INVALID_PRODUCER_EPOCH:
+                    log.info("%s", e.message)
+                res = _Result(e.code, e.message)
+                res.log_start_offset = plog.log_start_offset
+                return res
+            if dup is not None:
+                res.base_offset, res.last_offset = dup.first_offset, dup.last_offset
+                res.log_append_time = dup.timestamp if append_time else -1
+                res.log_start_offset = plog.log_start_offset
+                res.plog = plog
+                res.flush = plog.durable_offset <= dup.last_offset and needs_flush(values, plog)
+                return res
+        active = plog.active
+        try:
+            base, last, lat = plog.append_batches(records, now if append_time else None, epoch, checked=headers)
+        except CorruptBatchError as e:
+            return _Result(ErrorCode.CORRUPT_MESSAGE, str(e))
+        except OSError as e:  # the log directory is offline (logged once by the failure channel)
+            return _Result(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
+        if state is not None:
+            state.update(h, base)
+            self.txns.appended(topic_name, index, plog, h, base)
+        res.base_offset, res.last_offset, res.log_append_time = base, last, lat
+        res.log_start_offset = plog.log_start_offset
+        res.plog = plog
+        res.flush = needs_flush(values, plog)
+        if plog.active is not active and not res.flush:
+            flush_rolled(plog)
+        if replica is not None:
+            res.min_isr = values["min.insync.replicas"]
+            self.replicas().leader_appended(replica, base)
+        dp.appended(topic_name, index)
+        return res
+
+    async def _await_replicas(self, version: int, req: Any, results: list[list[_Result]],
+                              waiting: list[Waiting]) -> Any:
+        """acks=all on replicated partitions: every ISR member has the records, then the flush
+        the topic asks for (if any)."""
+        await wait(watch(self.replicas().produce_purgatory, req.timeout_ms, waiting))
+        if not any(r.flush and r.error == ErrorCode.NONE for rs in results for r in rs):
+            return _response(version, req, results)
+        return await _await_durable(version, req, results, req.timeout_ms)
+
 
 
 def _flush_failed(exc: BaseException | None) -> None:

@@ -28,14 +28,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.errors import ErrorCode
-from kcoord.server.data_plane import partition_log
 from kcoord.server.deferred import Deferred
 from kcoord.server.txn.settling import after_completion
 from kcoord.storage.batch import BatchHeader
 from kcoord.storage.log import PartitionLog
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.clock import Clock
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.lazy import Lazy
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.server.txn.service import TxnService
+    from kcoord.storage.log_manager import LogManager
 
 TopicPartition = tuple[str, int]
 
@@ -63,96 +67,110 @@ def transactional_producers(req: Any) -> set[int]:
     return out
 
 
-def check_batch(broker: Broker, transactional_id: str | None, version: int, topic: str, partition: int,
-                plog: PartitionLog, h: BatchHeader,
-                added: dict[TopicPartition, ErrorCode] | None = None) -> tuple[ErrorCode, str] | None:
-    """Why this idempotent / transactional batch may not be appended, or None. `added`: the
-    answers of implicit_adds (Produce v12)."""
-    txns = broker.data_plane.txns
-    if not h.is_transactional:
-        state = txns.loaded(topic, partition)
-        if state is not None and state.has_ongoing(h.producer_id):
-            return (ErrorCode.INVALID_TXN_STATE,
-                    f"Expected transactional write from producer {h.producer_id} at offset "
-                    f"{plog.log_end_offset} in partition {topic}-{partition}")
-        return None
-    if added is not None and (topic, partition) in added:
-        code = added[(topic, partition)]  # Produce v12: the implicit add's answer
-    else:
-        if _open_in_epoch(broker, topic, partition, plog, h.producer_id, h.producer_epoch) \
-                or not broker.config["transaction.partition.verification.enable"]:
+class ProduceTxn:
+    """What Produce checks and records for idempotent and transactional batches, given by the
+    composition root's ProduceApi: the data plane's producer and transaction state, the
+    transaction coordinator (built at the first transactional batch that needs it)."""
+
+    def __init__(self, verification: bool, clock: Clock, topics: TopicRegistry, logs: LogManager,
+                 data_plane: DataPlane, txn: Lazy[TxnService]) -> None:
+        self.verification = verification  # transaction.partition.verification.enable
+        self.clock = clock
+        self.topics = topics
+        self.logs = logs
+        self.data_plane = data_plane
+        self.txn = txn
+
+    def check_batch(self, transactional_id: str | None, version: int, topic: str, partition: int,
+                    plog: PartitionLog, h: BatchHeader,
+                    added: dict[TopicPartition, ErrorCode] | None = None) -> tuple[ErrorCode, str] | None:
+        """Why this idempotent / transactional batch may not be appended, or None. `added`: the
+        answers of implicit_adds (Produce v12)."""
+        txns = self.data_plane.txns
+        if not h.is_transactional:
+            state = txns.loaded(topic, partition)
+            if state is not None and state.has_ongoing(h.producer_id):
+                return (ErrorCode.INVALID_TXN_STATE,
+                        f"Expected transactional write from producer {h.producer_id} at offset "
+                        f"{plog.log_end_offset} in partition {topic}-{partition}")
             return None
-        code = broker.txn.coordinator.verify_partitions(transactional_id, h.producer_id, h.producer_epoch,
-                                                        [(topic, partition)])[(topic, partition)]
-    if code == ErrorCode.NONE:
-        return None
-    if code == ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH, f"Producer epoch {h.producer_epoch} of {h.producer_id} is fenced"
-    if code == ErrorCode.TRANSACTION_ABORTABLE and version <= 10:
-        code = ErrorCode.INVALID_TXN_STATE
-    if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
-        return code, "Partition was not added to the transaction"
-    if code in _RETRIABLE:
-        return (ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}")
-    return code, None
+        if added is not None and (topic, partition) in added:
+            code = added[(topic, partition)]  # Produce v12: the implicit add's answer
+        else:
+            if self._open_in_epoch(topic, partition, plog, h.producer_id, h.producer_epoch) \
+                    or not self.verification:
+                return None
+            code = self.txn.get().coordinator.verify_partitions(transactional_id, h.producer_id, h.producer_epoch,
+                                                            [(topic, partition)])[(topic, partition)]
+        if code == ErrorCode.NONE:
+            return None
+        if code == ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH, f"Producer epoch {h.producer_epoch} of {h.producer_id} is fenced"
+        if code == ErrorCode.TRANSACTION_ABORTABLE and version <= 10:
+            code = ErrorCode.INVALID_TXN_STATE
+        if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
+            return code, "Partition was not added to the transaction"
+        if code in _RETRIABLE:
+            return (ErrorCode.NOT_ENOUGH_REPLICAS,
+                    f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}")
+        return code, None
 
 
-def appended(broker: Broker, topic: str, partition: int, plog: PartitionLog, h: BatchHeader, base_offset: int) -> None:
-    if h.is_transactional:
-        broker.data_plane.txns.get(topic, partition, plog).on_data(h.producer_id, base_offset)
+    def appended(self, topic: str, partition: int, plog: PartitionLog, h: BatchHeader, base_offset: int) -> None:
+        if h.is_transactional:
+            self.data_plane.txns.get(topic, partition, plog).on_data(h.producer_id, base_offset)
 
 
-def _open_in_epoch(broker: Broker, topic: str, partition: int, plog: PartitionLog, producer_id: int,
-                   producer_epoch: int) -> bool:
-    """The producer has a transaction open in the partition, begun at this epoch."""
-    state = broker.data_plane.txns.get(topic, partition, plog)
-    if not state.has_ongoing(producer_id):
-        return False
-    entry = broker.data_plane.producers.get(topic, partition, plog, broker.clock.now_ms()).entries.get(producer_id)
-    return entry is not None and entry.epoch == producer_epoch
+    def _open_in_epoch(self, topic: str, partition: int, plog: PartitionLog, producer_id: int,
+                       producer_epoch: int) -> bool:
+        """The producer has a transaction open in the partition, begun at this epoch."""
+        state = self.data_plane.txns.get(topic, partition, plog)
+        if not state.has_ongoing(producer_id):
+            return False
+        entry = self.data_plane.producers.get(topic, partition, plog, self.clock.now_ms()).entries.get(producer_id)
+        return entry is not None and entry.epoch == producer_epoch
 
 
-def implicit_adds(broker: Broker, req: Any) -> Deferred[dict[TopicPartition, ErrorCode]] | None:
-    """Produce v12 (transactions v2, Kafka's AddPartitionsToTxnManager with addPartition): the
-    partitions whose transactional batch is the producer's first at its epoch there are added
-    to its transaction, durably, before the request appends anything. None when there are none;
-    else a Deferred of each partition's answer (NONE: added)."""
-    wanted: list[TopicPartition] = []
-    producer: tuple[int, int] | None = None
-    for t in req.topic_data:
-        topic = broker.topics.get(t.name)
-        if topic is None or topic.internal:
-            continue  # answered by the append (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION)
-        for p in t.partition_data:
-            r = p.records
-            if not (r and len(r) >= 61 and r[_MAGIC_OFFSET] == 2 and r[22] & _ATTR_TRANSACTIONAL):
-                continue
-            plog = partition_log(broker, topic, p.index)
-            if plog is None:
-                continue
-            pid = int.from_bytes(r[_PID], "big", signed=True)
-            epoch = int.from_bytes(r[_EPOCH], "big", signed=True)
-            producer = (pid, epoch)
-            if not _open_in_epoch(broker, t.name, p.index, plog, pid, epoch):
-                wanted.append((t.name, p.index))
-    if not wanted or producer is None:
-        return None
-    txn = broker.txn
-    pid, epoch = producer
+    def implicit_adds(self, req: Any) -> Deferred[dict[TopicPartition, ErrorCode]] | None:
+        """Produce v12 (transactions v2, Kafka's AddPartitionsToTxnManager with addPartition): the
+        partitions whose transactional batch is the producer's first at its epoch there are added
+        to its transaction, durably, before the request appends anything. None when there are none;
+        else a Deferred of each partition's answer (NONE: added)."""
+        wanted: list[TopicPartition] = []
+        producer: tuple[int, int] | None = None
+        for t in req.topic_data:
+            topic = self.topics.get(t.name)
+            if topic is None or topic.internal:
+                continue  # answered by the append (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION)
+            for p in t.partition_data:
+                r = p.records
+                if not (r and len(r) >= 61 and r[_MAGIC_OFFSET] == 2 and r[22] & _ATTR_TRANSACTIONAL):
+                    continue
+                plog = (self.logs.get(topic.name, p.index) if 0 <= p.index < topic.partitions else None)
+                if plog is None:
+                    continue
+                pid = int.from_bytes(r[_PID], "big", signed=True)
+                epoch = int.from_bytes(r[_EPOCH], "big", signed=True)
+                producer = (pid, epoch)
+                if not self._open_in_epoch(t.name, p.index, plog, pid, epoch):
+                    wanted.append((t.name, p.index))
+        if not wanted or producer is None:
+            return None
+        txn = self.txn.get()
+        pid, epoch = producer
 
-    def serve() -> Any:
-        return txn.runtime.submit(txn.coordinator.add_partitions(req.transactional_id, pid, epoch, wanted,
-                                                                 client_version=2))
+        def serve() -> Any:
+            return txn.runtime.submit(txn.coordinator.add_partitions(req.transactional_id, pid, epoch, wanted,
+                                                                     client_version=2))
 
-    out: Deferred[dict[TopicPartition, ErrorCode]] = Deferred()
-    answer = after_completion(txn.coordinator, req.transactional_id, serve)
+        out: Deferred[dict[TopicPartition, ErrorCode]] = Deferred()
+        answer = after_completion(txn.coordinator, req.transactional_id, serve)
 
-    def done(code: ErrorCode) -> None:
-        out.complete(dict.fromkeys(wanted, code))
+        def done(code: ErrorCode) -> None:
+            out.complete(dict.fromkeys(wanted, code))
 
-    if isinstance(answer, Deferred):
-        answer.add_callback(done)
-    else:
-        done(answer)
-    return out
+        if isinstance(answer, Deferred):
+            answer.add_callback(done)
+        else:
+            done(answer)
+        return out

@@ -1,6 +1,6 @@
 """Everything about how each API is served, declared once, one row per API: its handler, its
 hand-written fast path (a protocol/fastpath codec for the hottest requests), whether it is
-called directly — as (broker, request, version), without building a RequestContext or decoding
+called directly — as (request, version), without building a RequestContext or decoding
 the client id —, its authorization policy (server/security/policies/; with the quick check a
 direct route's usual case takes) and how virtual brokers route it (server/virtual/routing.py).
 The dispatcher (server/dispatch.py) builds its per-(key, version) routes from this table and
@@ -37,10 +37,13 @@ class Route(NamedTuple):
     `policy()`, `as_is()`)."""
 
     key: ApiKey
-    handler: Handler  # (ctx, request, version) -> answer
+    handler: Handler  # (ctx, request, version) -> answer, once bound (bind)
     fast: FastPath | None = None  # hand-written decoders / encoder
-    direct: Callable[[Broker, Any, int], Any] | None = None  # served without a RequestContext
+    direct: Callable[..., Any] | None = None  # (request, version) once bound: no RequestContext
     declared: Declared | None = None
+    # the handler area whose methods handler and direct are (a class under server/handlers/,
+    # built by the composition root, server/node.py)
+    area: str | None = None
 
     def policy(self) -> Policy | None:
         return None if self.declared is None or self.declared.policy is None else _policy(self.declared.policy)
@@ -64,109 +67,110 @@ class Declared(NamedTuple):
 
 
 _TABLE = (
-    Declared(ApiKey.PRODUCE, "produce.handle_produce", policy="data.produce", virtual="partitioned"),
-    Declared(ApiKey.FETCH, "fetch.handle_fetch", policy="data.fetch", virtual="partitioned"),
-    Declared(ApiKey.LIST_OFFSETS, "list_offsets.handle_list_offsets",
+    Declared(ApiKey.PRODUCE, "produce.ProduceApi.handle_produce", policy="data.produce", virtual="partitioned"),
+    Declared(ApiKey.FETCH, "fetch.FetchApi.handle_fetch", policy="data.fetch", virtual="partitioned"),
+    Declared(ApiKey.LIST_OFFSETS, "list_offsets.ListOffsetsApi.handle_list_offsets",
              policy="data.list_offsets", virtual="partitioned"),
-    Declared(ApiKey.OFFSET_FOR_LEADER_EPOCH, "offsets_for_leader_epoch.handle_offsets_for_leader_epoch",
+    Declared(ApiKey.OFFSET_FOR_LEADER_EPOCH, "offsets_for_leader_epoch.OffsetsForLeaderEpochApi.handle_offsets_for_leader_epoch",
              policy="data.offsets_for_leader_epoch", virtual="partitioned"),
-    Declared(ApiKey.METADATA, "metadata.handle_metadata", policy="data.metadata", virtual="metadata"),
-    Declared(ApiKey.OFFSET_COMMIT, "groups.handle_offset_commit",
-             fast="OFFSET_COMMIT", direct="groups.commit_offsets", policy="groups.offset_commit",
+    Declared(ApiKey.METADATA, "metadata.MetadataApi.handle_metadata", policy="data.metadata", virtual="metadata"),
+    Declared(ApiKey.OFFSET_COMMIT, "groups.GroupApis.handle_offset_commit",
+             fast="OFFSET_COMMIT", direct="groups.GroupApis.commit_offsets", policy="groups.offset_commit",
              as_is="groups.offset_commit_as_is", virtual="group"),
-    Declared(ApiKey.OFFSET_FETCH, "groups.handle_offset_fetch",
+    Declared(ApiKey.OFFSET_FETCH, "groups.GroupApis.handle_offset_fetch",
              policy="groups.offset_fetch", virtual="group"),
-    Declared(ApiKey.FIND_COORDINATOR, "find_coordinator.handle_find_coordinator",
+    Declared(ApiKey.FIND_COORDINATOR, "find_coordinator.FindCoordinatorApi.handle_find_coordinator",
              policy="groups.find_coordinator", virtual="find_coordinator"),
-    Declared(ApiKey.JOIN_GROUP, "groups.handle_join_group", policy="groups.join_group", virtual="group"),
-    Declared(ApiKey.HEARTBEAT, "groups.handle_heartbeat",
-             fast="HEARTBEAT", direct="groups.heartbeat_body", policy="groups.heartbeat",
+    Declared(ApiKey.JOIN_GROUP, "groups.GroupApis.handle_join_group", policy="groups.join_group", virtual="group"),
+    Declared(ApiKey.HEARTBEAT, "groups.GroupApis.handle_heartbeat",
+             fast="HEARTBEAT", direct="groups.GroupApis.heartbeat_body", policy="groups.heartbeat",
              as_is="groups.heartbeat_as_is", virtual="group"),
-    Declared(ApiKey.LEAVE_GROUP, "groups.handle_leave_group", policy="groups.leave_group", virtual="group"),
-    Declared(ApiKey.SYNC_GROUP, "groups.handle_sync_group", policy="groups.sync_group", virtual="group"),
-    Declared(ApiKey.DESCRIBE_GROUPS, "groups.handle_describe_groups",
+    Declared(ApiKey.LEAVE_GROUP, "groups.GroupApis.handle_leave_group", policy="groups.leave_group", virtual="group"),
+    Declared(ApiKey.SYNC_GROUP, "groups.GroupApis.handle_sync_group", policy="groups.sync_group", virtual="group"),
+    Declared(ApiKey.DESCRIBE_GROUPS, "groups.GroupApis.handle_describe_groups",
              policy="groups.describe_groups", virtual="group"),
-    Declared(ApiKey.LIST_GROUPS, "groups.handle_list_groups",
+    Declared(ApiKey.LIST_GROUPS, "groups.GroupApis.handle_list_groups",
              policy="groups.list_groups", virtual="list_groups"),
-    Declared(ApiKey.API_VERSIONS, "api_versions.handle_api_versions", policy="cluster.api_versions"),
-    Declared(ApiKey.CREATE_TOPICS, "create_topics.handle_create_topics", policy="topics.create_topics"),
-    Declared(ApiKey.INIT_PRODUCER_ID, "init_producer_id.handle_init_producer_id",
+    Declared(ApiKey.API_VERSIONS, "api_versions.ApiVersionsApi.handle_api_versions", policy="cluster.api_versions"),
+    Declared(ApiKey.CREATE_TOPICS, "create_topics.CreateTopicsApi.handle_create_topics", policy="topics.create_topics"),
+    Declared(ApiKey.INIT_PRODUCER_ID, "init_producer_id.InitProducerIdApi.handle_init_producer_id",
              policy="txn.init_producer_id"),
-    Declared(ApiKey.DELETE_GROUPS, "groups.handle_delete_groups",
+    Declared(ApiKey.DELETE_GROUPS, "groups.GroupApis.handle_delete_groups",
              policy="groups.delete_groups", virtual="group"),
-    Declared(ApiKey.OFFSET_DELETE, "groups.handle_offset_delete",
+    Declared(ApiKey.OFFSET_DELETE, "groups.GroupApis.handle_offset_delete",
              policy="groups.offset_delete", virtual="group"),
-    Declared(ApiKey.CONSUMER_GROUP_HEARTBEAT, "groups.handle_consumer_group_heartbeat",
+    Declared(ApiKey.CONSUMER_GROUP_HEARTBEAT, "groups.GroupApis.handle_consumer_group_heartbeat",
              fast="CONSUMER_GROUP_HEARTBEAT", policy="groups.consumer_group_heartbeat", virtual="group"),
-    Declared(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups.handle_consumer_group_describe",
+    Declared(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups.GroupApis.handle_consumer_group_describe",
              policy="groups.consumer_group_describe", virtual="group"),
     # share groups (KIP-932, issue 25)
-    Declared(ApiKey.SHARE_GROUP_HEARTBEAT, "share_groups.handle_share_group_heartbeat",
+    Declared(ApiKey.SHARE_GROUP_HEARTBEAT, "share_groups.ShareGroupApis.handle_share_group_heartbeat",
              policy="share_groups.share_group_heartbeat", virtual="group"),
-    Declared(ApiKey.SHARE_GROUP_DESCRIBE, "share_groups.handle_share_group_describe",
+    Declared(ApiKey.SHARE_GROUP_DESCRIBE, "share_groups.ShareGroupApis.handle_share_group_describe",
              policy="share_groups.share_group_describe", virtual="group"),
-    Declared(ApiKey.DELETE_TOPICS, "delete_topics.handle_delete_topics", policy="topics.delete_topics"),
-    Declared(ApiKey.DELETE_RECORDS, "delete_records.handle_delete_records", policy="topics.delete_records"),
-    Declared(ApiKey.CREATE_PARTITIONS, "create_partitions.handle_create_partitions",
+    Declared(ApiKey.DELETE_TOPICS, "delete_topics.DeleteTopicsApi.handle_delete_topics", policy="topics.delete_topics"),
+    Declared(ApiKey.DELETE_RECORDS, "delete_records.DeleteRecordsApi.handle_delete_records", policy="topics.delete_records"),
+    Declared(ApiKey.CREATE_PARTITIONS, "create_partitions.CreatePartitionsApi.handle_create_partitions",
              policy="topics.create_partitions"),
-    Declared(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn.handle_add_partitions_to_txn",
+    Declared(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn.AddPartitionsToTxnApi.handle_add_partitions_to_txn",
              policy="txn.add_partitions_to_txn"),
-    Declared(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn.handle_add_offsets_to_txn",
+    Declared(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn.AddOffsetsToTxnApi.handle_add_offsets_to_txn",
              policy="txn.add_offsets_to_txn"),
-    Declared(ApiKey.END_TXN, "end_txn.handle_end_txn", policy="txn.end_txn"),
-    Declared(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit.handle_txn_offset_commit",
+    Declared(ApiKey.END_TXN, "end_txn.EndTxnApi.handle_end_txn", policy="txn.end_txn"),
+    Declared(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit.TxnOffsetCommitApi.handle_txn_offset_commit",
              policy="txn.txn_offset_commit"),
-    Declared(ApiKey.DESCRIBE_PRODUCERS, "describe_producers.handle_describe_producers",
+    Declared(ApiKey.DESCRIBE_PRODUCERS, "describe_producers.DescribeProducersApi.handle_describe_producers",
              policy="txn.describe_producers"),
-    Declared(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions.handle_describe_transactions",
+    Declared(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions.DescribeTransactionsApi.handle_describe_transactions",
              policy="txn.describe_transactions"),
-    Declared(ApiKey.LIST_TRANSACTIONS, "list_transactions.handle_list_transactions",
+    Declared(ApiKey.LIST_TRANSACTIONS, "list_transactions.ListTransactionsApi.handle_list_transactions",
              policy="txn.list_transactions"),
-    Declared(ApiKey.DESCRIBE_CONFIGS, "describe_configs.handle_describe_configs",
+    Declared(ApiKey.DESCRIBE_CONFIGS, "describe_configs.DescribeConfigsApi.handle_describe_configs",
              policy="configs.describe_configs"),
-    Declared(ApiKey.ALTER_CONFIGS, "alter_configs.handle_alter_configs", policy="configs.alter_configs"),
-    Declared(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs.handle_incremental_alter_configs",
+    Declared(ApiKey.ALTER_CONFIGS, "alter_configs.AlterConfigsApi.handle_alter_configs", policy="configs.alter_configs"),
+    Declared(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs.IncrementalAlterConfigsApi.handle_incremental_alter_configs",
              policy="configs.incremental_alter_configs"),
-    Declared(ApiKey.DESCRIBE_CLUSTER, "describe_cluster.handle_describe_cluster",
+    Declared(ApiKey.DESCRIBE_CLUSTER, "describe_cluster.DescribeClusterApi.handle_describe_cluster",
              policy="topics.describe_cluster", virtual="describe_cluster"),
-    Declared(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "describe_topic_partitions.handle_describe_topic_partitions",
+    Declared(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "describe_topic_partitions.DescribeTopicPartitionsApi.handle_describe_topic_partitions",
              policy="topics.describe_topic_partitions"),
-    Declared(ApiKey.DESCRIBE_LOG_DIRS, "describe_log_dirs.handle_describe_log_dirs",
+    Declared(ApiKey.DESCRIBE_LOG_DIRS, "describe_log_dirs.DescribeLogDirsApi.handle_describe_log_dirs",
              policy="cluster.describe_log_dirs"),
-    Declared(ApiKey.ELECT_LEADERS, "elect_leaders.handle_elect_leaders", policy="cluster.elect_leaders"),
-    Declared(ApiKey.LIST_PARTITION_REASSIGNMENTS, "list_partition_reassignments.handle_list_partition_reassignments",
+    Declared(ApiKey.ELECT_LEADERS, "elect_leaders.ElectLeadersApi.handle_elect_leaders", policy="cluster.elect_leaders"),
+    Declared(ApiKey.LIST_PARTITION_REASSIGNMENTS, "list_partition_reassignments.ListPartitionReassignmentsApi.handle_list_partition_reassignments",
              policy="cluster.list_partition_reassignments"),
-    Declared(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "alter_partition_reassignments.handle_alter_partition_reassignments",
+    Declared(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "alter_partition_reassignments.AlterPartitionReassignmentsApi.handle_alter_partition_reassignments",
              policy="cluster.alter_partition_reassignments"),
-    Declared(ApiKey.SASL_HANDSHAKE, "sasl.handle_sasl_handshake", policy="cluster.sasl_handshake"),
-    Declared(ApiKey.SASL_AUTHENTICATE, "sasl.handle_sasl_authenticate", policy="cluster.sasl_authenticate"),
-    Declared(ApiKey.DESCRIBE_ACLS, "acls.handle_describe_acls", policy="cluster.describe_acls"),
-    Declared(ApiKey.CREATE_ACLS, "acls.handle_create_acls", policy="cluster.create_acls"),
-    Declared(ApiKey.DELETE_ACLS, "acls.handle_delete_acls", policy="cluster.delete_acls"),
+    Declared(ApiKey.SASL_HANDSHAKE, "sasl.SaslApis.handle_sasl_handshake", policy="cluster.sasl_handshake"),
+    Declared(ApiKey.SASL_AUTHENTICATE, "sasl.SaslApis.handle_sasl_authenticate", policy="cluster.sasl_authenticate"),
+    Declared(ApiKey.DESCRIBE_ACLS, "acls.AclApis.handle_describe_acls", policy="cluster.describe_acls"),
+    Declared(ApiKey.CREATE_ACLS, "acls.AclApis.handle_create_acls", policy="cluster.create_acls"),
+    Declared(ApiKey.DELETE_ACLS, "acls.AclApis.handle_delete_acls", policy="cluster.delete_acls"),
     # client quotas (issue 27)
-    Declared(ApiKey.DESCRIBE_CLIENT_QUOTAS, "client_quotas.handle_describe_client_quotas",
+    Declared(ApiKey.DESCRIBE_CLIENT_QUOTAS, "client_quotas.ClientQuotaApis.handle_describe_client_quotas",
              policy="quotas.describe_client_quotas"),
-    Declared(ApiKey.ALTER_CLIENT_QUOTAS, "client_quotas.handle_alter_client_quotas",
+    Declared(ApiKey.ALTER_CLIENT_QUOTAS, "client_quotas.ClientQuotaApis.handle_alter_client_quotas",
              policy="quotas.alter_client_quotas"),
-    Declared(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "scram_credentials.handle_describe_user_scram_credentials",
+    Declared(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "scram_credentials.ScramCredentialApis.handle_describe_user_scram_credentials",
              policy="cluster.describe_user_scram_credentials"),
-    Declared(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "scram_credentials.handle_alter_user_scram_credentials",
+    Declared(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "scram_credentials.ScramCredentialApis.handle_alter_user_scram_credentials",
              policy="cluster.alter_user_scram_credentials"),
     # share partitions (issue 25, server/share/)
-    Declared(ApiKey.SHARE_FETCH, "share_fetch.handle_share_fetch", policy="share_fetch.share_fetch"),
-    Declared(ApiKey.SHARE_ACKNOWLEDGE, "share_fetch.handle_share_acknowledge", policy="share_fetch.share_acknowledge"),
-    Declared(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "share_offsets.handle_describe_share_group_offsets",
+    Declared(ApiKey.SHARE_FETCH, "share_fetch.ShareFetchApis.handle_share_fetch", policy="share_fetch.share_fetch"),
+    Declared(ApiKey.SHARE_ACKNOWLEDGE, "share_fetch.ShareFetchApis.handle_share_acknowledge", policy="share_fetch.share_acknowledge"),
+    Declared(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "share_offsets.ShareOffsetsApis.handle_describe_share_group_offsets",
              policy="share_fetch.describe_share_group_offsets"),
-    Declared(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "share_offsets.handle_alter_share_group_offsets",
+    Declared(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "share_offsets.ShareOffsetsApis.handle_alter_share_group_offsets",
              policy="share_fetch.alter_share_group_offsets"),
-    Declared(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "share_offsets.handle_delete_share_group_offsets",
+    Declared(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "share_offsets.ShareOffsetsApis.handle_delete_share_group_offsets",
              policy="share_fetch.delete_share_group_offsets"),
 )
 
 
-def _function(name: str) -> Any:
-    module, _, fn = name.rpartition(".")
-    return getattr(importlib.import_module("kcoord.server.handlers." + module), fn)
+def _function(name: str) -> tuple[Any, str]:
+    """"module.Area.method" -> (the function, "Area")."""
+    module, area, fn = name.split(".")
+    return getattr(getattr(importlib.import_module("kcoord.server.handlers." + module), area), fn), area
 
 
 def _policy(name: str) -> Any:
@@ -180,7 +184,26 @@ def _load(d: Declared) -> Route:
         from kcoord.protocol import fastpath
 
         fast = getattr(fastpath, d.fast)
-    return Route(d.key, _function(d.handler), fast, None if d.direct is None else _function(d.direct), d)
+    handler, area = _function(d.handler)
+    direct = None
+    if d.direct is not None:
+        direct, direct_area = _function(d.direct)
+        if direct_area != area:
+            raise RuntimeError(f"{d.key!r}: the direct call and the handler belong to different areas")
+    return Route(d.key, handler, fast, direct, d, area)
+
+
+def bind(route: Route, node: Broker) -> Route:
+    """The route with its handler (and direct call) bound to its area's object, which the
+    composition root built with the parts it uses (server/node.py)."""
+    apis = node.parts.areas[route.area].get()  # type: ignore[index]
+    return route._replace(handler=route.handler.__get__(apis),
+                          direct=None if route.direct is None else route.direct.__get__(apis))
+
+
+def handler_of(node: Broker, key: int) -> Handler:
+    """The handler of API `key` bound for `node` (in-process callers and tests)."""
+    return bind(ROUTES[key], node).handler
 
 
 class Routes(Mapping[int, Route]):

@@ -16,17 +16,22 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.server.context import RequestContext
 
 
-def handle_sasl_handshake(ctx: RequestContext, req: Any, version: int) -> Any:
-    session = ctx.session
-    if session is not None and session.reauthenticate is not None:
-        response = session.reauthenticate(req.mechanism, version)
-        if response is not None:
-            return response
-    return SaslHandshakeResponse(version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+class SaslApis:
+    """The handlers of sasl.py, built by the composition root (server/node.py) with the parts they use."""
 
+    def __init__(self) -> None:
+        pass
 
-def handle_sasl_authenticate(ctx: RequestContext, req: Any, version: int) -> Any:
-    return SaslAuthenticateResponse(
-        version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE,
-        error_message="SaslAuthenticate request received after successful authentication",
-        auth_bytes=b"", session_lifetime_ms=0)
+    def handle_sasl_handshake(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        session = ctx.session
+        if session is not None and session.reauthenticate is not None:
+            response = session.reauthenticate(req.mechanism, version)
+            if response is not None:
+                return response
+        return SaslHandshakeResponse(version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+
+    def handle_sasl_authenticate(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        return SaslAuthenticateResponse(
+            version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE,
+            error_message="SaslAuthenticate request received after successful authentication",
+            auth_bytes=b"", session_lifetime_ms=0)

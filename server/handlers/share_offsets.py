@@ -12,7 +12,7 @@ partition's start offset is its "offset").
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.share_messages import (
@@ -21,6 +21,12 @@ from kcoord.protocol.share_messages import (
     DescribeShareGroupOffsetsResponse,
 )
 from kcoord.server.context import RequestContext
+from kcoord.server.deferred import of_coroutine
+
+if TYPE_CHECKING:
+    from kcoord.server.lazy import Lazy
+    from kcoord.server.share.manager import ShareManager
+    from kcoord.server.topics import TopicRegistry
 
 ZERO = uuid.UUID(int=0)
 _DG = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
@@ -29,44 +35,6 @@ _DP = _DT.DescribeShareGroupOffsetsResponsePartition
 _AT = AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic
 _AP = _AT.AlterShareGroupOffsetsResponsePartition
 _XT = DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic
-
-
-async def handle_describe_share_group_offsets(ctx: RequestContext, req: Any, version: int) -> Any:
-    mgr = ctx.broker.share
-    await mgr.ready()
-    topics = ctx.broker.topics
-    groups = []
-    for g in req.groups or ():
-        if not mgr.group_known(g.group_id):
-            groups.append(_DG(group_id=g.group_id, topics=[], error_code=ErrorCode.GROUP_ID_NOT_FOUND,
-                              error_message=f"Group {g.group_id} not found."))
-            continue
-        starts = mgr.start_offsets(g.group_id)
-        if g.topics is None:
-            wanted: dict[str, list[int]] = {}
-            for (tid, p) in sorted(starts, key=lambda k: (str(k[0]), k[1])):
-                t = topics.by_id.get(tid)
-                if t is not None:
-                    wanted.setdefault(t.name, []).append(p)
-        else:
-            wanted = {t.topic_name: list(t.partitions or ()) for t in g.topics}
-        out = []
-        for name, parts in wanted.items():
-            t = topics.get(name)
-            rows = []
-            for p in parts:
-                if t is None or p < 0 or p >= t.partitions:
-                    rows.append(_DP(partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
-                                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                    error_message="This server does not host this topic-partition."))
-                    continue
-                start = starts.get((t.topic_id, p), -1)
-                rows.append(_DP(partition_index=p, start_offset=start, leader_epoch=0 if start >= 0 else -1,
-                                lag=mgr.lag(g.group_id, t, p) if start >= 0 else -1,
-                                error_code=ErrorCode.NONE, error_message=None))
-            out.append(_DT(topic_name=name, topic_id=t.topic_id if t is not None else ZERO, partitions=rows))
-        groups.append(_DG(group_id=g.group_id, topics=out, error_code=ErrorCode.NONE, error_message=None))
-    return DescribeShareGroupOffsetsResponse(version=version, throttle_time_ms=0, groups=groups)
 
 
 def _not_empty(mgr: Any, group: str, create: bool = False) -> ErrorCode | None:
@@ -81,51 +49,105 @@ def _not_empty(mgr: Any, group: str, create: bool = False) -> ErrorCode | None:
     return None
 
 
-async def handle_alter_share_group_offsets(ctx: RequestContext, req: Any, version: int) -> Any:
-    mgr = ctx.broker.share
-    await mgr.ready()
-    code = _not_empty(mgr, req.group_id, create=True)
-    if code is not None:
-        return AlterShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=code,
-                                              error_message=None, responses=[])
-    out = []
-    for t in req.topics or ():
-        topic = ctx.broker.topics.get(t.topic_name)
-        rows = []
-        for p in t.partitions or ():
-            err = ErrorCode.NONE
-            if topic is None or p.partition_index < 0 or p.partition_index >= topic.partitions:
-                err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif p.start_offset < -1:
-                err = ErrorCode.INVALID_REQUEST
+class ShareOffsetsApis:
+    """The share group offsets APIs (90-92), built by the composition root (server/node.py)
+    with the topic registry and the share-partition manager."""
+
+    def __init__(self, topics: TopicRegistry, share: Lazy[ShareManager]) -> None:
+        self.topics = topics
+        self.share = share
+
+
+    def handle_describe_share_group_offsets(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        return of_coroutine(self._describe_share_group_offsets(ctx, req, version), "DescribeShareGroupOffsets")
+
+    async def _describe_share_group_offsets(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        mgr = self.share.get()
+        await mgr.ready()
+        topics = self.topics
+        groups = []
+        for g in req.groups or ():
+            if not mgr.group_known(g.group_id):
+                groups.append(_DG(group_id=g.group_id, topics=[], error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                                  error_message=f"Group {g.group_id} not found."))
+                continue
+            starts = mgr.start_offsets(g.group_id)
+            if g.topics is None:
+                wanted: dict[str, list[int]] = {}
+                for (tid, p) in sorted(starts, key=lambda k: (str(k[0]), k[1])):
+                    t = topics.by_id.get(tid)
+                    if t is not None:
+                        wanted.setdefault(t.name, []).append(p)
             else:
-                start = p.start_offset
-                if start == -1:  # latest
-                    plog = mgr.partition_log(topic.name, p.partition_index)
-                    start = plog.log_end_offset if plog is not None else 0
-                err = await mgr.alter_start(req.group_id, topic, p.partition_index, start) or ErrorCode.NONE
-            rows.append(_AP(partition_index=p.partition_index, error_code=err, error_message=None))
-        out.append(_AT(topic_name=t.topic_name, topic_id=topic.topic_id if topic is not None else ZERO,
-                       partitions=rows))
-    return AlterShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                          error_message=None, responses=out)
+                wanted = {t.topic_name: list(t.partitions or ()) for t in g.topics}
+            out = []
+            for name, parts in wanted.items():
+                t = topics.get(name)
+                rows = []
+                for p in parts:
+                    if t is None or p < 0 or p >= t.partitions:
+                        rows.append(_DP(partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
+                                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        error_message="This server does not host this topic-partition."))
+                        continue
+                    start = starts.get((t.topic_id, p), -1)
+                    rows.append(_DP(partition_index=p, start_offset=start, leader_epoch=0 if start >= 0 else -1,
+                                    lag=mgr.lag(g.group_id, t, p) if start >= 0 else -1,
+                                    error_code=ErrorCode.NONE, error_message=None))
+                out.append(_DT(topic_name=name, topic_id=t.topic_id if t is not None else ZERO, partitions=rows))
+            groups.append(_DG(group_id=g.group_id, topics=out, error_code=ErrorCode.NONE, error_message=None))
+        return DescribeShareGroupOffsetsResponse(version=version, throttle_time_ms=0, groups=groups)
 
+    def handle_alter_share_group_offsets(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        return of_coroutine(self._alter_share_group_offsets(ctx, req, version), "AlterShareGroupOffsets")
 
-async def handle_delete_share_group_offsets(ctx: RequestContext, req: Any, version: int) -> Any:
-    mgr = ctx.broker.share
-    await mgr.ready()
-    code = _not_empty(mgr, req.group_id)
-    if code is not None:
-        return DeleteShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=code,
-                                               error_message=None, responses=[])
-    out = []
-    for t in req.topics or ():
-        topic = ctx.broker.topics.get(t.topic_name)
-        if topic is None:
-            out.append(_XT(topic_name=t.topic_name, topic_id=ZERO, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                           error_message=None))
-            continue
-        err = await mgr.delete_state(req.group_id, topic) or ErrorCode.NONE
-        out.append(_XT(topic_name=t.topic_name, topic_id=topic.topic_id, error_code=err, error_message=None))
-    return DeleteShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                           error_message=None, responses=out)
+    async def _alter_share_group_offsets(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        mgr = self.share.get()
+        await mgr.ready()
+        code = _not_empty(mgr, req.group_id, create=True)
+        if code is not None:
+            return AlterShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=code,
+                                                  error_message=None, responses=[])
+        out = []
+        for t in req.topics or ():
+            topic = self.topics.get(t.topic_name)
+            rows = []
+            for p in t.partitions or ():
+                err = ErrorCode.NONE
+                if topic is None or p.partition_index < 0 or p.partition_index >= topic.partitions:
+                    err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif p.start_offset < -1:
+                    err = ErrorCode.INVALID_REQUEST
+                else:
+                    start = p.start_offset
+                    if start == -1:  # latest
+                        plog = mgr.partition_log(topic.name, p.partition_index)
+                        start = plog.log_end_offset if plog is not None else 0
+                    err = await mgr.alter_start(req.group_id, topic, p.partition_index, start) or ErrorCode.NONE
+                rows.append(_AP(partition_index=p.partition_index, error_code=err, error_message=None))
+            out.append(_AT(topic_name=t.topic_name, topic_id=topic.topic_id if topic is not None else ZERO,
+                           partitions=rows))
+        return AlterShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                              error_message=None, responses=out)
+
+    def handle_delete_share_group_offsets(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        return of_coroutine(self._delete_share_group_offsets(ctx, req, version), "DeleteShareGroupOffsets")
+
+    async def _delete_share_group_offsets(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        mgr = self.share.get()
+        await mgr.ready()
+        code = _not_empty(mgr, req.group_id)
+        if code is not None:
+            return DeleteShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=code,
+                                                   error_message=None, responses=[])
+        out = []
+        for t in req.topics or ():
+            topic = self.topics.get(t.topic_name)
+            if topic is None:
+                out.append(_XT(topic_name=t.topic_name, topic_id=ZERO, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                               error_message=None))
+                continue
+            err = await mgr.delete_state(req.group_id, topic) or ErrorCode.NONE
+            out.append(_XT(topic_name=t.topic_name, topic_id=topic.topic_id, error_code=err, error_message=None))
+        return DeleteShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                               error_message=None, responses=out)

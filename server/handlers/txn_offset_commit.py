@@ -17,17 +17,26 @@ COORDINATOR_NOT_AVAILABLE before v2 (clients of 0.11-2.0 did not retry it).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer.transaction import TxnOffsetCommitResponse
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.context import RequestContext
-from kcoord.server.data_plane import partition_log
+from kcoord.server.data_plane import log_of
 from kcoord.server.deferred import Deferred, then
 from kcoord.server.group.txn_offset_commit import Row, txn_offset_records, validate_txn_offset_commit
 from kcoord.server.txn.settling import after_completion
+
+if TYPE_CHECKING:
+    from kcoord.server.clock import Clock
+    from kcoord.server.config import Config
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.lazy import Lazy
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.server.txn.service import TxnService
+    from kcoord.storage.log_manager import LogManager
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
@@ -46,80 +55,88 @@ def _response(version: int, rows: list[Row]) -> Any:
                                    topics=[_Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-def handle_txn_offset_commit(ctx: RequestContext, req: Any, version: int) -> Any:
-    broker = ctx.broker
-    unknown: list[Row] = []
-    known = []
-    for t in req.topics:
-        topic = broker.topics.get(t.name)
-        parts = []
-        for p in t.partitions:
-            if topic is None or partition_log(broker, topic, p.partition_index) is None:
-                unknown.append((t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            else:
-                parts.append(p)
-        if parts:
-            t.partitions = parts
-            known.append(t)
-    req.topics = known
-    if not known:
-        return _response(version, unknown)
+class TxnOffsetCommitApi:
+    """TxnOffsetCommit's handler, built by the composition root (server/node.py) with the parts it uses."""
 
-    def all_rows(code: ErrorCode) -> Any:
-        return _response(version, [(t.name, p.partition_index, code) for t in known for p in t.partitions] + unknown)
+    def __init__(self, txn: Lazy[TxnService], coordinator: Lazy[GroupCoordinator], logs: LogManager, topics: TopicRegistry, config: Config, clock: Clock) -> None:
+        self.txn = txn
+        self.coordinator = coordinator
+        self.logs = logs
+        self.topics = topics
+        self.config = config
+        self.clock = clock
 
-    if not req.group_id:
-        return all_rows(ErrorCode.INVALID_GROUP_ID)
-    partition = broker.coordinator.partition_of(req.group_id)
-    txn = broker.txn
-    if version >= 5:  # transactions v2: the group's offsets partition joins the transaction
-        def add() -> Any:
-            result = txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                    [(OFFSETS_TOPIC, partition)], client_version=2)
-            return txn.runtime.submit(result)
+    def handle_txn_offset_commit(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        unknown: list[Row] = []
+        known = []
+        for t in req.topics:
+            topic = self.topics.get(t.name)
+            parts = []
+            for p in t.partitions:
+                if topic is None or log_of(self.logs, topic, p.partition_index) is None:
+                    unknown.append((t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                else:
+                    parts.append(p)
+            if parts:
+                t.partitions = parts
+                known.append(t)
+        req.topics = known
+        if not known:
+            return _response(version, unknown)
 
-        out: Deferred[Any] = Deferred()
+        def all_rows(code: ErrorCode) -> Any:
+            return _response(version, [(t.name, p.partition_index, code) for t in known for p in t.partitions] + unknown)
 
-        def added(code: ErrorCode) -> None:
+        if not req.group_id:
+            return all_rows(ErrorCode.INVALID_GROUP_ID)
+        partition = self.coordinator.get().partition_of(req.group_id)
+        txn = self.txn.get()
+        if version >= 5:  # transactions v2: the group's offsets partition joins the transaction
+            def add() -> Any:
+                result = txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                        [(OFFSETS_TOPIC, partition)], client_version=2)
+                return txn.runtime.submit(result)
+
+            out: Deferred[Any] = Deferred()
+
+            def added(code: ErrorCode) -> None:
+                code = _VERIFY_ERRORS.get(code, code)
+                answer = all_rows(code) if code != ErrorCode.NONE else self._commit(ctx, req, version, partition, unknown)
+                if isinstance(answer, Deferred):
+                    answer.add_callback(out.complete)
+                else:
+                    out.complete(answer)
+
+            then(after_completion(txn.coordinator, req.transactional_id, add), added)
+            return out
+        if self.config["transaction.partition.verification.enable"]:
+            code = txn.coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                     [(OFFSETS_TOPIC, partition)])[(OFFSETS_TOPIC, partition)]
             code = _VERIFY_ERRORS.get(code, code)
-            answer = all_rows(code) if code != ErrorCode.NONE else _commit(ctx, req, version, partition, unknown)
-            if isinstance(answer, Deferred):
-                answer.add_callback(out.complete)
-            else:
-                out.complete(answer)
+            if code == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
+                code = ErrorCode.INVALID_TXN_STATE
+            if code != ErrorCode.NONE:
+                return all_rows(code)
+        return self._commit(ctx, req, version, partition, unknown)
 
-        then(after_completion(txn.coordinator, req.transactional_id, add), added)
-        return out
-    if broker.config["transaction.partition.verification.enable"]:
-        code = txn.coordinator.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                 [(OFFSETS_TOPIC, partition)])[(OFFSETS_TOPIC, partition)]
-        code = _VERIFY_ERRORS.get(code, code)
-        if code == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
-            code = ErrorCode.INVALID_TXN_STATE
-        if code != ErrorCode.NONE:
-            return all_rows(code)
-    return _commit(ctx, req, version, partition, unknown)
+    def _commit(self, ctx: RequestContext, req: Any, version: int, partition: int, unknown: list[Row]) -> Any:
+        """The group's checks, then the offsets as one transactional batch, answered once durable."""
+        known = req.topics
 
+        def all_rows(code: ErrorCode) -> Any:
+            return _response(version, [(t.name, p.partition_index, code) for t in known for p in t.partitions] + unknown)
 
-def _commit(ctx: RequestContext, req: Any, version: int, partition: int, unknown: list[Row]) -> Any:
-    """The group's checks, then the offsets as one transactional batch, answered once durable."""
-    broker = ctx.broker
-    known = req.topics
-
-    def all_rows(code: ErrorCode) -> Any:
-        return _response(version, [(t.name, p.partition_index, code) for t in known for p in t.partitions] + unknown)
-
-    err = validate_txn_offset_commit(broker.coordinator.group_manager, req, version)
-    if err is not None:
-        return all_rows(err)
-    rows, records = txn_offset_records(req, version, broker.clock.now_ms(), broker.config["offset.metadata.max.bytes"])
-    if not records:
-        return _response(version, rows + unknown)
-    written = broker.txn.group_log.write_offsets(partition, req.producer_id, req.producer_epoch, records)
-
-    def respond(error: ErrorCode | None) -> Any:
-        if error is None:
+        err = validate_txn_offset_commit(self.coordinator.get().group_manager, req, version)
+        if err is not None:
+            return all_rows(err)
+        rows, records = txn_offset_records(req, version, self.clock.now_ms(), self.config["offset.metadata.max.bytes"])
+        if not records:
             return _response(version, rows + unknown)
-        return _response(version, [(t, p, error if code == ErrorCode.NONE else code) for t, p, code in rows] + unknown)
+        written = self.txn.get().group_log.write_offsets(partition, req.producer_id, req.producer_epoch, records)
 
-    return then(written, respond)
+        def respond(error: ErrorCode | None) -> Any:
+            if error is None:
+                return _response(version, rows + unknown)
+            return _response(version, [(t, p, error if code == ErrorCode.NONE else code) for t, p, code in rows] + unknown)
+
+        return then(written, respond)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.server.quotas.entities import CONTROLLER_MUTATION_RATE
-from kcoord.server.quotas.manager import user_name
+from kcoord.server.quotas.manager import QuotaManager, user_name
 
 if TYPE_CHECKING:
     from kcoord.server.context import RequestContext
@@ -88,9 +88,9 @@ class MutationQuota:
         return left
 
 
-def mutation_quota(ctx: RequestContext, strict: bool) -> MutationQuota | None:
+def mutation_quota(quotas: QuotaManager, ctx: RequestContext, strict: bool) -> MutationQuota | None:
     """The request's controller mutation quota, or None when none applies (the usual case)."""
-    quotas = ctx.broker.quotas
+
     if not quotas.active:
         return None
     user = user_name(ctx.principal)

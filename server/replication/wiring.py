@@ -21,19 +21,19 @@ def replica_manager_for(broker: Broker, alter_isr: AlterIsr,
         return broker.logs.get(topic, partition)
 
     def woken(topic: str, partition: int) -> None:
-        broker.data_plane.appended(topic, partition)
+        broker.parts.data_plane.get().appended(topic, partition)
 
     def stale(topic: str, partition: int) -> None:
         """The log changed under the producer and transaction state (truncated, or taken over
         as leader): both are rebuilt from the log at their next use."""
-        dp = broker.data_plane
+        dp = broker.parts.data_plane.get()
         dp.producers.forget_partition(topic, partition)
         dp.txns.forget_partition(topic, partition)
 
     def replicated(topic: str, partition: int, plog: PartitionLog, headers: list, base: int) -> None:
         """A follower's append: the idempotent producers' sequences follow the leader's, so a
         leader elected from this replica continues them."""
-        state = broker.data_plane.producers.loaded(topic, partition)
+        state = broker.parts.data_plane.get().producers.loaded(topic, partition)
         if state is None:
             return  # loaded from the log when first needed
         for h in headers:
@@ -43,7 +43,7 @@ def replica_manager_for(broker: Broker, alter_isr: AlterIsr,
                 state.apply_marker(h.producer_id, h.producer_epoch, h.max_timestamp)
             else:
                 state.update(h, h.base_offset)
-        broker.data_plane.txns.forget_partition(topic, partition)
+        broker.parts.data_plane.get().txns.forget_partition(topic, partition)
 
     def deleted(topic: str, partition: int) -> None:
         assert broker.logs is not None

@@ -21,11 +21,10 @@ without one is refused outright while an authorizer is configured.
 from __future__ import annotations
 
 import copy
-import inspect
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kcoord.protocol.api import API_TABLE, ApiKey
 from kcoord.protocol.error_response import error_response
@@ -34,10 +33,13 @@ from kcoord.server.deferred import Deferred
 from kcoord.server.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.config import Config
     from kcoord.server.context import RequestContext
     from kcoord.server.security.authorizer import Authorizer
+    from kcoord.server.security.state import SecurityState
     from kcoord.server.session import Session
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.storage.log_manager import LogManager
 
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
                                                 AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE)
@@ -45,17 +47,26 @@ TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceTyp
 ZERO_UUID = uuid.UUID(int=0)
 
 
+class PolicyParts(NamedTuple):
+    """The node's parts a policy reads (the topic registry, the logs, the configuration),
+    given by the dispatcher when it guards a route."""
+
+    config: Config
+    topics: TopicRegistry
+    logs: LogManager
+
+
 class Access:
     """The authorizer as seen by one request: its principal, client host and API."""
 
-    __slots__ = ("authorizer", "principal", "host", "api", "broker")
+    __slots__ = ("authorizer", "principal", "host", "api", "parts")
 
-    def __init__(self, authorizer: Authorizer, principal: str, host: str, api: str, broker: Broker) -> None:
+    def __init__(self, authorizer: Authorizer, principal: str, host: str, api: str, parts: PolicyParts) -> None:
         self.authorizer = authorizer
         self.principal = principal
         self.host = host
         self.api = api
-        self.broker = broker
+        self.parts = parts  # what the policies look at besides the ACLs: topics, logs, config
 
     def allowed(self, op: AclOperation, rtype: ResourceType, name: str, log: bool = True) -> bool:
         return self.authorizer.authorize(self.principal, self.host, op, rtype, name, self.api, log)
@@ -120,16 +131,11 @@ def open_to_all(a: Access, req: Any, version: int) -> Guarded:
 
 
 def then(result: Any, fn: Callable[[Any], Any]) -> Any:
-    """`fn` applied to a handler's answer, which may come later (Deferred, awaitable)."""
+    """`fn` applied to a handler's answer, which may come later (a Deferred)."""
     if isinstance(result, Deferred):
         out: Deferred[Any] = Deferred()
         result.add_callback(lambda r: out.complete(r if _passthrough(r) else fn(r)))
         return out
-    if inspect.isawaitable(result):
-        async def later() -> Any:
-            r = await result
-            return r if _passthrough(r) else fn(r)
-        return later()
     return result if _passthrough(result) else fn(result)
 
 
@@ -155,15 +161,16 @@ def _apply(policy: Policy | None, name: str, access: Access, handler: Callable[.
     return result if g.after is None else then(result, g.after)
 
 
-def guarded(api: ApiKey, handler: Callable[..., Any], policy: Policy | None) -> Callable[..., Any]:
+def guarded(api: ApiKey, handler: Callable[..., Any], policy: Policy | None, security: SecurityState,
+            parts: PolicyParts) -> Callable[..., Any]:
     """The handler (ctx, request, version) with `policy` in front of it."""
     name = _api_name(api)
 
     def handle(ctx: RequestContext, req: Any, version: int) -> Any:
-        authorizer = ctx.broker.security.authorizer
+        authorizer = security.authorizer
         if authorizer is None:  # not configured after all (tests build dispatchers by hand)
             return handler(ctx, req, version)
-        access = Access(authorizer, ctx.principal, ctx.client_host, name, ctx.broker)
+        access = Access(authorizer, ctx.principal, ctx.client_host, name, parts)
         return _apply(policy, name, access, handler, (ctx,), req, version)
 
     handle.__name__ = f"authorized_{getattr(handler, '__name__', 'handler')}"
@@ -171,25 +178,26 @@ def guarded(api: ApiKey, handler: Callable[..., Any], policy: Policy | None) -> 
 
 
 def guarded_direct(api: ApiKey, direct: Callable[..., Any], client: Callable[[], Session | str | None],
-                   policy: Policy | None, as_is: AsIs | None = None) -> Callable[..., Any]:
-    """A direct route (broker, request, version) with its policy in front: the hot Heartbeat and
+                   policy: Policy | None, security: SecurityState, parts: PolicyParts,
+                   as_is: AsIs | None = None) -> Callable[..., Any]:
+    """A direct route (request, version) with its policy in front: the hot Heartbeat and
     OffsetCommit stay off the RequestContext path when authorizing; `client()` is the
     connection the dispatcher is serving. `as_is` short-cuts the usual case (everything in the
     request allowed) to a few cached lookups."""
     name = _api_name(api)
 
-    def handle(broker: Broker, req: Any, version: int) -> Any:
-        authorizer = broker.security.authorizer
+    def handle(req: Any, version: int) -> Any:
+        authorizer = security.authorizer
         if authorizer is None:
-            return direct(broker, req, version)
+            return direct(req, version)
         c = client()
         if c is None or type(c) is str:
             principal, host = "User:ANONYMOUS", c or ""
         else:
             principal, host = c.principal, c.host  # type: ignore[union-attr]
         if as_is is not None and as_is(authorizer, principal, host, req, name):
-            return direct(broker, req, version)
-        return _apply(policy, name, Access(authorizer, principal, host, name, broker), direct, (broker,), req, version)
+            return direct(req, version)
+        return _apply(policy, name, Access(authorizer, principal, host, name, parts), direct, (), req, version)
 
     return handle
 

@@ -8,7 +8,7 @@ Nothing is done (and no share manager is built) when no share state was ever sto
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kcoord.protocol.errors import ErrorCode
@@ -43,36 +43,28 @@ async def delete_topic_state(manager: Any, topic_id: uuid.UUID) -> ErrorCode | N
     return await _delete(manager, [k for k in manager.shard.states if k[1] == topic_id])
 
 
-def share_manager_if_any(broker: Any) -> Any:
-    """The broker's share manager if it is built or there is stored share state to load (then
-    it is built now); None when no share state exists."""
-    from kcoord.protocol.topics import SHARE_STATE_TOPIC
-
-    manager = broker.built("share")
-    if manager is None and broker.topics.get(SHARE_STATE_TOPIC) is not None:
-        manager = broker.share
-    return manager
-
-
-async def before_delete_groups(broker: Any, group_ids: list[str]) -> dict[str, ErrorCode]:
+async def before_delete_groups(coordinator: Any, share_state: Callable[[], Any], group_ids: list[str]
+                               ) -> dict[str, ErrorCode]:
     """DeleteGroups, first step for share groups (Kafka's GroupCoordinatorService deletes the
     share state before the group): the empty share groups among `group_ids` lose their share
-    state. Returns the groups whose state could not be deleted, with the error to answer."""
-    share_groups = [g for g in group_ids if broker.coordinator.share.members(g) == 0]
+    state. `share_state`: the share manager when share state exists, else None (the
+    composition root's share_state, server/node.py). Returns the groups whose state could not
+    be deleted, with the error to answer."""
+    share_groups = [g for g in group_ids if coordinator.share.members(g) == 0]
     if not share_groups:
         return {}
-    manager = share_manager_if_any(broker)
+    manager = share_state()
     if manager is None:
         return {}
     return await delete_groups_state(manager, share_groups)
 
 
-async def after_topic_deleted(broker: Any, topic_id: uuid.UUID) -> None:
+async def after_topic_deleted(share_state: Callable[[], Any], topic_id: uuid.UUID) -> None:
     """Topic deletion's step for share state; raises KafkaError when the write failed (the
     deletion is then retried, as its other steps are)."""
     from kcoord.protocol.errors import KafkaError
 
-    manager = share_manager_if_any(broker)
+    manager = share_state()
     if manager is None:
         return
     code = await delete_topic_state(manager, topic_id)

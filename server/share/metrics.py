@@ -18,7 +18,7 @@ def share_metric_families(broker: Any) -> Iterator[Any]:
     from prometheus_client.core import GaugeMetricFamily
 
     members = GaugeMetricFamily("kcoord_share_group_members", "Members of each share group", labels=["group"])
-    coordinator = broker.built("coordinator")
+    coordinator = broker.parts.coordinator.built()
     for g in coordinator.groups() if coordinator is not None else ():
         if isinstance(g, ShareGroup) and not g.dead:
             members.add_metric([g.group_id], len(g.members))
@@ -35,7 +35,7 @@ def share_metric_families(broker: Any) -> Iterator[Any]:
                             "acknowledged or archived", labels=["group", "topic", "partition"])
     group_lag = GaugeMetricFamily("kcoord_share_group_lag", "Total lag of a share group", labels=["group"])
     sessions = GaugeMetricFamily("kcoord_share_sessions", "Open share sessions per share group", labels=["group"])
-    manager = broker.built("share")
+    manager = broker.parts.share.built()
     if manager is not None:
         by_id = broker.topics.by_id
         for (group, topic_id, p), sp in sorted(manager.partitions.items(), key=lambda kv: (kv[0][0], str(kv[0][1]),

@@ -41,7 +41,13 @@ from kcoord.storage.transactions import transaction_outcomes
 from kcoord.storage.txn_batches import build_marker, build_transactional_batch
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.clock import Clock
+    from kcoord.server.config import Config
+    from kcoord.server.coordinator.runtime import CoordinatorRuntime
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.metrics import Metrics
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.txn")
 
@@ -49,28 +55,36 @@ COORDINATOR_EPOCH = 0  # one node: the __transaction_state leader epoch never ch
 
 
 class GroupTxnLog:
-    def __init__(self, broker: Broker, pending: PendingTxnOffsets) -> None:
-        self.broker = broker
+    def __init__(self, config: Config, clock: Clock, metrics: Metrics, logs: LogManager, data_plane: DataPlane,
+                 group_runtime: CoordinatorRuntime[CoordinatorRecord], coordinator: GroupCoordinator,
+                 pending: PendingTxnOffsets) -> None:
+        self.clock = clock
+        self.metrics = metrics
+        self.logs = logs
+        self.data_plane = data_plane
+        self.group_runtime = group_runtime
+        self.coordinator = coordinator
         self.pending = pending
+        self.commit_timeout_s = config["offsets.commit.timeout.ms"] / 1000.0
+        self.max_message_bytes = config["message.max.bytes"]
 
     # ---------------------------------------------------------------- appends
 
     def _append(self, partition: int, data: bytearray, what: str) -> tuple[PartitionLog, int, int]:
-        broker = self.broker
-        broker.runtime.writer.flush()  # plain commits staged before this go first
-        plog = broker.logs.get(OFFSETS_TOPIC, partition) if broker.logs is not None else None
+        self.group_runtime.writer.flush()  # plain commits staged before this go first
+        plog = self.logs.get(OFFSETS_TOPIC, partition)
         if plog is None:
             raise OSError(f"{OFFSETS_TOPIC}-{partition} has no log")
         # the partition's transaction state sees the log as it was before this append
-        broker.data_plane.txns.get(OFFSETS_TOPIC, partition, plog)
+        self.data_plane.txns.get(OFFSETS_TOPIC, partition, plog)
         base, last, _ = plog.append_batches(data)
         log.debug("Appended %s to %s-%d at %d", what, OFFSETS_TOPIC, partition, base)
-        broker.data_plane.appended(OFFSETS_TOPIC, partition)
+        self.data_plane.appended(OFFSETS_TOPIC, partition)
         return plog, base, last
 
     def _when_durable(self, plog: PartitionLog, last: int, replay, done) -> None:  # noqa: ANN001
         """replay() then done(None) once `last` is durable; done(code) on failure or timeout."""
-        timeout_s = self.broker.config["offsets.commit.timeout.ms"] / 1000.0
+        timeout_s = self.commit_timeout_s
         finished = False
 
         def finish(code: ErrorCode | None) -> None:
@@ -100,8 +114,8 @@ class GroupTxnLog:
         out: Deferred[ErrorCode | None] = Deferred()
         try:
             kvs = [(encode_key(r.key), encode_value(r.value)) for r in records]
-            data = build_transactional_batch(kvs, producer_id, producer_epoch, self.broker.clock.now_ms())
-            if len(data) > self.broker.config["message.max.bytes"]:
+            data = build_transactional_batch(kvs, producer_id, producer_epoch, self.clock.now_ms())
+            if len(data) > self.max_message_bytes:
                 out.complete(ErrorCode.INVALID_COMMIT_OFFSET_SIZE)
                 return out
             plog, base, last = self._append(partition, data, f"{len(records)} transactional offsets")
@@ -109,7 +123,7 @@ class GroupTxnLog:
             log.error("Appending transactional offsets to %s-%d failed: %r", OFFSETS_TOPIC, partition, e)
             out.complete(coordinator_append_error(error_code_of(e)))
             return out
-        self.broker.data_plane.txns.get(OFFSETS_TOPIC, partition, plog).on_data(producer_id, base)
+        self.data_plane.txns.get(OFFSETS_TOPIC, partition, plog).on_data(producer_id, base)
 
         def replay() -> None:
             for r in records:
@@ -120,15 +134,14 @@ class GroupTxnLog:
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> Deferred[ErrorCode | None]:
         out: Deferred[ErrorCode | None] = Deferred()
-        broker = self.broker
         try:
-            data = build_marker(producer_id, producer_epoch, commit, COORDINATOR_EPOCH, broker.clock.now_ms())
+            data = build_marker(producer_id, producer_epoch, commit, COORDINATOR_EPOCH, self.clock.now_ms())
             plog, base, last = self._append(partition, data, "COMMIT marker" if commit else "ABORT marker")
         except Exception as e:  # noqa: BLE001 - the marker writer retries
             log.error("Appending a marker to %s-%d failed: %r", OFFSETS_TOPIC, partition, e)
             out.complete(error_code_of(e))
             return out
-        broker.data_plane.txns.get(OFFSETS_TOPIC, partition, plog).on_marker(plog, producer_id, commit, base)
+        self.data_plane.txns.get(OFFSETS_TOPIC, partition, plog).on_marker(plog, producer_id, commit, base)
         self._when_durable(plog, last, lambda: self.replay_marker(partition, producer_id, commit), out.complete)
         return out
 
@@ -137,11 +150,11 @@ class GroupTxnLog:
     def _add_pending(self, producer_id: int, record: CoordinatorRecord) -> None:
         """Replay of a transactional offset record. Its group exists from now on (an Empty
         simple group if it had none), as Kafka's replay of an offset record creates it."""
-        self.broker.coordinator.group_manager.classic_group_for_offsets(record.key.group)  # type: ignore[union-attr]
+        self.coordinator.group_manager.classic_group_for_offsets(record.key.group)  # type: ignore[union-attr]
         self.pending.add(producer_id, record.key, record.value)  # type: ignore[arg-type]
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
-        coordinator = self.broker.coordinator
+        coordinator = self.coordinator
         records = self.pending.end(producer_id, commit, lambda g: coordinator.partition_of(g) == partition)
         if not records:
             return
@@ -151,7 +164,7 @@ class GroupTxnLog:
                 coordinator.replay(r)
         finally:
             self.pending.materialize(False)
-        self.broker.metrics.records_applied(records)
+        self.metrics.records_applied(records)
 
     def on_partition_loaded(self, partition: int, plog: PartitionLog | None) -> None:
         """Replay the records of transactions still open at the end of `plog` into the

@@ -21,16 +21,21 @@ from typing import TYPE_CHECKING, Any
 from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.crash_points import crash_point
-from kcoord.server.data_plane import partition_log
-from kcoord.server.deferred import Deferred
+from kcoord.server.deferred import Deferred, wait
 from kcoord.server.txn.result import MarkerJob
 from kcoord.server.txn.state import TxnState
 from kcoord.storage.flusher import group_commit
 from kcoord.storage.txn_batches import build_marker
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
-    from kcoord.server.txn.service import TxnService
+    from kcoord.server.clock import Clock
+    from kcoord.server.coordinator.runtime import CoordinatorRuntime
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.server.txn.coordinator import TransactionCoordinator
+    from kcoord.server.txn.group_log import GroupTxnLog
+    from kcoord.server.txn.metrics import TxnCounters
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.txn")
 
@@ -38,19 +43,18 @@ RETRY_BACKOFF_S = 1.0
 COORDINATOR_EPOCH = 0
 
 
-async def wait(d: Deferred[Any]) -> Any:
-    """Await a Deferred on the running loop."""
-    if d.done:
-        return d.result()
-    fut = asyncio.get_running_loop().create_future()
-    d.add_callback(lambda v: fut.done() or fut.set_result(v))
-    return await fut
-
-
 class MarkerWriter:
-    def __init__(self, broker: Broker, service: TxnService) -> None:
-        self.broker = broker
-        self.service = service
+    def __init__(self, clock: Clock, topics: TopicRegistry, logs: LogManager, data_plane: DataPlane,
+                 group_log: GroupTxnLog, coordinator: TransactionCoordinator,
+                 runtime: CoordinatorRuntime[Any], counters: TxnCounters) -> None:
+        self.clock = clock
+        self.topics = topics
+        self.logs = logs
+        self.data_plane = data_plane
+        self.group_log = group_log
+        self.coordinator = coordinator
+        self.runtime = runtime
+        self.counters = counters
         self.in_flight: set[asyncio.Task[None]] = set()
 
     def __call__(self, job: MarkerJob) -> Deferred[None]:
@@ -75,7 +79,7 @@ class MarkerWriter:
                           job.transactional_id, attempt, e)
                 done.complete(None)
                 await asyncio.sleep(RETRY_BACKOFF_S)
-        coordinator = self.service.coordinator
+        coordinator = self.coordinator
         while True:
             result = coordinator.complete(job)
             if not result.records:
@@ -84,9 +88,9 @@ class MarkerWriter:
                     break  # completed meanwhile (a timed-out write that still landed)
                 log.error("Cannot complete %s: %r", job.transactional_id, meta)
                 break
-            code = await wait(self.service.runtime.submit_deferred(result))
+            code = await wait(self.runtime.submit_deferred(result))
             if code is None:
-                self.service.counters.completed["commit" if job.commit else "abort"] += 1
+                self.counters.completed["commit" if job.commit else "abort"] += 1
                 crash_point("txn:completed")
                 break
             log.error("Writing the Complete state of %s failed: %s; retrying", job.transactional_id, code.name)
@@ -96,16 +100,15 @@ class MarkerWriter:
 
     async def write_markers(self, job: MarkerJob) -> None:
         """Append every marker of `job`; return once all are durable (raises on failure)."""
-        broker = self.broker
-        dp = broker.data_plane
-        now = broker.clock.now_ms()
+        dp = self.data_plane
+        now = self.clock.now_ms()
         waits: list[Deferred[ErrorCode | None]] = []
         for topic_name, p in sorted(job.partitions):
             if topic_name == OFFSETS_TOPIC:
-                waits.append(self.service.group_log.write_marker(p, job.producer_id, job.producer_epoch, job.commit))
+                waits.append(self.group_log.write_marker(p, job.producer_id, job.producer_epoch, job.commit))
                 continue
-            topic = broker.topics.get(topic_name)
-            plog = partition_log(broker, topic, p) if topic is not None else None
+            topic = self.topics.get(topic_name)
+            plog = self.logs.get(topic_name, p) if topic is not None and 0 <= p < topic.partitions else None
             if plog is None:
                 log.info("Not writing a marker of %s to %s-%d: the partition no longer exists",
                          job.transactional_id, topic_name, p)

@@ -21,7 +21,7 @@ class TxnCounters:
 def txn_metric_families(broker: Broker) -> Iterator[object]:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # at the first scrape
 
-    txn = broker.built("txn")  # None until a transactional client came
+    txn = broker.parts.txn.built()  # None until a transactional client came
     if txn is None:
         return
     states = GaugeMetricFamily("kcoord_transactions", "Transactional ids by the state of their transaction",

@@ -16,46 +16,54 @@ from typing import TYPE_CHECKING
 
 from kcoord.protocol.topics import TXN_TOPIC
 from kcoord.server.coordinator.runtime import CoordinatorRuntime
-from kcoord.server.group.txn_offsets import PendingTxnOffsets
 from kcoord.server.txn.coordinator import TransactionCoordinator
-from kcoord.server.txn.group_log import GroupTxnLog
 from kcoord.server.txn.markers import MarkerWriter
 from kcoord.server.txn.metadata import TxnConfig
 from kcoord.server.txn.metrics import TxnCounters
 from kcoord.server.txn.shard import TxnRecords
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from collections.abc import Callable
+
+    from kcoord.server.clock import Clock
+    from kcoord.server.config import Config
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.topics import Topic, TopicRegistry
+    from kcoord.server.txn.group_log import GroupTxnLog
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.txn")
 
 
 class TxnService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        cfg = broker.config
-        assert broker.logs is not None
-        self.pending = PendingTxnOffsets()
-        broker.coordinator.offset_manager.txn_offsets = self.pending
-        # its on_partition_loaded runs as the group runtime's load hook (server/broker.py)
-        self.group_log = GroupTxnLog(broker, self.pending)
-        ids = broker.data_plane.producer_ids
+    """Built by the composition root (server/node.py) with the group coordinator's side of
+    transactions (`group_log`: offsets and markers in __consumer_offsets), the data plane (its
+    producer ids) and `create_topic` for __transaction_state."""
+
+    def __init__(self, config: Config, clock: Clock, logs: LogManager, topics: TopicRegistry,
+                 create_topic: Callable[..., Topic], data_plane: DataPlane, group_log: GroupTxnLog) -> None:
+        cfg = self.config = config
+        self.topics = topics
+        self._create_topic = create_topic
+        self.group_log = group_log  # its on_partition_loaded runs as the group runtime's load hook
+        ids = data_plane.producer_ids
         self.coordinator = TransactionCoordinator(
             TxnConfig(cfg["transaction.max.timeout.ms"], cfg["transactional.id.expiration.ms"],
                       cfg["kcoord.transaction.version"]),
-            broker.clock, self.num_partitions, ids.generate, ids.ensure_above)
+            clock, self.num_partitions, ids.generate, ids.ensure_above)
         self.coordinator.answer_end_when_prepared = cfg["kcoord.transaction.end.answer.on.prepare"]
         self.counters = TxnCounters()
         coordinator = self.coordinator
         # Kafka writes TransactionLogValue v1 (flexible, tagged fields) from transaction.version 1
         records = TxnRecords(coordinator.partition_of, 1 if cfg["kcoord.transaction.version"] >= 1 else 0)
-        self.runtime = CoordinatorRuntime(lambda _: coordinator, records, broker.logs, broker.clock,
+        self.runtime = CoordinatorRuntime(lambda _: coordinator, records, logs, clock,
                                           cfg["request.timeout.ms"], cfg["message.max.bytes"],
                                           cfg["transaction.state.log.load.buffer.size"])
-        self.markers = MarkerWriter(broker, self)
+        self.markers = MarkerWriter(clock, topics, logs, data_plane, group_log, coordinator, self.runtime,
+                                    self.counters)
         self.coordinator.set_marker_writer(self.markers)
         self.loaded = False  # __transaction_state's records are replayed (or there are none)
-        if broker.topics.get(TXN_TOPIC) is not None:
+        if topics.get(TXN_TOPIC) is not None:
             self.coordinator.active = True
             self.runtime.begin_loading_all()
             self._needs_load = True
@@ -65,15 +73,15 @@ class TxnService:
     @property
     def num_partitions(self) -> int:
         """Kafka uses the existing topic's partition count over the setting."""
-        t = self.broker.topics.get(TXN_TOPIC)
-        return t.partitions if t is not None else self.broker.config["transaction.state.log.num.partitions"]
+        t = self.topics.get(TXN_TOPIC)
+        return t.partitions if t is not None else self.config["transaction.state.log.num.partitions"]
 
     def ensure_topic(self) -> None:
         """Create __transaction_state if it does not exist yet (nothing to load then)."""
-        if self.broker.topics.get(TXN_TOPIC) is not None:
+        if self.topics.get(TXN_TOPIC) is not None:
             return
-        cfg = self.broker.config
-        self.broker.create_topic(TXN_TOPIC, cfg["transaction.state.log.num.partitions"], {
+        cfg = self.config
+        self._create_topic(TXN_TOPIC, cfg["transaction.state.log.num.partitions"], {
             "cleanup.policy": "compact",
             "compression.type": "uncompressed",
             "segment.bytes": str(cfg["transaction.state.log.segment.bytes"]),
@@ -87,7 +95,7 @@ class TxnService:
         if self._needs_load:
             await self.runtime.load_all()
         self.loaded = True
-        cfg = self.broker.config
+        cfg = self.config
         self.runtime.every(cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"], self.abort_timed_out)
         self.runtime.every(cfg["transaction.remove.expired.transaction.cleanup.interval.ms"],
                            self.expire_transactional_ids)

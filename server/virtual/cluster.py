@@ -121,7 +121,7 @@ class VirtualCluster:
         return node.node_id if node.up else None
 
     def coordinator_of(self, group_id: str) -> int:
-        return self.leader(OFFSETS_TOPIC, self.server.broker.coordinator.partition_of(group_id))
+        return self.leader(OFFSETS_TOPIC, self.server.broker.parts.coordinator.get().partition_of(group_id))
 
     def up_nodes(self) -> list[VirtualNode]:
         return [self.nodes[i] for i in self.ids() if self.nodes[i].up]
@@ -135,7 +135,7 @@ class VirtualCluster:
         if topic == OFFSETS_TOPIC and before != node_id:
             # the new coordinator loads the partition: members' requests meanwhile get
             # COORDINATOR_LOAD_IN_PROGRESS, parked ones NOT_COORDINATOR, as in a fail-over
-            self._spawn(self.server.broker.runtime.reload(partition))
+            self._spawn(self.server.broker.parts.runtime.get().reload(partition))
         log.info("Leader of %s-%d moved from node %d to node %d", topic, partition, before, node_id)
         return before
 
@@ -154,7 +154,7 @@ class VirtualCluster:
         for srv in node.servers:
             await srv.wait_closed()
         node.servers = []
-        coordinator = self.server.broker.coordinator
+        coordinator = self.server.broker.parts.coordinator.get()
         for p in self._offsets_partitions_of(node_id):
             coordinator.begin_loading(p)  # its coordinator state is gone with it
         log.info("Node %d is down (%d connections closed)", node_id, closed)
@@ -167,7 +167,7 @@ class VirtualCluster:
         await self._bind(node)
         node.up = True
         for p in self._offsets_partitions_of(node_id):
-            self._spawn(self.server.broker.runtime.reload(p))
+            self._spawn(self.server.broker.parts.runtime.get().reload(p))
         log.info("Node %d is up again", node_id)
         return {"node_id": node_id, "up": True}
 

@@ -506,7 +506,7 @@ def start_env(data) -> Env:
 
 def stop_env(e: Env) -> list[str]:
     # Parked requests (joins, long polls) answer now; their late answers are checked too.
-    e.broker.data_plane.complete_parked()
+    e.broker.parts.data_plane.get().complete_parked()
     e.loop.run_until_complete(asyncio.sleep(0.05))
     failures = list(e.failures)
     e.loop.run_until_complete(e.broker.stop())

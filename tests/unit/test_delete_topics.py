@@ -83,7 +83,7 @@ async def commit(broker, group, offsets: dict[tuple[str, int], int]):
 
 
 def offsets_of(broker, group) -> dict[tuple[str, int], int]:
-    return {(t, p): v.offset for t, p, v in broker.coordinator.committed_offsets(group)}
+    return {(t, p): v.offset for t, p, v in broker.parts.coordinator.get().committed_offsets(group)}
 
 
 def dirs(broker) -> list[str]:
@@ -106,7 +106,7 @@ async def reopen(broker: Broker, tmp_path, stopped: bool = False) -> Broker:
     b = Broker(Config({"log.dirs": str(broker.log_dir), "offsets.topic.num.partitions": 1}))
     b.clock = broker.clock
     await b.start()
-    await b.runtime.load_all()
+    await b.parts.runtime.get().load_all()
     await b.deleter.finish_all()
     return b
 
@@ -158,12 +158,12 @@ async def test_committed_offsets_of_every_group_are_tombstoned_and_stay_gone_aft
     await commit(broker, "g3", {("keep", 0): 1})
     assert (await delete(broker, "t"))[0] == [("t", 0)]
     assert offsets_of(broker, "g1") == {("keep", 0): 3}
-    assert broker.coordinator.group("g2") is None
+    assert broker.parts.coordinator.get().group("g2") is None
     assert offsets_of(broker, "g3") == {("keep", 0): 1}
     b = await reopen(broker, tmp_path)
     try:
         assert offsets_of(b, "g1") == {("keep", 0): 3}
-        assert b.coordinator.group("g2") is None
+        assert b.parts.coordinator.get().group("g2") is None
         assert offsets_of(b, "g3") == {("keep", 0): 1}
     finally:
         await b.stop()
@@ -183,9 +183,9 @@ async def test_commits_for_the_deleted_topic_are_refused_afterwards(broker):
 
 async def test_idempotent_producer_state_is_dropped(broker):
     assert (await produce(broker, "t", 0, batch([b"a"], pid=7, epoch=0, seq=0))).error_code == 0
-    assert broker.data_plane.producers.loaded("t", 0) is not None
+    assert broker.parts.data_plane.get().producers.loaded("t", 0) is not None
     await delete(broker, "t")
-    assert broker.data_plane.producers.loaded("t", 0) is None
+    assert broker.parts.data_plane.get().producers.loaded("t", 0) is None
     broker.create_topic("t", 1, {})
     # the same producer id starts over in the new topic: sequence 0 is not a duplicate of the old batch
     r = await produce(broker, "t", 0, batch([b"b"], pid=7, epoch=0, seq=0))

@@ -117,7 +117,7 @@ async def test_transactional_batches_outside_a_transaction_are_refused(broker):
     # no transaction coordinator yet (no __transaction_state): retriable, as Kafka maps it
     r = await produce(broker, "t", 0, data, transactional_id="tx")
     assert r.error_code == E.NOT_ENOUGH_REPLICAS
-    broker.txn.ensure_topic()
+    broker.parts.txn.get().ensure_topic()
     r = await produce(broker, "t", 0, data, transactional_id="tx")  # an id the coordinator never saw
     assert r.error_code == E.INVALID_PRODUCER_ID_MAPPING
     assert log_of(broker).log_end_offset == 0

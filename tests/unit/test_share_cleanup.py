@@ -20,7 +20,7 @@ from kcoord.server.share.metrics import share_metric_families
 async def broker(tmp_path):
     b = await make_broker(tmp_path)
     b.create_topic("t", 1, {})
-    b.share.group_config = configs
+    b.parts.share.get().group_config = configs
     yield b
     await b.stop()
 
@@ -37,7 +37,7 @@ async def accept(b, group: str, member: str, epoch: int, first: int, last: int) 
 
 
 def groups_with_state(b) -> set[str]:
-    return {k[0] for k in b.share.shard.states}
+    return {k[0] for k in b.parts.share.get().shard.states}
 
 
 async def restarted(b, tmp_path) -> Broker:
@@ -45,8 +45,8 @@ async def restarted(b, tmp_path) -> Broker:
     nb = Broker(Config({"log.dirs": str(tmp_path / "data"), "offsets.topic.num.partitions": 1}))
     nb.clock = b.clock
     await nb.start()
-    nb.share.group_config = configs
-    await nb.share.ready()
+    nb.parts.share.get().group_config = configs
+    await nb.parts.share.get().ready()
     return nb
 
 
@@ -56,16 +56,16 @@ async def test_deleting_a_groups_state_and_a_topics_state(broker, tmp_path):
     await accept(broker, "ru-a", "m", 1, 0, 2)
     assert await share_fetch(broker, "ru-b", "m", 0) == set(range(6))
     assert groups_with_state(broker) == {"ru-a", "ru-b"}
-    assert await delete_groups_state(broker.share, ["ru-a", "ru-unknown"]) == {}
+    assert await delete_groups_state(broker.parts.share.get(), ["ru-a", "ru-unknown"]) == {}
     assert groups_with_state(broker) == {"ru-b"}
-    assert not any(k[0] == "ru-a" for k in broker.share.partitions)
+    assert not any(k[0] == "ru-a" for k in broker.parts.share.get().partitions)
     b = await restarted(broker, tmp_path)
     try:
         assert groups_with_state(b) == {"ru-b"}
         # the group starts fresh: from the earliest offset (its config), nothing accepted
         assert await share_fetch(b, "ru-a", "m2", 0) == set(range(6))
-        assert await delete_topic_state(b.share, b.topics.get("t").topic_id) is None
-        assert groups_with_state(b) == set() and not b.share.partitions
+        assert await delete_topic_state(b.parts.share.get(), b.topics.get("t").topic_id) is None
+        assert groups_with_state(b) == set() and not b.parts.share.get().partitions
     finally:
         b2 = await restarted(b, tmp_path)
     try:

@@ -30,7 +30,7 @@ def configs(group: str) -> dict[str, str]:
 async def broker(tmp_path):
     b = await make_broker(tmp_path)
     b.create_topic("t", 1, {})
-    b.share.group_config = configs
+    b.parts.share.get().group_config = configs
     yield b
     await b.stop()
 
@@ -88,8 +88,8 @@ async def test_lock_expiry_and_member_left(broker):
     broker.clock.advance(30_001)  # past group.share.record.lock.duration.ms
     await asyncio.sleep(0)
     assert await share_fetch(broker, "ru-l", "b", 1) == {0, 1, 2}
-    broker.share.on_member_left("ru-l", "b")
-    assert broker.share.sessions.get("ru-l", "b") is None
+    broker.parts.share.get().on_member_left("ru-l", "b")
+    assert broker.parts.share.get().sessions.get("ru-l", "b") is None
     assert await share_fetch(broker, "ru-l", "a", 1) == {0, 1, 2}
 
 
@@ -111,7 +111,7 @@ async def test_restart_keeps_acknowledgements(broker, tmp_path):
     b.clock = broker.clock
     await b.start()
     try:
-        b.share.group_config = configs
+        b.parts.share.get().group_config = configs
         assert await share_fetch(b, "ru-r", "c", 0) == {3, 4, 5}
     finally:
         await b.stop()
@@ -135,14 +135,14 @@ async def test_pruning_keeps_the_state_and_drops_older_records(broker, tmp_path)
     plog = broker.logs.existing("__share_group_state", state_partition("ru-p", tid, 0, 50))
     before = plog.log_end_offset
     assert before == 7  # the first snapshot and six updates
-    assert await prune(broker.share, min_records=1) == 1
+    assert await prune(broker.parts.share.get(), min_records=1) == 1
     assert plog.log_start_offset == before and plog.log_end_offset == before + 1  # one snapshot
     await broker.stop()
     b = Broker(Config({"log.dirs": str(tmp_path / "data"), "offsets.topic.num.partitions": 1}))
     b.clock = broker.clock
     await b.start()
     try:
-        b.share.group_config = configs
+        b.parts.share.get().group_config = configs
         assert await share_fetch(b, "ru-p", "c", 0) == set(range(20)) - {0, 2, 4, 6, 8, 10}
     finally:
         await b.stop()

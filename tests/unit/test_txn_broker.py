@@ -32,7 +32,7 @@ async def boot(tmp_path, **overrides):
 
 async def loaded(b) -> None:
     for _ in range(2000):
-        if not b.txn.coordinator.is_loading():
+        if not b.parts.txn.get().coordinator.is_loading():
             return
         await asyncio.sleep(0.005)
     raise AssertionError("__transaction_state did not load")
@@ -97,9 +97,9 @@ async def test_commit_makes_records_and_offsets_visible(broker):
     assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (3, 3, [])
     assert values(p.records) == [b"a", b"b"]
     assert [m[1:] for m in markers(broker, "t", 0)] == [(pid, 1)]
-    gp = broker.coordinator.partition_of(G)
+    gp = broker.parts.coordinator.get().partition_of(G)
     assert [m[1:] for m in markers(broker, OFFSETS_TOPIC, gp)] == [(pid, 1)]
-    assert broker.txn.coordinator.get("tx").state is TxnState.COMPLETE_COMMIT
+    assert broker.parts.txn.get().coordinator.get("tx").state is TxnState.COMPLETE_COMMIT
 
 
 async def test_abort_discards_offsets_and_indexes_the_aborted_transaction(broker):
@@ -170,7 +170,7 @@ async def test_zombie_is_fenced_everywhere(broker):
     # a new instance: its InitProducerId aborts the open transaction (retry until complete)
     r = await c.init("tx")
     assert r.error_code == E.CONCURRENT_TRANSACTIONS
-    await until(lambda: broker.txn.coordinator.get("tx").state is TxnState.COMPLETE_ABORT, "abort completed")
+    await until(lambda: broker.parts.txn.get().coordinator.get("tx").state is TxnState.COMPLETE_ABORT, "abort completed")
     r = await c.init("tx")
     # the fence aborted with epoch + 2 (transaction.version 2, Kafka 4's default), then + 1
     assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 3)
@@ -226,9 +226,9 @@ async def _crash_test(tmp_path, commit: bool, written: int | None) -> None:
     await c.produce("tx", "t", 1, [b"b"], pid, epoch)
     await c.add_offsets("tx", pid, epoch, G)
     await c.commit_offsets("tx", pid, epoch, G, {("in", 0): 9})
-    gp = b.coordinator.partition_of(G)
+    gp = b.parts.coordinator.get().partition_of(G)
     if written is not None:
-        real = b.txn.markers.write_markers
+        real = b.parts.txn.get().markers.write_markers
         all_parts = sorted([("t", 0), ("t", 1), (OFFSETS_TOPIC, gp)])
 
         async def crash_mid_way(job):
@@ -236,9 +236,9 @@ async def _crash_test(tmp_path, commit: bool, written: int | None) -> None:
             await real(replace(job, partitions=frozenset(all_parts[:written])))
             await asyncio.Event().wait()  # the crash: nothing after this runs
 
-        b.txn.markers.write_markers = crash_mid_way
+        b.parts.txn.get().markers.write_markers = crash_mid_way
         pending = asyncio.ensure_future(c.end("tx", pid, epoch, commit=commit))
-        await until(lambda: b.txn.coordinator.get("tx").state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT),
+        await until(lambda: b.parts.txn.get().coordinator.get("tx").state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT),
                     "prepared")
         await asyncio.sleep(0.05)
         pending.cancel()
@@ -249,10 +249,10 @@ async def _crash_test(tmp_path, commit: bool, written: int | None) -> None:
     b = await boot(tmp_path)
     try:
         await loaded(b)
-        await until(lambda: b.txn.coordinator.get("tx").state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT),
+        await until(lambda: b.parts.txn.get().coordinator.get("tx").state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT),
                     "recovery completes the transaction")
         want = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        assert b.txn.coordinator.get("tx").state is want
+        assert b.parts.txn.get().coordinator.get("tx").state is want
         c = TxnClient(b)
         for p in (0, 1):
             kinds = {m[2] for m in markers(b, "t", p)}
@@ -346,7 +346,7 @@ async def test_retention_drops_aborted_transactions_below_the_log_start(tmp_path
             await c.add("tx", pid, epoch, {"r": [0]})
             await c.produce("tx", "r", 0, [b"x" * 100], pid, epoch)
             await c.end("tx", pid, epoch, commit=False)
-        txns = b.data_plane.txns.loaded("r", 0)
+        txns = b.parts.data_plane.get().txns.loaded("r", 0)
         assert len(txns.aborted) == 3
         run_topic_retention(b)
         plog = b.logs.get("r", 0)

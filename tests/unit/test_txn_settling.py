@@ -24,14 +24,14 @@ async def broker(tmp_path):
 
 def gate_markers(broker) -> asyncio.Event:
     """Hold the marker writer until the returned Event is set."""
-    real = broker.txn.markers.write_markers
+    real = broker.parts.txn.get().markers.write_markers
     gate = asyncio.Event()
 
     async def slow(job):
         await gate.wait()
         await real(job)
 
-    broker.txn.markers.write_markers = slow
+    broker.parts.txn.get().markers.write_markers = slow
     return gate
 
 
@@ -48,7 +48,7 @@ async def test_end_txn_is_answered_once_prepared_and_the_next_transaction_waits(
     await one_transaction(c, pid, epoch, b"a", 1)
     gate = gate_markers(broker)
     assert (await c.end("tx", pid, epoch, commit=True, until_complete=False)).error_code == 0
-    coordinator = broker.txn.coordinator
+    coordinator = broker.parts.txn.get().coordinator
     assert coordinator.get("tx").state is TxnState.PREPARE_COMMIT
     assert await c.offsets(G, {"in": [0]}) == {("in", 0): (-1, E.UNSTABLE_OFFSET_COMMIT)}
     # the client begins its next transaction at once: AddPartitionsToTxn meets the markers
@@ -70,7 +70,7 @@ async def test_other_requests_wait_too(broker, api):
     await one_transaction(c, pid, epoch, b"a", 1)
     gate = gate_markers(broker)
     assert (await c.end("tx", pid, epoch, commit=True, until_complete=False)).error_code == 0
-    coordinator = broker.txn.coordinator
+    coordinator = broker.parts.txn.get().coordinator
     if api == "add_offsets":
         asking = asyncio.ensure_future(c.add_offsets("tx", pid, epoch, G))
     elif api == "end":  # a retry of the EndTxn: the transaction it committed is complete
@@ -99,9 +99,9 @@ async def test_past_the_wait_the_answer_is_concurrent_transactions(broker, monke
     assert (await c.end("tx", pid, epoch, commit=True, until_complete=False)).error_code == 0
     assert await c.add("tx", pid, epoch, {"t": [1]}) == {("t", 1): E.CONCURRENT_TRANSACTIONS}
     assert await c.add_offsets("tx", pid, epoch, G) == E.CONCURRENT_TRANSACTIONS
-    assert broker.txn.coordinator.waiting_requests == 0
+    assert broker.parts.txn.get().coordinator.waiting_requests == 0
     gate.set()
-    await until(lambda: broker.txn.coordinator.get("tx").state is TxnState.COMPLETE_COMMIT, "complete")
+    await until(lambda: broker.parts.txn.get().coordinator.get("tx").state is TxnState.COMPLETE_COMMIT, "complete")
     assert await c.add("tx", pid, epoch, {"t": [1]}) == {("t", 1): 0}
 
 
@@ -113,10 +113,10 @@ async def test_answer_once_complete_when_configured(tmp_path):
         await one_transaction(c, pid, epoch, b"a", 1)
         gate = gate_markers(b)
         ending = asyncio.ensure_future(c.end("tx", pid, epoch, commit=True, until_complete=False))
-        await until(lambda: b.txn.coordinator.completing("tx") is not None, "prepared, markers being written")
+        await until(lambda: b.parts.txn.get().coordinator.completing("tx") is not None, "prepared, markers being written")
         assert not ending.done()
         gate.set()
         assert (await ending).error_code == 0
-        assert b.txn.coordinator.get("tx").state is TxnState.COMPLETE_COMMIT
+        assert b.parts.txn.get().coordinator.get("tx").state is TxnState.COMPLETE_COMMIT
     finally:
         await b.stop()

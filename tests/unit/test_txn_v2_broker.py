@@ -41,12 +41,12 @@ async def test_produce_v12_adds_partitions_and_end_txn_v5_bumps_the_epoch(broker
     assert (await c.produce("tx", "t", 0, [b"a"], pid, epoch, version=12)).error_code == 0
     assert (await c.produce("tx", "t", 1, [b"b"], pid, epoch, version=12)).error_code == 0
     assert (await c.produce("tx", "t", 0, [b"c"], pid, epoch, version=12)).error_code == 0
-    meta = broker.txn.coordinator.get("tx")
+    meta = broker.parts.txn.get().coordinator.get("tx")
     assert meta.state is TxnState.ONGOING and meta.partitions == {("t", 0), ("t", 1)}
     assert meta.client_transaction_version == 2
     assert (await c.fetch("t", 0)).last_stable_offset == 0
     assert await c.commit_offsets("tx", pid, epoch, G, {("in", 0): 5}, version=5) == {("in", 0): 0}
-    assert (OFFSETS_TOPIC, broker.coordinator.partition_of(G)) in broker.txn.coordinator.get("tx").partitions
+    assert (OFFSETS_TOPIC, broker.parts.coordinator.get().partition_of(G)) in broker.parts.txn.get().coordinator.get("tx").partitions
     r = await c.end("tx", pid, epoch, commit=True, version=5)
     assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 1)
     got = await c.fetch("t", 0)
@@ -75,7 +75,7 @@ async def test_the_previous_epoch_is_fenced_everywhere(broker):
     end = broker.logs.get("t", 1).log_end_offset
     assert (await c.produce("tx", "t", 1, [b"z"], pid, epoch, version=12)).error_code == E.INVALID_PRODUCER_EPOCH
     assert broker.logs.get("t", 1).log_end_offset == end
-    assert broker.txn.coordinator.get("tx").state is TxnState.COMPLETE_COMMIT
+    assert broker.parts.txn.get().coordinator.get("tx").state is TxnState.COMPLETE_COMMIT
     assert await c.commit_offsets("tx", pid, epoch, G, {("in", 0): 1}, version=5) == {
         ("in", 0): E.INVALID_PRODUCER_EPOCH}
     assert (await c.end("tx", pid, epoch - 1, commit=True, version=5)).error_code == E.PRODUCER_FENCED
@@ -93,19 +93,19 @@ async def test_a_v1_client_beside_is_unchanged(broker):
     assert (await c.produce("tx", "t", 0, [b"a"], pid, epoch, version=11)).error_code == 0
     r = await c.end("tx", pid, epoch, commit=True, version=4)
     assert (r.error_code, r.producer_epoch) == (0, -1)
-    assert broker.txn.coordinator.get("tx").producer_epoch == epoch
+    assert broker.parts.txn.get().coordinator.get("tx").producer_epoch == epoch
 
 
 def _gate_markers(broker):
     """Hold the marker writer until the returned Event is set."""
-    real = broker.txn.markers.write_markers
+    real = broker.parts.txn.get().markers.write_markers
     gate = asyncio.Event()
 
     async def slow(job):
         await gate.wait()
         await real(job)
 
-    broker.txn.markers.write_markers = slow
+    broker.parts.txn.get().markers.write_markers = slow
     return gate
 
 
@@ -119,14 +119,14 @@ async def test_produce_v12_waits_for_the_previous_transactions_markers(broker):
     gate = _gate_markers(broker)
     r = await c.end("tx", pid, epoch, commit=True, version=5, until_complete=False)
     assert r.error_code == 0  # answered once PrepareCommit is durable, as Kafka answers
-    assert broker.txn.coordinator.get("tx").state is TxnState.PREPARE_COMMIT
+    assert broker.parts.txn.get().coordinator.get("tx").state is TxnState.PREPARE_COMMIT
     c.seq.clear()
     producing = asyncio.ensure_future(c.produce("tx", "t", 0, [b"next"], pid, epoch + 1, version=12))
-    await until(lambda: broker.txn.coordinator.waiting_requests == 1, "the produce waits")
+    await until(lambda: broker.parts.txn.get().coordinator.waiting_requests == 1, "the produce waits")
     assert not producing.done()
     gate.set()
     assert (await producing).error_code == 0
-    assert broker.txn.coordinator.get("tx").partitions == {("t", 0)}
+    assert broker.parts.txn.get().coordinator.get("tx").partitions == {("t", 0)}
     assert (await c.end("tx", pid, epoch + 1, commit=False, version=5)).error_code == 0
     got = await c.fetch("t", 0)
     assert values(got.records) == [b"a", b"next"] and [a.producer_id for a in got.aborted_transactions] == [pid]
@@ -144,9 +144,9 @@ async def test_produce_v12_meeting_markers_past_the_wait_is_retriable(broker, mo
     c.seq.clear()
     r = await c.produce("tx", "t", 0, [b"next"], pid, epoch + 1, version=12)
     assert r.error_code == E.NOT_ENOUGH_REPLICAS  # CONCURRENT_TRANSACTIONS, as Produce answers it
-    assert broker.txn.coordinator.waiting_requests == 0
+    assert broker.parts.txn.get().coordinator.waiting_requests == 0
     gate.set()
-    await until(lambda: broker.txn.coordinator.get("tx").state is TxnState.COMPLETE_COMMIT, "complete")
+    await until(lambda: broker.parts.txn.get().coordinator.get("tx").state is TxnState.COMPLETE_COMMIT, "complete")
     assert (await c.produce("tx", "t", 0, [b"next"], pid, epoch + 1, version=12)).error_code == 0
     assert (await c.end("tx", pid, epoch + 1, commit=True, version=5)).error_code == 0
     assert values((await c.fetch("t", 0)).records) == [b"a", b"next"]
@@ -182,7 +182,7 @@ async def test_transaction_version_1_is_advertised_and_written(tmp_path):
                 version=4, client_software_name="t", client_software_version="1"), 4)
             assert "transaction.version" not in {f.name for f in r.finalized_features}
             pid, epoch = await init(TxnClient(b0))
-            plog = b0.logs.get("__transaction_state", b0.txn.coordinator.partition_of("tx"))
+            plog = b0.logs.get("__transaction_state", b0.parts.txn.get().coordinator.partition_of("tx"))
             seg = plog.segments[0]
             vals = [bytes(v) for _, body in scan_batches(seg.fd, 0, seg.size) for _, _, _, v in iter_batch_records(body)]
             assert vals and all(v[:2] == b"\x00\x00" for v in vals)  # TransactionLogValue v0
@@ -217,7 +217,7 @@ async def test_add_partitions_to_txn_from_brokers(broker, version):
                     X(transactional_id="tx2", producer_id=pid2, producer_epoch=epoch2, verify_only=False,
                       topics=[T(name="t", partitions=[0, 1])]))
     assert got == {"tx": {("t", 0): E.TRANSACTION_ABORTABLE}, "tx2": {("t", 0): 0, ("t", 1): 0}}
-    meta = broker.txn.coordinator.get("tx2")
+    meta = broker.parts.txn.get().coordinator.get("tx2")
     assert meta.state is TxnState.ONGOING and meta.client_transaction_version == 2
     got = await ask(X(transactional_id="tx2", producer_id=pid2, producer_epoch=epoch2, verify_only=True,
                       topics=[T(name="t", partitions=[1, 5])]),

@@ -83,7 +83,7 @@ class TxnClient:
         the tests below look at; a client sees it with require_stable or read_committed)."""
         r = await self.ask(ApiKey.END_TXN, EndTxnRequest(
             version=version, transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit), version)
-        completing = self.broker.txn.coordinator.completing(tid)
+        completing = self.broker.parts.txn.get().coordinator.completing(tid)
         if until_complete and completing is not None and not completing.done:
             fut = asyncio.get_running_loop().create_future()
             completing.add_callback(lambda _: fut.done() or fut.set_result(None))

@@ -26,11 +26,11 @@ from kcoord.server.security.guard import (
 
 
 def topic_names_by_id(a: Access) -> dict[uuid.UUID, str]:
-    return {t.topic_id: t.name for t in a.broker.topics.topics.values()}
+    return {t.topic_id: t.name for t in a.parts.topics.topics.values()}
 
 
 def metadata(a: Access, req: Any, version: int) -> Guarded:
-    broker = a.broker
+    parts = a.parts
     all_topics = req.topics is None or (version == 0 and not req.topics)
     include_topic_ops = version >= 8 and bool(getattr(req, "include_topic_authorized_operations", False))
     include_cluster_ops = 8 <= version <= 10 and bool(getattr(req, "include_cluster_authorized_operations", False))
@@ -45,7 +45,7 @@ def metadata(a: Access, req: Any, version: int) -> Guarded:
             return TopicOut(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=topic_id,
                             is_internal=False, partitions=[])
         by_id = topic_names_by_id(a)
-        auto_create = broker.config["auto.create.topics.enable"] and (version < 4 or req.allow_auto_topic_creation)
+        auto_create = parts.config["auto.create.topics.enable"] and (version < 4 or req.allow_auto_topic_creation)
         may_create_any: bool | None = None
         kept = []
         for wanted in req.topics:
@@ -60,7 +60,7 @@ def metadata(a: Access, req: Any, version: int) -> Guarded:
                 # not even whether it exists is told (Kafka: topic ids are not secret, names are)
                 extra.append(error_entry(None, wanted.topic_id) if by_topic_id else error_entry(name))
                 continue
-            if auto_create and broker.topics.get(name) is None:
+            if auto_create and parts.topics.get(name) is None:
                 if may_create_any is None:
                     may_create_any = a.cluster(CREATE, log=False)
                 if not may_create_any and not a.allowed(CREATE, TOPIC, name):

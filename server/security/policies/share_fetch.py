@@ -30,7 +30,7 @@ _DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def _topic_names(a: Access) -> dict[Any, str]:
-    return {t.topic_id: t.name for t in a.broker.topics.topics.values()}
+    return {t.topic_id: t.name for t in a.parts.topics.topics.values()}
 
 
 def _by_topic_id(a: Access, req: Any, version: int, response_topic: Any, make_partition: Any) -> Guarded:

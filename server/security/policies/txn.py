@@ -37,7 +37,7 @@ def init_producer_id(a: Access, req: Any, version: int) -> Guarded:
 def add_partitions_to_txn(a: Access, req: Any, version: int) -> Guarded:
     from kafka.protocol.producer.transaction import AddPartitionsToTxnResponse
 
-    from kcoord.server.data_plane import partition_log
+    from kcoord.server.data_plane import log_of
 
     Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
     TopicResult = Result.AddPartitionsToTxnTopicResult
@@ -59,17 +59,17 @@ def add_partitions_to_txn(a: Access, req: Any, version: int) -> Guarded:
 
     if not a.allowed(WRITE, TXN, req.v3_and_below_transactional_id):
         return answer(dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
-    broker = a.broker
-    internal = {t for t, _ in partitions if (topic := broker.topics.get(t)) is not None and topic.internal}
+    parts = a.parts
+    internal = {t for t, _ in partitions if (topic := parts.topics.get(t)) is not None and topic.internal}
     allowed = a.allowed_names(WRITE, TOPIC, (t for t, _ in partitions if t not in internal))
     if not internal and len(allowed) == len({t for t, _ in partitions}):
         return PASS
     errors: dict[tuple[str, int], ErrorCode] = {}
     for t, p in partitions:  # denied, then missing; the others are not attempted
-        topic = broker.topics.get(t)
+        topic = parts.topics.get(t)
         if t not in allowed:
             errors[(t, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif topic is None or partition_log(broker, topic, p) is None:
+        elif topic is None or log_of(parts.logs, topic, p) is None:
             errors[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             errors[(t, p)] = ErrorCode.OPERATION_NOT_ATTEMPTED

@@ -1,0 +1,426 @@
+"""The composition root: builds one node's parts from its log directory, in order, and hands
+each the narrow dependencies it uses through its constructor (as Kafka's BrokerServer builds
+ReplicaManager, GroupCoordinator and KafkaApis). Nothing else builds a part, and no part
+reaches another through the node.
+
+`build_parts` runs at start-up and again after a control-API reset (server/control/reset.py),
+which drops the old Parts whole. A new server answers its first ApiVersions before the group
+coordinator, the transaction coordinator or the data plane exist: those, and the handler
+areas that use them, are `Lazy` (server/lazy.py), each a named factory below, built at its
+first use, or at once when the log directory holds state of theirs to load.
+
+Adding a part: one builder function here and one line in `build_parts` (its Lazy, or the
+part itself); adding a handler area: one line in `_areas`.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kcoord.protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
+from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.group_configs import GroupConfigs
+from kcoord.server.lazy import Lazy
+from kcoord.server.topic_deletion import TopicDeleter
+from kcoord.server.topics import Topic, TopicRegistry
+from kcoord.storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from kcoord.protocol.coordinator_records import CoordinatorRecord
+    from kcoord.server.broker import Broker
+    from kcoord.server.clock import Clock
+    from kcoord.server.config import Config
+    from kcoord.server.coordinator.runtime import CoordinatorRuntime
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.group.config import GroupConfig
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.group.txn_offsets import PendingTxnOffsets
+    from kcoord.server.metrics import Metrics
+    from kcoord.server.share.manager import ShareManager
+    from kcoord.server.txn.service import TxnService
+
+log = logging.getLogger("kcoord.broker")
+
+
+class TopicLogs:
+    """Creating a topic or adding partitions: the registry first, then the partitions' logs
+    with the topic's effective segment settings."""
+
+    def __init__(self, topics: TopicRegistry, configs: BrokerConfigs) -> None:
+        self.topics = topics
+        self.configs = configs
+        self.logs: LogManager | None = None  # None while the root builds the registry
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str], internal: bool = False,
+                     topic_id: Any = None) -> Topic:
+        topic = self.topics.create(name, partitions, configs, internal, topic_id)
+        if self.logs is not None:
+            self.create_logs(topic)
+        log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id)
+        return topic
+
+    def add_partitions(self, topic: Topic, count: int) -> None:
+        """CreatePartitions: the registry first (a start-up creates the logs it lists), then
+        the new partitions' logs."""
+        old = topic.partitions
+        self.topics.set_partitions(topic, count)
+        if self.logs is not None:
+            self.create_logs(topic)
+        log.info("Increased the partitions of topic %s from %d to %d", topic.name, old, count)
+
+    def create_logs(self, topic: Topic) -> None:
+        logs = self.logs
+        assert logs is not None
+        values = self.configs.topic_values(topic)
+        seg, roll_ms = values["segment.bytes"], (values["segment.ms"], values["segment.jitter.ms"])
+        # __consumer_offsets (and __transaction_state, __share_group_state) partitions get their
+        # directory at their first write or read: a new server does not create (and fsync) 50
+        # empty partitions before it listens, nor the first transactional client 50 more
+        make = logs.declare if topic.name in (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC) else logs.create
+        for p in range(topic.partitions):
+            make(topic.name, p, segment_bytes=seg, topic_id=topic.topic_id, roll_ms=roll_ms)
+            plog = logs.existing(topic.name, p)
+            if plog is not None:  # a log opened at start-up took the broker defaults
+                plog.segment_bytes = seg
+                plog.segment_ms, plog.segment_jitter_ms = roll_ms
+
+    def offsets_partitions(self, default: int) -> int:
+        """Kafka uses the existing __consumer_offsets partition count over the setting."""
+        t = self.topics.get(OFFSETS_TOPIC)
+        return t.partitions if t is not None else default
+
+
+class Parts:
+    """One node's parts for one state of its log directory (see the module docstring)."""
+
+    def __init__(self, topics: TopicRegistry, configs: BrokerConfigs, group_configs: GroupConfigs,
+                 topic_logs: TopicLogs, logs: LogManager, deleter: TopicDeleter, data_plane: Lazy[DataPlane],
+                 runtime: Lazy[CoordinatorRuntime[CoordinatorRecord]], coordinator: Lazy[GroupCoordinator],
+                 txn: Lazy[TxnService], share: Lazy[ShareManager], share_state: Callable[[], ShareManager | None],
+                 started: Callable[[], asyncio.Future[None] | None]) -> None:
+        self.topics = topics
+        self.configs = configs
+        self.group_configs = group_configs  # the GROUP config resource, in the dynamic configs' store
+        self.topic_logs = topic_logs
+        self.logs = logs
+        self.deleter = deleter
+        self.data_plane = data_plane
+        self.runtime = runtime  # the group coordinator's runtime (writes and loads __consumer_offsets)
+        self.coordinator = coordinator
+        self.txn = txn
+        self.share = share  # the share-partition manager and its __share_group_state (server/share/)
+        self.share_state = share_state  # the share manager when share state exists, else None
+        self.state_stored = False  # whether the directory held coordinator state to load
+        self.areas: dict[str, Lazy[Any]] = {}  # handler areas by class name (_areas)
+        self._started = started
+
+    @property
+    def loading(self) -> asyncio.Future[None] | None:
+        """__consumer_offsets' load once the background tasks run (None before)."""
+        return self._started()
+
+
+def build_parts(node: Broker) -> Parts:
+    """The node's parts, in the order they depend on each other."""
+    cfg, log_dir, clock, metrics = node.config, node.log_dir, node.clock, node.metrics
+    # 1. the topic registry and the dynamic configs (every log's segment settings need them), the
+    # group configs beside them
+    topics = TopicRegistry(log_dir)
+    topics.load()
+    configs = BrokerConfigs(cfg, log_dir)
+    configs.load()
+    group_configs = GroupConfigs(configs)  # per-group overrides, in the same store
+    topic_logs = TopicLogs(topics, configs)
+    if topics.get(OFFSETS_TOPIC) is None:
+        topic_logs.create_topic(OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+        }, internal=True)
+    offsets_partitions = topic_logs.offsets_partitions(cfg["offsets.topic.num.partitions"])
+
+    # 2. the parts built at their first use: named factories, each given what it takes
+    data_plane: Lazy[DataPlane] = Lazy("data_plane", lambda: _data_plane(clock, log_dir, cfg))
+    txn: Lazy[TxnService]
+    txn_offsets: Lazy[PendingTxnOffsets] = Lazy("txn_offsets", _txn_offsets)
+    # (group id, member id) -> None: told when a share group member leaves (the share manager listens)
+    share_member_left: list[Callable[[str, str], None]] = []
+    runtime: Lazy[CoordinatorRuntime[CoordinatorRecord]] = Lazy("runtime", lambda: _group_runtime(
+        cfg, clock, metrics, logs, topics, offsets_partitions, data_plane, txn_offsets.get(),
+        lambda p, plog: _txn_offsets_loaded(txn, p, plog), parts.loading, group_configs, share_member_left))
+    coordinator: Lazy[GroupCoordinator] = Lazy("coordinator", lambda: runtime.get().shard)  # type: ignore[arg-type,return-value]
+    txn = Lazy("txn", lambda: _txn_service(cfg, clock, metrics, logs, topics, topic_logs.create_topic,
+                                           data_plane.get(), runtime.get(), coordinator.get(),
+                                           txn_offsets.get(), parts.loading, node.add_background))
+    share: Lazy[ShareManager] = Lazy("share", lambda: _share_manager(
+        cfg, clock, logs, topics, topic_logs.create_topic, data_plane.get(), group_configs, coordinator.get(),
+        share_member_left))
+
+    def share_state() -> ShareManager | None:
+        """The share manager if it is built or there is stored share state to load (then it is
+        built now); None when no share state exists (deletions then have none to delete)."""
+        manager = share.built()
+        if manager is None and topics.get(SHARE_STATE_TOPIC) is not None:
+            manager = share.get()
+        return manager
+
+    # 3. the topic deletions a crash cut short (before the logs open: their renames), then
+    # the logs of every topic
+    deleter = TopicDeleter(topics, log_dir, data_plane, coordinator, runtime, share_state)
+    deleter.recover_files()
+    logs = LogManager(str(log_dir), segment_bytes=cfg["log.segment.bytes"],
+                      offsets_segment_bytes=cfg["offsets.topic.segment.bytes"], clock_ms=clock.now_ms)
+    deleter.logs = topic_logs.logs = logs
+    for topic in topics.topics.values():
+        topic_logs.create_logs(topic)
+
+    parts = Parts(topics, configs, group_configs, topic_logs, logs, deleter, data_plane, runtime, coordinator, txn,
+                  share, share_state, node.loading_future)
+    # 4. the handler areas, each with the parts its handlers use
+    parts.areas = _areas(node, parts)
+    # 5. a coordinator with records to load is built now (the transaction coordinator with
+    # the group's and the data plane it needs)
+    parts.state_stored = topics.get(TXN_TOPIC) is not None or any(
+        logs.existing(OFFSETS_TOPIC, p) is not None for p in range(offsets_partitions))
+    if parts.state_stored:
+        txn.get()
+    return parts
+
+
+def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
+    """The handler areas (server/handlers/), each given the parts its handlers use; built at
+    their API's first request. routes.py names a handler as "module.Area.method"."""
+
+    def area(name: str, build: Callable[[], Any]) -> tuple[str, Lazy[Any]]:
+        return name, Lazy(name, build)
+
+    cfg, clock, security, quotas = node.config, node.clock, node.security, node.quotas
+    topics, logs, configs, topic_logs = parts.topics, parts.logs, parts.configs, parts.topic_logs
+    data_plane, coordinator, txn, share = parts.data_plane, parts.coordinator, parts.txn, parts.share
+    group_configs = parts.group_configs
+
+    # a cluster node's ClusterNode and replica manager: set by app.py's start_cluster (after the
+    # parts, once the listeners are bound) and by the replication tests; None on a single node
+    def cluster() -> Any:
+        return node.cluster
+
+    def replicas() -> Any:
+        return node.replicas
+
+    def module(name: str) -> Any:
+        return importlib.import_module("kcoord.server.handlers." + name)
+
+    def config_state() -> Any:
+        from kcoord.server.config_admin import ConfigState
+
+        return ConfigState(cfg, topics, configs, logs, group_configs)
+
+    return dict((
+        # the cluster
+        area("ApiVersionsApi", lambda: module("api_versions").ApiVersionsApi(cfg["kcoord.transaction.version"])),
+        area("MetadataApi", lambda: module("metadata").MetadataApi(cfg, node.cluster_id, topics,
+                                                                     topic_logs.create_topic, cluster)),
+        area("DescribeClusterApi", lambda: module("describe_cluster").DescribeClusterApi(cfg, node.cluster_id, cluster)),
+        area("DescribeTopicPartitionsApi",
+             lambda: module("describe_topic_partitions").DescribeTopicPartitionsApi(topics, cfg, cluster)),
+        area("DescribeLogDirsApi", lambda: module("describe_log_dirs").DescribeLogDirsApi(logs, node.log_dir)),
+        area("ElectLeadersApi", lambda: module("elect_leaders").ElectLeadersApi(topics, cluster)),
+        area("ListPartitionReassignmentsApi",
+             lambda: module("list_partition_reassignments").ListPartitionReassignmentsApi()),
+        area("AlterPartitionReassignmentsApi",
+             lambda: module("alter_partition_reassignments").AlterPartitionReassignmentsApi(topics, cfg)),
+        # groups
+        area("FindCoordinatorApi", lambda: module("find_coordinator").FindCoordinatorApi(cfg, txn, cluster)),
+        area("GroupApis", lambda: module("groups").GroupApis(coordinator.get(), parts.runtime.get(), topics,
+                                                             parts.share_state, cluster)),
+        area("ShareGroupApis", lambda: module("share_groups").ShareGroupApis(coordinator.get(), parts.runtime.get())),
+        # data
+        area("ProduceApi", lambda: module("produce").ProduceApi(cfg, clock, topics, configs, logs,
+                                                               data_plane.get(), txn, cluster, replicas)),
+        area("FetchApi", lambda: module("fetch").FetchApi(topics, logs, data_plane.get(), cluster, replicas)),
+        area("ListOffsetsApi", lambda: module("list_offsets").ListOffsetsApi(topics, logs, data_plane.get(), clock)),
+        area("OffsetsForLeaderEpochApi",
+             lambda: module("offsets_for_leader_epoch").OffsetsForLeaderEpochApi(topics, logs)),
+        area("DeleteRecordsApi", lambda: module("delete_records").DeleteRecordsApi(data_plane, logs, configs, topics)),
+        area("InitProducerIdApi", lambda: module("init_producer_id").InitProducerIdApi(txn, data_plane)),
+        area("DescribeProducersApi",
+             lambda: module("describe_producers").DescribeProducersApi(data_plane, logs, topics, clock)),
+        # transactions
+        area("AddPartitionsToTxnApi",
+             lambda: module("add_partitions_to_txn").AddPartitionsToTxnApi(txn, logs, topics)),
+        area("AddOffsetsToTxnApi", lambda: module("add_offsets_to_txn").AddOffsetsToTxnApi(txn, coordinator)),
+        area("EndTxnApi", lambda: module("end_txn").EndTxnApi(txn)),
+        area("TxnOffsetCommitApi", lambda: module("txn_offset_commit").TxnOffsetCommitApi(
+            txn, coordinator, logs, topics, cfg, clock)),
+        area("DescribeTransactionsApi", lambda: module("describe_transactions").DescribeTransactionsApi(txn)),
+        area("ListTransactionsApi", lambda: module("list_transactions").ListTransactionsApi(txn)),
+        # topics
+        area("CreateTopicsApi", lambda: module("create_topics").CreateTopicsApi(topics, configs, cfg, quotas,
+                                                                                topic_logs, cluster)),
+        area("CreatePartitionsApi", lambda: module("create_partitions").CreatePartitionsApi(topics, cfg, quotas,
+                                                                                            topic_logs, cluster)),
+        area("DeleteTopicsApi", lambda: module("delete_topics").DeleteTopicsApi(topics, cfg, quotas, parts.deleter,
+                                                                                cluster)),
+        # configs
+        area("DescribeConfigsApi", lambda: module("describe_configs").DescribeConfigsApi(config_state())),
+        area("AlterConfigsApi", lambda: module("alter_configs").AlterConfigsApi(config_state())),
+        area("IncrementalAlterConfigsApi",
+             lambda: module("incremental_alter_configs").IncrementalAlterConfigsApi(config_state())),
+        # security and quotas
+        area("SaslApis", lambda: module("sasl").SaslApis()),
+        area("ScramCredentialApis", lambda: module("scram_credentials").ScramCredentialApis(security)),
+        area("AclApis", lambda: module("acls").AclApis(security)),
+        area("ClientQuotaApis", lambda: module("client_quotas").ClientQuotaApis(quotas)),
+        # share partitions
+        area("ShareFetchApis", lambda: module("share_fetch").ShareFetchApis(cfg.node_id, share)),
+        area("ShareOffsetsApis", lambda: module("share_offsets").ShareOffsetsApis(topics, share)),
+    ))
+
+
+# ---- the builders of the lazy parts
+
+
+def _data_plane(clock: Clock, log_dir: Any, cfg: Config) -> DataPlane:
+    from kcoord.server.data_plane import DataPlane
+
+    return DataPlane(clock, log_dir, cfg)
+
+
+def _txn_offsets() -> PendingTxnOffsets:
+    from kcoord.server.group.txn_offsets import PendingTxnOffsets
+
+    return PendingTxnOffsets()
+
+
+def _group_runtime(cfg: Config, clock: Clock, metrics: Metrics, logs: LogManager, topics: TopicRegistry,
+                   partitions: int, data_plane: Lazy[DataPlane], txn_offsets: PendingTxnOffsets,
+                   txn_loaded: Callable[[int, Any], None], loading: asyncio.Future[None] | None,
+                   group_configs: GroupConfigs, share_member_left: list[Callable[[str, str], None]],
+                   ) -> CoordinatorRuntime[CoordinatorRecord]:
+    """The group coordinator on its runtime, which writes and loads __consumer_offsets."""
+    from kcoord.server.coordinator.runtime import CoordinatorRuntime
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.group.shard import OffsetsRecords
+
+    runtime: CoordinatorRuntime[CoordinatorRecord] = CoordinatorRuntime(
+        # writes no request asked for (a group emptied by a session timeout) and the work of
+        # the end of a loop turn (one target assignment for its heartbeats) go to the runtime
+        lambda runtime: GroupCoordinator(group_config(cfg, group_configs), clock, partitions,
+                                         background_writer=runtime.write_background,
+                                         end_of_turn=runtime.end_of_turn, topics=topics,
+                                         txn_offsets=txn_offsets, share_member_left=share_member_left),
+        OffsetsRecords(partitions),
+        logs,
+        clock,
+        cfg["offsets.commit.timeout.ms"],
+        cfg["message.max.bytes"],
+        cfg["offsets.load.buffer.size"],
+        # commit records are fetchable: wake long polls on __consumer_offsets (kcat, lag tools)
+        on_append=lambda p: data_plane.get().appended(OFFSETS_TOPIC, p),
+        on_applied=metrics.records_applied,
+        load_hooks=[txn_loaded],
+        load_seconds=metrics.partition_load_seconds,
+    )
+    if loading is not None:  # built after start-up: nothing was on disk to load
+        start_group_runtime(cfg, metrics, runtime)
+    return runtime
+
+
+def start_group_runtime(cfg: Config, metrics: Metrics, runtime: CoordinatorRuntime[CoordinatorRecord]) -> None:
+    """The group runtime's periodic task: offsets retention."""
+    from kcoord.server.group.shard import expire_offsets
+
+    runtime.every(cfg["offsets.retention.check.interval.ms"],
+                  functools.partial(expire_offsets, runtime, runtime.shard, metrics))
+
+
+def _txn_offsets_loaded(txn: Lazy[TxnService], partition: int, plog: Any) -> None:
+    """A __consumer_offsets partition is replayed: the transaction coordinator (when there is
+    one) adds the offsets of transactions still open in it."""
+    service = txn.built()
+    if service is not None:
+        service.group_log.on_partition_loaded(partition, plog)
+
+
+def _txn_service(cfg: Config, clock: Clock, metrics: Metrics, logs: LogManager, topics: TopicRegistry,
+                 create_topic: Callable[..., Topic], data_plane: DataPlane,
+                 group_runtime: CoordinatorRuntime[CoordinatorRecord], coordinator: GroupCoordinator,
+                 txn_offsets: PendingTxnOffsets, loading: asyncio.Future[None] | None,
+                 background: Callable[[asyncio.Future[None]], None]) -> TxnService:
+    """The transaction coordinator, beside the group's (built first: it writes its offsets and
+    markers to __consumer_offsets)."""
+    from kcoord.server.txn.group_log import GroupTxnLog
+    from kcoord.server.txn.service import TxnService
+
+    group_log = GroupTxnLog(cfg, clock, metrics, logs, data_plane, group_runtime, coordinator, txn_offsets)
+    service = TxnService(cfg, clock, logs, topics, create_topic, data_plane, group_log)
+    if loading is not None:  # built after start-up: runs once __consumer_offsets is loaded
+        background(asyncio.ensure_future(service.run(loading)))
+    return service
+
+
+def _share_manager(cfg: Config, clock: Clock, logs: LogManager, topics: TopicRegistry,
+                   create_topic: Callable[..., Topic], data_plane: DataPlane, group_configs: GroupConfigs,
+                   coordinator: GroupCoordinator, share_member_left: list[Callable[[str, str], None]]) -> ShareManager:
+    """The share-partition manager (server/share/manager.py) and its __share_group_state; it
+    listens for share group members leaving (the group coordinator tells share_member_left)."""
+    from kcoord.server.data_plane import log_of
+    from kcoord.server.share.manager import SETTINGS, build_share_manager, committed_reader
+
+    manager = build_share_manager(
+        logs=logs, topics=topics, clock=clock, settings={k: cfg[k] for k in SETTINGS},
+        partition_log=lambda name, p: None if (t := topics.get(name)) is None else log_of(logs, t, p),
+        committed_read=committed_reader(data_plane), purgatory=data_plane.fetch_purgatory,
+        create_state_topic=lambda n, seg: create_topic(SHARE_STATE_TOPIC, n, {
+            "cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
+            "segment.bytes": str(seg)}, internal=True),
+        group_config=group_configs.get,  # the GROUP config resource
+        group_members=coordinator.share.members,  # the share group coordinator's port
+        max_message_bytes=cfg["message.max.bytes"])
+    share_member_left.append(manager.on_member_left)
+    return manager
+
+
+def group_config(cfg: Config, overrides: GroupConfigs | None = None) -> GroupConfig:
+    """The coordinator's settings, same names as Kafka's with dots as underscores; `overrides`:
+    the per-group configs that take precedence (the GROUP config resource)."""
+    from kcoord.server.group.config import GroupConfig
+    from kcoord.server.group.share.settings import group_config_fields
+
+    return GroupConfig(
+        group_min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
+        group_max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
+        group_initial_rebalance_delay_ms=cfg["group.initial.rebalance.delay.ms"],
+        group_max_size=cfg["group.max.size"],
+        offset_metadata_max_bytes=cfg["offset.metadata.max.bytes"],
+        offsets_retention_minutes=cfg["offsets.retention.minutes"],
+        offsets_retention_check_interval_ms=cfg["offsets.retention.check.interval.ms"],
+        offsets_commit_timeout_ms=cfg["offsets.commit.timeout.ms"],
+        group_consumer_session_timeout_ms=_within(cfg, "group.consumer.session.timeout.ms"),
+        group_consumer_min_session_timeout_ms=cfg["group.consumer.min.session.timeout.ms"],
+        group_consumer_max_session_timeout_ms=cfg["group.consumer.max.session.timeout.ms"],
+        group_consumer_heartbeat_interval_ms=_within(cfg, "group.consumer.heartbeat.interval.ms"),
+        group_consumer_min_heartbeat_interval_ms=cfg["group.consumer.min.heartbeat.interval.ms"],
+        group_consumer_max_heartbeat_interval_ms=cfg["group.consumer.max.heartbeat.interval.ms"],
+        group_consumer_max_size=cfg["group.consumer.max.size"],
+        group_consumer_assignors=cfg["group.consumer.assignors"],
+        group_consumer_migration_policy=cfg["group.consumer.migration.policy"],
+        **group_config_fields(cfg),
+        overrides=overrides,
+    )
+
+
+def _within(cfg: Config, name: str) -> int:
+    """group.consumer.X must lie within group.consumer.min.X and group.consumer.max.X, as
+    Kafka requires at start-up."""
+    value = cfg[name]
+    stem = name.removeprefix("group.consumer.")
+    lo, hi = cfg[f"group.consumer.min.{stem}"], cfg[f"group.consumer.max.{stem}"]
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be between group.consumer.min.{stem} ({lo}) and "
+                         f"group.consumer.max.{stem} ({hi}), not {value}")
+    return value
