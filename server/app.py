@@ -171,6 +171,9 @@ class Server:
         data_plane = self.broker.built("data_plane")
         if data_plane is not None:
             data_plane.complete_parked()
+        replicas = getattr(cluster, "replicas", None)
+        if replicas is not None and hasattr(replicas, "stop"):  # fetchers; parked acks=all answer
+            await replicas.stop()
         deadline = time.monotonic() + _DRAIN_SECONDS
         while any(c.busy for c in self.broker.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

@@ -8,9 +8,9 @@ from typing import Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.cluster.controller import ControllerSettings
-from kcoord.server.cluster.local_replicas import LocalReplicas
 from kcoord.server.cluster.node import ClusterNode
 from kcoord.server.cluster.ports import ReplicaManagerPort
+from kcoord.server.cluster.replicas import replicated_replicas
 from kcoord.server.cluster.zk import Zk
 from kcoord.server.cluster.znodes import BrokerInfo
 
@@ -44,8 +44,8 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
     """Connect, register and join; the broker answers from the cluster's metadata
     (broker.cluster) and its cluster id becomes the cluster's. Raises TimeoutError when
     ZooKeeper cannot be reached in zookeeper.connection.timeout.ms. `replicas` builds the
-    node's replica manager (it is given the node, whose `alter_isr` it calls); without one,
-    LocalReplicas (no replication)."""
+    node's replica port (it is given the node, whose `alter_isr` it calls); without one, the
+    node's logs and its replica manager (server/cluster/replicas.py), started here."""
     session_ms = config["zookeeper.session.timeout.ms"]
     connect_ms = config["zookeeper.connection.timeout.ms"]
     zk = Zk(config["zookeeper.connect"], session_ms, session_ms if connect_ms < 0 else connect_ms,
@@ -54,7 +54,10 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
     node = ClusterNode(zk, config.node_id, broker_info(config, listeners), config["inter.broker.listener.name"]
                        or None, controller_settings(config, lambda t: node.cache.topic_configs.get(t, {})),
                        session_ms)
-    node.replicas = replicas(node) if replicas is not None else LocalReplicas(broker, node.cache)
+    node.replicas = replicas(node) if replicas is not None else replicated_replicas(broker, node)
+    start = getattr(node.replicas, "start", None)
+    if start is not None:
+        start()
     # answering from the cluster from now on: until it is read, no broker and no leader (clients
     # retry), never this node alone as a single-node server would
     broker.cluster = node
@@ -62,6 +65,9 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
         broker.cluster_id = await node.start(broker.cluster_id)
     except BaseException:
         broker.cluster = None
+        stop = getattr(node.replicas, "stop", None)
+        if stop is not None:
+            await stop()
         await zk.stop()
         raise
     return node
