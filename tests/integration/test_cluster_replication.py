@@ -17,6 +17,8 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import call, unique
 from kafka import KafkaConsumer, TopicPartition
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from kcoord.testing.cluster import wait_for
@@ -230,3 +232,44 @@ def test_controlled_shutdown_moves_leadership_with_retriable_errors_only(kcoord_
     assert not fatal and not load.errors, load.errors
     acked = sorted(load.acked)
     check_acked_read_once(acked, read_all(c.bootstrap, topic, acked[-1][0] + 1))
+
+
+def metadata_epoch(bootstrap: str, topic: str) -> tuple[int, int]:
+    """(leader, leader_epoch) of partition 0 in one node's Metadata v12 answer."""
+    r = call(bootstrap, MetadataRequest(version=12, topics=[MetadataRequest.MetadataRequestTopic(topic_id=None,
+                                                                                                 name=topic)],
+                                        allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+             12)
+    p = r.topics[0].partitions[0]
+    return p.leader_id, p.leader_epoch
+
+
+def fetch_error(bootstrap: str, topic: str, epoch: int) -> int:
+    T = FetchRequest.FetchTopic
+    req = FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=2**20, isolation_level=0,
+                       session_id=0, session_epoch=-1, topics=[T(topic=topic, partitions=[T.FetchPartition(
+                           partition=0, current_leader_epoch=epoch, fetch_offset=0, last_fetched_epoch=-1,
+                           log_start_offset=-1, partition_max_bytes=2**20)])], forgotten_topics_data=[], rack_id="")
+    return call(bootstrap, req, 12).responses[0].partitions[0].error_code
+
+
+def test_leader_epochs_clients_are_told_are_the_ones_the_leader_checks(kcoord_cluster_factory):
+    c = kcoord_cluster_factory(3, overrides=OVERRIDES)
+    topic = unique("epoch")
+    create(c.bootstrap, topic)
+    st = wait_for(lambda: full_isr(c, topic), 60, "the partition online with its ISR")
+    old = st["leader"]
+    c.kill(old)
+    st = wait_for(lambda: (s := c.state(topic, 0)) and s["leader"] not in (-1, old) and s, FAILOVER_S,
+                  "a new leader")
+    epoch = st["leader_epoch"]
+    assert epoch > 0
+    for b in (1, 2, 3):
+        if b != old:
+            wait_for(lambda b=b: metadata_epoch(c.node(b).bootstrap, topic) == (st["leader"], epoch), 30,
+                     f"node {b}'s Metadata to report leader {st['leader']} at epoch {epoch}")
+    leader = c.node(st["leader"]).bootstrap
+    assert fetch_error(leader, topic, epoch) == 0
+    assert fetch_error(leader, topic, -1) == 0
+    assert fetch_error(leader, topic, epoch - 1) == 74  # FENCED_LEADER_EPOCH
+    assert fetch_error(leader, topic, epoch + 1) == 75  # UNKNOWN_LEADER_EPOCH
