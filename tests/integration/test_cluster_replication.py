@@ -179,8 +179,15 @@ def test_leader_sigkilled_under_load_loses_nothing_acknowledged_and_rejoins_afte
     assert seen, "the kafka-python consumer read nothing"
     final = dict(read)
     assert all(final.get(o) == v for o, v in seen.items() if o < end), "a record read was retracted"
-    # the znode the leader's ISR changes went to carries them, and the controller's later state too
-    assert sorted(c.state(topic, 0)["isr"]) == [1, 2, 3]
+    # the restarted node's return to the ISR was the leader's change (the state znode, at the
+    # epoch of the failover); the controller's next state starts from it: a controlled
+    # shutdown of the leader leaves the two others, the restarted one among them, in the ISR
+    rejoined = c.state(topic, 0)
+    assert sorted(rejoined["isr"]) == [1, 2, 3] and rejoined["leader_epoch"] == moved["leader_epoch"]
+    assert c.stop(rejoined["leader"]) == 0
+    after = c.state(topic, 0)
+    assert after["leader"] not in (-1, rejoined["leader"]) and after["leader_epoch"] > rejoined["leader_epoch"]
+    assert sorted(after["isr"]) == sorted(b for b in (1, 2, 3) if b != rejoined["leader"]), after
 
 
 def batch(value: bytes) -> bytes:
