@@ -15,15 +15,34 @@ class ReplicatedReplicas:
     def __init__(self, local: LocalReplicas, manager: Any) -> None:
         self.local = local
         self.manager = manager  # kcoord.server.replication.replica_manager.ReplicaManager
+        self.applied: dict[tuple[str, int], PartitionState] = {}  # what the manager acted on last
 
     def apply(self, states: list[PartitionState], endpoints: Mapping[int, tuple[str, int]]) -> None:
+        """The node passes every hosted partition's state at each change of any of them; the
+        manager gets the ones that changed (a state it already holds, applied again, would
+        make it a leader or follower again: producer state reloaded, fetchers restarted).
+        Endpoints are passed every time."""
         self.local.apply(states, endpoints)
-        self.manager.apply(states, endpoints)
+        changed = [s for s in states if self.applied.get((s.topic, s.partition)) != s and not self._holds(s)]
+        errors = self.manager.apply(changed, endpoints) or {}
+        for s in changed:
+            key = (s.topic, s.partition)
+            if key in errors:
+                self.applied.pop(key, None)  # tried again at the next change
+            else:
+                self.applied[key] = s
+
+    def _holds(self, s: PartitionState) -> bool:
+        """The manager already acts on this state (an ISR change it proposed, accepted)."""
+        r = self.manager.get(s.topic, s.partition)
+        return r is not None and not r.stopped and r.state == s
 
     def stop_replicas(self, topic_partitions: Iterable[tuple[str, int]], delete: bool) -> None:
         """No fetching, no serving first; a deleted topic's logs are then removed with the
         topic (LocalReplicas), not one by one."""
         topic_partitions = list(topic_partitions)
+        for key in topic_partitions:
+            self.applied.pop(key, None)
         self.manager.stop_replicas(topic_partitions, delete=False)
         self.local.stop_replicas(topic_partitions, delete)
 
