@@ -59,6 +59,14 @@ def replicated_replicas(broker: Any, node: Any) -> ReplicatedReplicas:
     Produce and Fetch handlers consult."""
     from kcoord.server.replication.wiring import replica_manager_for
 
-    manager = replica_manager_for(broker, node.alter_isr)
+    async def alter_isr(state: PartitionState, new_isr: tuple[int, ...]) -> PartitionState | None:
+        """A broker joins the ISR only while registered (Kafka's ISR eligibility): a node in
+        controlled shutdown still fetches until it stops, and adding it back would have the
+        controller remove it again in a new leader epoch, over and over."""
+        if any(b not in state.isr and b not in node.cache.live for b in new_isr):
+            return None
+        return await node.alter_isr(state, new_isr)
+
+    manager = replica_manager_for(broker, alter_isr)
     broker.replicas = manager
     return ReplicatedReplicas(LocalReplicas(broker, node.cache), manager)
