@@ -33,8 +33,8 @@ OVERRIDES = {"replica.lag.time.max.ms": "4000", "replica.fetch.wait.max.ms": "10
 
 def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
     a = AdminClient({"bootstrap.servers": bootstrap})
-    fs = a.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})], request_timeout=30)
-    fs[topic].result(30)
+    fs = a.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})], request_timeout=90)
+    fs[topic].result(120)  # generous: the nodes are still making their 50 __consumer_offsets replicas
 
 
 def full_isr(cluster, topic: str, partition: int = 0):
