@@ -171,11 +171,19 @@ class Server:
         data_plane = self.broker.parts.data_plane.built()
         if data_plane is not None:
             data_plane.complete_parked()
+        replicas = getattr(cluster, "replicas", None)
+        if replicas is not None and hasattr(replicas, "stop"):  # fetchers; parked acks=all answer
+            try:
+                await asyncio.wait_for(replicas.stop(), _DRAIN_SECONDS)
+            except TimeoutError:
+                log.warning("The replica manager did not stop in %.0f s", _DRAIN_SECONDS)
+            log.info("Replica manager stopped")
         deadline = time.monotonic() + _DRAIN_SECONDS
         while any(c.busy for c in self.broker.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         if cluster is not None:
             await cluster.stop()
+            log.info("Left the cluster")
         await self.broker.stop()
         for conn in list(self.broker.connections):
             conn.close()

@@ -63,6 +63,12 @@ class CoordinatorsFollowLeadership:
             else:
                 runtime.unload(s.partition, s.leader_epoch)
 
+    async def stop(self) -> None:
+        """The wrapped replicas' own stop (the replica manager's fetchers), when they have one."""
+        stop = getattr(self.replicas, "stop", None)
+        if stop is not None:
+            await stop()
+
     def stop_replicas(self, topic_partitions: Iterable[tuple[str, int]], delete: bool) -> None:
         topic_partitions = list(topic_partitions)
         self.replicas.stop_replicas(topic_partitions, delete)
