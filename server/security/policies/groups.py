@@ -3,6 +3,7 @@ sync, heartbeat, leave and commit (and READ on each committed topic), DESCRIBE t
 describe and find the coordinator, DELETE to delete groups and offsets."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.errors import ErrorCode
@@ -265,9 +266,19 @@ def consumer_group_heartbeat(a: Access, req: Any, version: int) -> Guarded:
 
 def consumer_group_describe(a: Access, req: Any, version: int) -> Guarded:
     from kcoord.protocol.messages import ConsumerGroupDescribeResponse
+
+    return modern_group_describe(a, req, version, ConsumerGroupDescribeResponse, lambda m: (
+        *m.assignment.topic_partitions, *m.target_assignment.topic_partitions))
+
+
+def modern_group_describe(a: Access, req: Any, version: int, response: Any,
+                          member_partitions: Callable[[Any], Iterable[Any]]) -> Guarded:
+    """ConsumerGroupDescribe and ShareGroupDescribe, as Kafka authorizes them: DESCRIBE on each
+    group (a denied one answered GROUP_AUTHORIZATION_FAILED), then DESCRIBE on the topics of
+    each described group's members (`member_partitions`: a member's topic partitions)."""
     from kcoord.server.security.acl import bit_field
 
-    Described = ConsumerGroupDescribeResponse.DescribedGroup
+    Described = response.DescribedGroup
     ids = list(req.group_ids)
     denied = [g for g in ids if not a.allowed(DESCRIBE, GROUP, g)]
 
@@ -281,8 +292,7 @@ def consumer_group_describe(a: Access, req: Any, version: int) -> Guarded:
         out = list(errors)
         for g in resp.groups:
             if g.error_code == ErrorCode.NONE:
-                topics = {tp.topic_name for m in g.members for tp in
-                          list(m.assignment.topic_partitions) + list(m.target_assignment.topic_partitions)}
+                topics = {tp.topic_name for m in g.members for tp in member_partitions(m)}
                 if len(a.allowed_names(DESCRIBE, TOPIC, topics)) < len(topics):
                     out.append(error(g.group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                      "The group has described topic(s) that the client is not authorized to describe."))
@@ -295,7 +305,7 @@ def consumer_group_describe(a: Access, req: Any, version: int) -> Guarded:
 
     kept = [g for g in ids if g not in denied]
     if not kept:
-        return Guarded(refusal=ConsumerGroupDescribeResponse(version=version, throttle_time_ms=0, groups=errors))
+        return Guarded(refusal=response(version=version, throttle_time_ms=0, groups=errors))
     return Guarded(request=clone(req, group_ids=kept) if denied else None, after=finish)
 
 

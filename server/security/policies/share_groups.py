@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kcoord.protocol.errors import ErrorCode
-from kcoord.server.security.guard import DESCRIBE, GROUP, PASS, READ, TOPIC, Access, Guarded, clone
+from kcoord.server.security.guard import DESCRIBE, GROUP, PASS, READ, TOPIC, Access, Guarded
+from kcoord.server.security.policies.groups import modern_group_describe
 
 
 def share_group_heartbeat(a: Access, req: Any, version: int) -> Guarded:
@@ -24,34 +25,6 @@ def share_group_heartbeat(a: Access, req: Any, version: int) -> Guarded:
 
 def share_group_describe(a: Access, req: Any, version: int) -> Guarded:
     from kcoord.protocol.share_messages import ShareGroupDescribeResponse
-    from kcoord.server.security.acl import AclOperation, bit_field
 
-    Described = ShareGroupDescribeResponse.DescribedGroup
-    ids = list(req.group_ids)
-    denied = [g for g in ids if not a.allowed(DESCRIBE, GROUP, g)]
-
-    def error(gid: str, code: ErrorCode, message: str | None = None) -> Any:
-        return Described(error_code=int(code), error_message=message, group_id=gid, group_state="", group_epoch=0,
-                         assignment_epoch=0, assignor_name="", members=[], authorized_operations=-2**31)
-
-    errors = [error(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in denied]
-
-    def finish(resp: Any) -> Any:
-        out = list(errors)
-        for g in resp.groups:
-            if g.error_code == ErrorCode.NONE:
-                topics = {tp.topic_name for m in g.members for tp in m.assignment.topic_partitions}
-                if len(a.allowed_names(DESCRIBE, TOPIC, topics)) < len(topics):
-                    out.append(error(g.group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                     "The group has described topic(s) that the client is not authorized to describe."))
-                    continue
-                if req.include_authorized_operations:
-                    g.authorized_operations = bit_field({AclOperation(op) for op in a.operations(GROUP, g.group_id)})
-            out.append(g)
-        resp.groups = out
-        return resp
-
-    kept = [g for g in ids if g not in denied]
-    if not kept:
-        return Guarded(refusal=ShareGroupDescribeResponse(version=version, throttle_time_ms=0, groups=errors))
-    return Guarded(request=clone(req, group_ids=kept) if denied else None, after=finish)
+    return modern_group_describe(a, req, version, ShareGroupDescribeResponse,
+                                 lambda m: m.assignment.topic_partitions)
