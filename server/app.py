@@ -21,11 +21,10 @@ import uvloop
 
 from kcoord.server.broker import Broker, LogDirLocked
 from kcoord.server.config import Config
-from kcoord.server.connection import KafkaConnection
 from kcoord.server.dispatch import Dispatcher
 from kcoord.server.listeners import Listener, listener_specs
 from kcoord.server.metrics import start_metrics_server
-from kcoord.server.security.setup import build_listener
+from kcoord.server.node import configured_listener, connection_factory
 from kcoord.storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("kcoord.server")
@@ -99,7 +98,7 @@ class Server:
 
             self.control = ControlPlane(self)
         for spec in listener_specs(self.config):
-            await self.serve_listener(build_listener(spec, self.config, self.broker))
+            await self.serve_listener(configured_listener(spec, self.broker))
         metrics_at = self.config["kcoord.metrics.listener"]
         if metrics_at:
             parts = urlsplit(metrics_at if "//" in metrics_at else "http://" + metrics_at)
@@ -123,11 +122,8 @@ class Server:
         """Bind one listener and serve Kafka connections on it (its `bound` addresses are filled
         in); usable for listeners beyond the configured ones."""
         loop = asyncio.get_running_loop()
-        max_bytes = self.config["socket.request.max.bytes"]
-        max_queued = self.config["queued.max.requests"]
-        def connection() -> KafkaConnection:
-            return KafkaConnection(self.broker, self.dispatcher, max_bytes, max_queued, listener)
-
+        connection = connection_factory(self.broker, self.dispatcher, listener,
+                                        self.control.intercept if self.control is not None else None)
         factory: Callable[[], asyncio.BaseProtocol] = connection
         if listener.ssl_context is not None:  # the TLS handshake first, then the Kafka protocol
             from kcoord.server.security.tls_transport import tls_protocol_factory

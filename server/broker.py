@@ -14,12 +14,13 @@ import gc
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kcoord.protocol.topics import TXN_TOPIC
 from kcoord.server.clock import SystemClock
 from kcoord.server.config import Config
 from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.connections import Connections
 from kcoord.server.group_configs import GroupConfigs
 from kcoord.server.metrics import Metrics
 from kcoord.server.node import Parts, build_parts, start_group_runtime
@@ -28,9 +29,6 @@ from kcoord.server.security.state import SecurityState
 from kcoord.server.topic_deletion import TopicDeleter
 from kcoord.server.topics import Topic, TopicRegistry, load_or_create_meta
 from kcoord.storage.log_manager import LogManager
-
-if TYPE_CHECKING:
-    from kcoord.server.connection import KafkaConnection
 
 log = logging.getLogger("kcoord.broker")
 
@@ -48,11 +46,10 @@ class Broker:
         self.config = config
         self.log_dir = config.log_dir
         self.cluster_id = ""
-        self.connections: set[KafkaConnection] = set()
+        self.connections = Connections(config)  # admitted and released by each connection (server/connections.py)
         self.metrics = Metrics()
         self.security = SecurityState(config)  # SCRAM credentials, the ACL authorizer
         self.quotas = QuotaManager(config, self.log_dir)  # client quotas (server/quotas/)
-        self._per_ip: dict[str, int] = {}
         self.clock = SystemClock()
         # the parts of the log directory's state (open_state); the three below are its
         # eager parts, kept here for the tools and tests that read them
@@ -168,27 +165,6 @@ class Broker:
                         plog.adopt_swaps()
                     except OSError as e:  # the old segments stay in place: nothing is lost
                         log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
-
-    def admit(self, conn: KafkaConnection) -> str | None:
-        """Count a new connection, or say why it is refused (max.connections,
-        max.connections.per.ip, as Kafka's SocketServer does)."""
-        if len(self.connections) >= self.config["max.connections"]:
-            return f"the broker has the configured maximum of {self.config['max.connections']} connections"
-        n = self._per_ip.get(conn.host, 0)
-        if n >= self.config["max.connections.per.ip"]:
-            return f"{conn.host} has the configured maximum of {self.config['max.connections.per.ip']} connections"
-        self._per_ip[conn.host] = n + 1
-        self.connections.add(conn)
-        return None
-
-    def release(self, conn: KafkaConnection) -> None:
-        if conn in self.connections:
-            self.connections.discard(conn)
-            n = self._per_ip.get(conn.host, 1) - 1
-            if n > 0:
-                self._per_ip[conn.host] = n
-            else:
-                self._per_ip.pop(conn.host, None)
 
     def _lock_log_dir(self) -> None:
         """Kafka's `.lock`: one server per log directory (the compactor checks it too)."""

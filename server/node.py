@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.connection import KafkaConnection
 from kcoord.server.group_configs import GroupConfigs
 from kcoord.server.lazy import Lazy
+from kcoord.server.security.setup import build_listener
 from kcoord.server.topic_deletion import TopicDeleter
 from kcoord.server.topics import Topic, TopicRegistry
 from kcoord.storage.log_manager import LogManager
@@ -36,9 +38,11 @@ if TYPE_CHECKING:
     from kcoord.server.config import Config
     from kcoord.server.coordinator.runtime import CoordinatorRuntime
     from kcoord.server.data_plane import DataPlane
+    from kcoord.server.dispatch import Dispatcher
     from kcoord.server.group.config import GroupConfig
     from kcoord.server.group.coordinator import GroupCoordinator
     from kcoord.server.group.txn_offsets import PendingTxnOffsets
+    from kcoord.server.listeners import Listener, ListenerSpec
     from kcoord.server.metrics import Metrics
     from kcoord.server.share.manager import ShareManager
     from kcoord.server.txn.service import TxnService
@@ -424,3 +428,29 @@ def _within(cfg: Config, name: str) -> int:
         raise ValueError(f"{name} must be between group.consumer.min.{stem} ({lo}) and "
                          f"group.consumer.max.{stem} ({hi}), not {value}")
     return value
+
+
+# ---- the process's parts around the node: listeners and their connections (server/app.py
+# binds them)
+
+
+def configured_listener(spec: ListenerSpec, node: Broker) -> Listener:
+    """A configured listener, with its TLS context and SASL settings (server/security/setup.py):
+    a SASL listener is given the node's SCRAM credentials."""
+    security = node.security
+    return build_listener(spec, node.config, lambda: security.credentials)
+
+
+def connection_factory(node: Broker, dispatcher: Dispatcher, listener: Listener,
+                       hook: Any = None) -> Callable[[], KafkaConnection]:
+    """One KafkaConnection per accepted socket of `listener`: admitted and released by the
+    node's connections (their limits), answered by the dispatcher; `hook`: the control API's
+    interceptor when it is on (server/control/intercept.py), which sees a connection's first
+    request."""
+    connections, cfg = node.connections, node.config
+    max_bytes, max_queued = cfg["socket.request.max.bytes"], cfg["queued.max.requests"]
+
+    def connection() -> KafkaConnection:
+        return KafkaConnection(connections, dispatcher, max_bytes, max_queued, listener, hook)
+
+    return connection

@@ -63,7 +63,6 @@ class ControlPlane:
         self.routing: Any = None  # kcoord.server.virtual.routing.Routing, beside it
         self._routed: frozenset[ApiKey] = frozenset()
         self.intercept = Interceptor(self)
-        self.dispatcher.connection_hook = self.intercept
 
     async def start_virtual(self, count: int) -> None:
         """kcoord.virtual.brokers > 1: the other nodes' listeners, and every request routed
