@@ -16,7 +16,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from kcoord.protocol.topics import TXN_TOPIC
 from kcoord.server.clock import SystemClock
 from kcoord.server.config import Config
 from kcoord.server.config_layers import BrokerConfigs
@@ -114,57 +113,14 @@ class Broker:
             loading.add_done_callback(lambda _: gc.freeze())
         self._loading = loading
         self._background.append(loading)  # first: tests and tools await the load through it
-        self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
         self._background.append(asyncio.ensure_future(parts.deleter.finish_all_after(loading)))
-        self._background.append(asyncio.ensure_future(self._topic_retention()))
-        self._background.append(asyncio.ensure_future(self._log_flush()))
+        for loop in parts.loops:  # retention, flush.ms, compaction hand-off (server/node.py)
+            self._background.append(asyncio.ensure_future(loop(loading)))
         if runtime is not None:
             start_group_runtime(self.config, self.metrics, runtime)
         txn = parts.txn.built()
         if txn is not None:
             self._background.append(asyncio.ensure_future(txn.run(loading)))
-
-    async def _topic_retention(self) -> None:
-        """Topics' retention.ms / retention.bytes, every log.retention.check.interval.ms
-        (server/data_plane.py: its code loads at the first pass)."""
-        await asyncio.sleep(self.config["log.retention.check.interval.ms"] / 1000.0)
-        from kcoord.server.data_plane import topic_retention_loop
-
-        await topic_retention_loop(self)
-
-    async def _log_flush(self) -> None:
-        """flush.ms: data partitions' time-based flushes (server/log_flush.py)."""
-        from kcoord.server.log_flush import log_flush_loop
-
-        await log_flush_loop(self)
-
-    async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
-        """Once __consumer_offsets is loaded, keep putting in place the segments the
-        compaction sidecar commits (storage/swap.py) for every topic whose cleanup.policy has
-        `compact`, __transaction_state's once it is loaded too. Not while loading: the loaders
-        read segments across awaits."""
-        await loading
-        interval = self.config["kcoord.compaction.handoff.check.ms"] / 1000
-        while True:
-            await asyncio.sleep(interval)
-            assert self.logs is not None
-            for topic in list(self.topics.topics.values()):
-                partitions = self.logs.partitions(topic.name)  # those with a log
-                txn = self.parts.txn.built()
-                if not partitions or (topic.name == TXN_TOPIC and (txn is None or not txn.loaded)):
-                    continue
-                from kcoord.server.data_plane import cleanup_policy
-
-                if "compact" not in cleanup_policy(self, topic):
-                    continue
-                for p in partitions:
-                    plog = self.logs.existing(topic.name, p)
-                    if plog is None:
-                        continue
-                    try:
-                        plog.adopt_swaps()
-                    except OSError as e:  # the old segments stay in place: nothing is lost
-                        log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
 
     def _lock_log_dir(self) -> None:
         """Kafka's `.lock`: one server per log directory (the compactor checks it too)."""

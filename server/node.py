@@ -18,7 +18,7 @@ import asyncio
 import functools
 import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
@@ -120,6 +120,8 @@ class Parts:
         self.share_state = share_state  # the share manager when share state exists, else None
         self.state_stored = False  # whether the directory held coordinator state to load
         self.areas: dict[str, Lazy[Any]] = {}  # handler areas by class name (_areas)
+        # the node's own loops over these parts (_loops), each given __consumer_offsets' load
+        self.loops: list[Callable[[asyncio.Future[None]], Coroutine[Any, Any, None]]] = []
         self._started = started
 
     @property
@@ -184,8 +186,9 @@ def build_parts(node: Broker) -> Parts:
 
     parts = Parts(topics, configs, group_configs, topic_logs, logs, deleter, data_plane, runtime, coordinator, txn,
                   share, share_state, node.loading_future)
-    # 4. the handler areas, each with the parts its handlers use
+    # 4. the handler areas, each with the parts its handlers use; the node's loops
     parts.areas = _areas(node, parts)
+    parts.loops = _loops(cfg, clock, topics, configs, logs, data_plane, txn)
     # 5. a coordinator with records to load is built now (the transaction coordinator with
     # the group's and the data plane it needs)
     parts.state_stored = topics.get(TXN_TOPIC) is not None or any(
@@ -283,6 +286,41 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         area("ShareFetchApis", lambda: module("share_fetch").ShareFetchApis(cfg.node_id, share)),
         area("ShareOffsetsApis", lambda: module("share_offsets").ShareOffsetsApis(topics, share)),
     ))
+
+
+def _loops(cfg: Config, clock: Clock, topics: TopicRegistry, configs: BrokerConfigs, logs: LogManager,
+           data_plane: Lazy[DataPlane], txn: Lazy[TxnService],
+           ) -> list[Callable[[asyncio.Future[None]], Coroutine[Any, Any, None]]]:
+    """The node's own background loops over these parts, started with its background tasks
+    (Broker.start_background), each given __consumer_offsets' load. Their code loads when
+    they first run, after start-up."""
+
+    async def topic_retention(loading: asyncio.Future[None]) -> None:
+        """retention.ms / retention.bytes, every log.retention.check.interval.ms."""
+        interval = cfg["log.retention.check.interval.ms"]
+        await asyncio.sleep(interval / 1000.0)
+        from kcoord.server.topic_retention import TopicRetention
+
+        await TopicRetention(topics, configs, logs, data_plane.get, clock).loop(interval)
+
+    async def log_flush(loading: asyncio.Future[None]) -> None:
+        """flush.ms: data partitions' time-based flushes."""
+        from kcoord.server.log_flush import log_flush_loop
+
+        await log_flush_loop(logs, topics, configs, clock.now_ms)
+
+    async def adopt_swaps(loading: asyncio.Future[None]) -> None:
+        """The compaction sidecar's committed segments, once __consumer_offsets is loaded."""
+        from kcoord.server.swap_adoption import adopt_swaps_after
+
+        def txn_loaded() -> bool:
+            service = txn.built()
+            return service is not None and service.loaded
+
+        await adopt_swaps_after(loading, cfg["kcoord.compaction.handoff.check.ms"], topics, configs, logs,
+                                txn_loaded)
+
+    return [adopt_swaps, topic_retention, log_flush]
 
 
 # ---- the builders of the lazy parts
