@@ -24,7 +24,7 @@ from kcoord.server.config import Config
 from kcoord.server.dispatch import Dispatcher
 from kcoord.server.listeners import Listener, listener_specs
 from kcoord.server.metrics import start_metrics_server
-from kcoord.server.node import configured_listener, connection_factory
+from kcoord.server.node import configured_listener, connection_factory, control_plane, virtual_cluster
 from kcoord.storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("kcoord.server")
@@ -94,9 +94,7 @@ class Server:
         control_at = self.config["kcoord.control.listener"]
         virtual = self.config["kcoord.virtual.brokers"]
         if control_at or virtual > 1:  # before the Kafka listeners: every connection's first request is seen
-            from kcoord.server.control.plane import ControlPlane
-
-            self.control = ControlPlane(self)
+            self.control = control_plane(self.broker, self.dispatcher, lambda: self.bound)
         for spec in listener_specs(self.config):
             await self.serve_listener(configured_listener(spec, self.broker))
         metrics_at = self.config["kcoord.metrics.listener"]
@@ -108,7 +106,11 @@ class Server:
             self.metrics_bound = srv.sockets[0].getsockname()[:2]
             log.info("Prometheus metrics on http://%s:%d/metrics", *self.metrics_bound)
         if virtual > 1:
-            await self.control.start_virtual(virtual)
+            configured = list(self.listeners)
+            bound = {addr for lst in configured for addr in lst.bound}
+            servers = [srv for srv in self._servers if any(s.getsockname()[:2] in bound for s in srv.sockets)]
+            await self.control.start_virtual(virtual_cluster(self.broker, virtual, self.control.state, configured,
+                                                             servers, self.rebind))
         if control_at:  # last: once it answers, every listener is up
             await self._start_control_http(control_at)
         if self.config["zookeeper.connect"]:  # a cluster node (docs/cluster.md); imported only then
@@ -143,6 +145,19 @@ class Server:
             self.bound.append(addr)
         self.listeners.append(listener)
         return listener
+
+    async def rebind(self, listener: Listener) -> list[asyncio.base_events.Server]:
+        """Serve a listener again (a virtual broker's, server/virtual/), forgetting the addresses
+        it had; returns its asyncio servers."""
+        for addr in listener.bound:
+            if addr in self.bound:
+                self.bound.remove(addr)
+        listener.bound.clear()
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+        before = len(self._servers)
+        await self.serve_listener(listener)
+        return self._servers[before:]
 
     async def _start_control_http(self, url: str) -> None:
         """The control API's HTTP listener (server/control/): imported only when it is on."""

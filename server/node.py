@@ -18,7 +18,7 @@ import asyncio
 import functools
 import importlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from kcoord.server.broker import Broker
     from kcoord.server.clock import Clock
     from kcoord.server.config import Config
+    from kcoord.server.control.plane import ControlPlane
+    from kcoord.server.control.ports import NodeState
     from kcoord.server.coordinator.runtime import CoordinatorRuntime
     from kcoord.server.data_plane import DataPlane
     from kcoord.server.dispatch import Dispatcher
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from kcoord.server.metrics import Metrics
     from kcoord.server.share.manager import ShareManager
     from kcoord.server.txn.service import TxnService
+    from kcoord.server.virtual.cluster import VirtualCluster
 
 log = logging.getLogger("kcoord.broker")
 
@@ -492,3 +495,45 @@ def connection_factory(node: Broker, dispatcher: Dispatcher, listener: Listener,
         return KafkaConnection(connections, dispatcher, max_bytes, max_queued, listener, hook)
 
     return connection
+
+
+# ---- the test harness around the node: the control API (server/control/) and virtual
+# brokers (server/virtual/), imported only when they are on
+
+
+def node_state(node: Broker) -> NodeState:
+    """The node's current parts, each read at its use (a reset builds them anew)."""
+    from kcoord.server.control.ports import NodeState
+
+    cfg = node.config
+    return NodeState(topics=lambda: node.parts.topics, coordinator=lambda: node.parts.coordinator.get(),
+                     runtime=lambda: node.parts.runtime.get(),
+                     offsets_partitions=lambda: node.parts.topic_logs.offsets_partitions(
+                         cfg["offsets.topic.num.partitions"]))
+
+
+def control_plane(node: Broker, dispatcher: Dispatcher, bound: Callable[[], list[tuple[str, int]]]) -> ControlPlane:
+    """The control API's state and operations; `bound`: every listener's bound address."""
+    from kcoord.server.control.plane import ControlPlane
+
+    cfg = node.config
+
+    def reset() -> dict[str, int]:
+        from kcoord.server.control.reset import reset_broker  # at the first reset (start-up time)
+
+        return reset_broker(node)
+
+    def identity() -> dict[str, Any]:
+        return {"cluster_id": node.cluster_id, "node_id": cfg.node_id,
+                "listeners": [f"{h}:{p}" for h, p in bound()]}
+
+    return ControlPlane(dispatcher, node.connections, node_state(node), node.loaded, reset, identity)
+
+
+def virtual_cluster(node: Broker, count: int, state: NodeState, listeners: list[Listener], servers: list[Any],
+                    bind: Callable[[Listener], Awaitable[list[Any]]]) -> VirtualCluster:
+    """kcoord.virtual.brokers=count: the first node is this one on `listeners` (served by
+    `servers`); `bind` serves another node's listener and returns its asyncio servers."""
+    from kcoord.server.virtual.cluster import VirtualCluster
+
+    return VirtualCluster(node.config.node_id, count, listeners, servers, bind, node.connections, state)
