@@ -13,6 +13,7 @@ import fcntl
 import gc
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -84,6 +85,56 @@ class Broker:
         self.group_configs = parts.group_configs
         for told in self.on_open:
             told(parts)
+
+    def reset(self) -> dict[str, int]:
+        """Back to a new server without a restart (the control API's reset,
+        server/control/reset.py): every connection closed, the parts' work stopped, the
+        directory emptied, the parts built anew. Returns what was dropped. Runs on the event
+        loop, between requests, so no request sees half of it."""
+        from kcoord.server.control.reset import empty_log_dir
+
+        started = time.perf_counter()
+        # the parts a new server builds at their first use may not exist
+        parts = self.parts
+        coordinator, runtime, txn = parts.coordinator.built(), parts.runtime.built(), parts.txn.built()
+        dropped = {"topics": sum(1 for t in parts.topics.topics.values() if not t.internal),
+                   "groups": sum(1 for g in coordinator.groups() if not g.is_dead()) if coordinator is not None else 0,
+                   "connections": len(self.connections)}
+        for conn in list(self.connections):
+            conn.close()
+        self.stop_background()
+        parts.deleter.stop()
+        if runtime is not None:
+            runtime.stop_tasks()
+        # every timer of the old state (sessions, joins, long polls, commit timeouts) becomes a no-op
+        self.clock.close()
+        self.clock = SystemClock()
+        for name in set(parts.configs.cluster) | set(parts.configs.node):
+            self.config.apply(name, None)  # dynamic broker configs (AlterConfigs) go with the state
+        # the transaction coordinator's marker writes and periodic tasks stop before they can
+        # touch the new state; the rest of its stop (waiting for its writes) runs on its own
+        if txn is not None:
+            for task in list(txn.markers.in_flight):
+                task.cancel()
+            asyncio.ensure_future(txn.stop())
+        # writes staged this loop turn go to the old logs now (their answers go nowhere: the
+        # connections are closed); fsync rounds in flight use their own file descriptors
+        if runtime is not None:
+            runtime.writer.flush()
+        if txn is not None:
+            txn.runtime.writer.flush()
+        parts.logs.discard()
+        empty_log_dir(self.log_dir)
+        self.quotas.reset()  # client quotas go with the state (their file is removed above)
+        self.metrics = Metrics()
+        self.open_state()
+        # a server that is reset many times must not keep every earlier state frozen out of the
+        # garbage collector (start-up freezes what it loaded)
+        gc.unfreeze()
+        self.start_background(freeze=False)  # its load finishes, then removes the -delete directories
+        log.info("Reset: dropped %d topics, %d groups, %d connections in %.1f ms", dropped["topics"],
+                 dropped["groups"], dropped["connections"], (time.perf_counter() - started) * 1000)
+        return dropped
 
     def loading_future(self) -> asyncio.Future[None] | None:
         """__consumer_offsets' load, once start_background ran (None before)."""

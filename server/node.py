@@ -518,16 +518,11 @@ def control_plane(node: Broker, dispatcher: Dispatcher, bound: Callable[[], list
 
     cfg = node.config
 
-    def reset() -> dict[str, int]:
-        from kcoord.server.control.reset import reset_broker  # at the first reset (start-up time)
-
-        return reset_broker(node)
-
     def identity() -> dict[str, Any]:
         return {"cluster_id": node.cluster_id, "node_id": cfg.node_id,
                 "listeners": [f"{h}:{p}" for h, p in bound()]}
 
-    return ControlPlane(dispatcher, node.connections, node_state(node), node.loaded, reset, identity)
+    return ControlPlane(dispatcher, node.connections, node_state(node), node.loaded, node.reset, identity)
 
 
 def virtual_cluster(node: Broker, count: int, state: NodeState, listeners: list[Listener], servers: list[Any],
