@@ -24,7 +24,13 @@ from kcoord.server.config import Config
 from kcoord.server.dispatch import Dispatcher
 from kcoord.server.listeners import Listener, listener_specs
 from kcoord.server.metrics import start_metrics_server
-from kcoord.server.node import configured_listener, connection_factory, control_plane, virtual_cluster
+from kcoord.server.node import (
+    configured_listener,
+    connection_factory,
+    control_plane,
+    start_cluster_node,
+    virtual_cluster,
+)
 from kcoord.storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("kcoord.server")
@@ -113,10 +119,8 @@ class Server:
                                                              servers, self.rebind))
         if control_at:  # last: once it answers, every listener is up
             await self._start_control_http(control_at)
-        if self.config["zookeeper.connect"]:  # a cluster node (docs/cluster.md); imported only then
-            from kcoord.server.cluster.builder import start_cluster
-
-            await start_cluster(self.config, self.broker, self.listeners)
+        if self.config["zookeeper.connect"]:  # a cluster node (docs/cluster.md); its code is imported only then
+            await start_cluster_node(self.broker, list(self.listeners))
         self.broker.start_background()
         log.info("kcoord listening on %s", ", ".join(lst.describe() for lst in self.listeners))
 

@@ -532,3 +532,46 @@ def virtual_cluster(node: Broker, count: int, state: NodeState, listeners: list[
     from kcoord.server.virtual.cluster import VirtualCluster
 
     return VirtualCluster(node.config.node_id, count, listeners, servers, bind, node.connections, state)
+
+
+# ---- a cluster node (zookeeper.connect set; docs/cluster.md): nothing of server/cluster/,
+# server/replication/ or kazoo is imported otherwise
+
+
+async def start_cluster_node(node: Broker, listeners: list[Listener]) -> Any:
+    """Join the cluster once the listeners are bound (their advertised endpoints register):
+    the ClusterNode (server/cluster/builder.py) with this node's replicas (LocalReplicas, the
+    replica manager) and its group runtime. From then on `node.cluster` answers for the
+    cluster (the areas' `cluster()`), `node.replicas` is the replica manager the Produce and
+    Fetch areas consult, and the node's cluster id is the cluster's."""
+    from kcoord.server.cluster.builder import start_cluster
+    from kcoord.server.cluster.local_replicas import LocalReplicas
+    from kcoord.server.cluster.replicas import replicated_replicas
+
+    def replicas(cluster: Any) -> Any:
+        def manager_for(alter_isr: Any) -> Any:
+            manager = node.replicas = replica_manager_for(node, alter_isr)
+            return manager
+
+        local = LocalReplicas(cluster.cache, lambda: node.parts.topics, lambda: node.parts.topic_logs,
+                              lambda: node.parts.logs, lambda topic: node.parts.deleter.delete_topic(topic))
+        return replicated_replicas(cluster, local, manager_for)
+
+    def answering(cluster: Any) -> None:
+        node.cluster = cluster
+
+    cluster = await start_cluster(node.config, listeners, replicas, lambda: node.parts.runtime.get(),
+                                  node.cluster_id, answering)
+    node.cluster_id = cluster.cluster_id
+    return cluster
+
+
+def replica_manager_for(node: Broker, alter_isr: Any, settings: Any = None) -> Any:
+    """The node's replica manager (server/replication/wiring.py), proposing ISR changes
+    through `alter_isr`; `settings`: ReplicationSettings, else the configuration's."""
+    from kcoord.server.replication.replica_manager import ReplicationSettings
+    from kcoord.server.replication.wiring import replica_manager
+
+    return replica_manager(node.config.node_id, node.clock, alter_isr,
+                           settings or ReplicationSettings.from_config(node.config),
+                           lambda: node.parts.topics, lambda: node.parts.logs, lambda: node.parts.data_plane.get())

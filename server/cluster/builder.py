@@ -11,7 +11,6 @@ from kcoord.server.cluster.controller import ControllerSettings
 from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership
 from kcoord.server.cluster.node import ClusterNode
 from kcoord.server.cluster.ports import ReplicaManagerPort
-from kcoord.server.cluster.replicas import replicated_replicas
 from kcoord.server.cluster.zk import Zk
 from kcoord.server.cluster.znodes import BrokerInfo
 
@@ -40,13 +39,15 @@ def controller_settings(config: Any, topic_configs: Any) -> ControllerSettings:
                               config["leader.imbalance.per.broker.percentage"], {OFFSETS_TOPIC: offsets})
 
 
-async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
-                        replicas: Callable[[ClusterNode], ReplicaManagerPort] | None = None) -> ClusterNode:
-    """Connect, register and join; the broker answers from the cluster's metadata
-    (broker.cluster) and its cluster id becomes the cluster's. Raises TimeoutError when
+async def start_cluster(config: Any, listeners: Iterable[Any], replicas: Callable[[ClusterNode], ReplicaManagerPort],
+                        group_runtime: Callable[[], Any], cluster_id: str,
+                        answering: Callable[[ClusterNode | None], None]) -> ClusterNode:
+    """Connect, register and join (the composition root calls this, server/node.py); the
+    node's cluster id becomes the cluster's (`node.cluster_id`). Raises TimeoutError when
     ZooKeeper cannot be reached in zookeeper.connection.timeout.ms. `replicas` builds the
-    node's replica port (it is given the node, whose `alter_isr` it calls); without one, the
-    node's logs and its replica manager (server/cluster/replicas.py), started here."""
+    node's replica port (it is given the node, whose `alter_isr` it calls), started here;
+    `group_runtime`: the group coordinator's runtime (the node's current one); `answering(node)`:
+    the broker answers from the cluster's metadata from now on (None: it could not join)."""
     session_ms = config["zookeeper.session.timeout.ms"]
     connect_ms = config["zookeeper.connection.timeout.ms"]
     zk = Zk(config["zookeeper.connect"], session_ms, session_ms if connect_ms < 0 else connect_ms,
@@ -55,19 +56,19 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
     node = ClusterNode(zk, config.node_id, broker_info(config, listeners), config["inter.broker.listener.name"]
                        or None, controller_settings(config, lambda t: node.cache.topic_configs.get(t, {})),
                        session_ms)
-    inner = replicas(node) if replicas is not None else replicated_replicas(broker, node)
+    inner = replicas(node)
     start = getattr(inner, "start", None)
     if start is not None:
         start()
     # the group coordinator loads and unloads its partitions as this node's leadership changes
-    node.replicas = CoordinatorsFollowLeadership(inner, lambda: broker.parts.runtime.get(), node)
+    node.replicas = CoordinatorsFollowLeadership(inner, group_runtime, node)
     # answering from the cluster from now on: until it is read, no broker and no leader (clients
     # retry), never this node alone as a single-node server would
-    broker.cluster = node
+    answering(node)
     try:
-        broker.cluster_id = await node.start(broker.cluster_id)
+        await node.start(cluster_id)
     except BaseException:
-        broker.cluster = None
+        answering(None)
         stop = getattr(node.replicas, "stop", None)
         if stop is not None:
             await stop()
