@@ -3,9 +3,10 @@
 
 - the file: each node its broker.id, its own volume and its own sidecar on that volume;
   ZooKeeper's image runs as its own user with a health check;
-- the nodes register, answer Metadata with their EXTERNAL addresses to the host, replicate
-  through INTERNAL, and a container on the compose network produces through the nodes'
-  service names (the topic auto-created with the file's replication factor 3);
+- the nodes register (read with the image's zookeeper-shell), answer Metadata with their
+  EXTERNAL addresses to the host, replicate through INTERNAL, and a container on the compose
+  network produces through the nodes' service names (the topic auto-created with the file's
+  replication factor 3);
 - failover: an acks=all idempotent producer and a committing consumer group run on the host on
   a topic with replication factor 3 while the container leading its partition is SIGKILLed
   (`docker kill`), then, once it is back, the next leader's is stopped (`docker stop`: a
@@ -170,6 +171,10 @@ def test_nodes_answer_the_host_and_containers_on_the_network(cluster, capsys):
     # each node advertises its published host port to the host
     assert {b.id: (b.host, b.port) for b in md.brokers.values()} == {
         i: ("localhost", int(cluster.env[f"KCOORD_PORT_{i}"])) for i in NODES}
+    # their registrations, through the image's zookeeper-shell; INTERNAL and EXTERNAL endpoints
+    assert "[1, 2, 3]" in cluster("exec", "-T", "zookeeper", "zookeeper-shell", "ls", "/brokers/ids").stdout
+    registration = cluster("exec", "-T", "zookeeper", "zookeeper-shell", "get", "/brokers/ids/2").stdout
+    assert '"INTERNAL://kcoord-2:29092"' in registration, registration
     # a container on the compose network, through the nodes' INTERNAL listeners (service names);
     # the topic is auto-created with the file's default.replication.factor
     n = 50
