@@ -96,6 +96,8 @@ def cluster(images, tmp_path_factory):
         c.up_seconds = time.monotonic() - started
         yield c
     finally:
+        # killed first: the nodes' controlled shutdowns one after another are not tested here
+        c("kill", check=False)
         c("down", "-v", "--remove-orphans", check=False)
 
 
@@ -290,6 +292,7 @@ def lose_the_leader(cluster, how: str, name: str, zk: ZkState, admin, producer: 
     acked_before, committed_before = len(producer.acked), consumer.committed_after(0)
     stopped = time.monotonic()
     docker(*({"kill": ["kill"], "stop": ["stop", "-t", "30"]}[how]), cluster.container(service), timeout=120)
+    command = time.monotonic() - stopped  # `docker stop` returns once the container has exited
     state = wait_for(lambda: (s := zk(name))["leader"] not in (-1, leader) and s, 60,
                      f"a new leader after {how} of node {leader}")
     elected = time.monotonic() - stopped
@@ -306,7 +309,8 @@ def lose_the_leader(cluster, how: str, name: str, zk: ZkState, admin, producer: 
     wait_for(lambda: sorted(zk(name)["isr"]) == list(NODES), 120, f"node {leader} back in the ISR")
     rejoined = time.monotonic() - restarted
     wait_for(lambda: partition(admin, name)[2] == list(NODES), 60, "Metadata's ISR of three")
-    return (f"{how} node {leader} (leader): new leader {state['leader']} in {elected:.1f} s, "
+    return (f"{how} node {leader} (leader; the command {command:.1f} s): new leader {state['leader']} seen "
+            f"{elected:.1f} s after the command started, "
             f"longest wait for an ack {producer.longest_wait(stopped):.1f} s, "
             f"back in the ISR {rejoined:.1f} s after start")
 
