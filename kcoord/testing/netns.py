@@ -90,7 +90,9 @@ class Network:
             raise RuntimeError(why)
         with open(LOCK, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            free = sorted(set(range(1, 255)) - used_link_local_subnets())
+            # Docker's pools here take the lowest free /24s of 169.254.0.0/16 (and docker0 .200):
+            # pick among 100-199, unused
+            free = sorted(set(range(100, 200)) - used_link_local_subnets())
             if not free:
                 raise RuntimeError("no unused 169.254.S.0/24 subnet")
             self.subnet = random.choice(free)
