@@ -230,9 +230,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         area("DescribeLogDirsApi", lambda: module("describe_log_dirs").DescribeLogDirsApi(logs, node.log_dir)),
         area("ElectLeadersApi", lambda: module("elect_leaders").ElectLeadersApi(topics, cluster)),
         area("ListPartitionReassignmentsApi",
-             lambda: module("list_partition_reassignments").ListPartitionReassignmentsApi()),
+             lambda: module("list_partition_reassignments").ListPartitionReassignmentsApi(cluster)),
         area("AlterPartitionReassignmentsApi",
-             lambda: module("alter_partition_reassignments").AlterPartitionReassignmentsApi(topics, cfg)),
+             lambda: module("alter_partition_reassignments").AlterPartitionReassignmentsApi(topics, cfg, cluster)),
         # groups
         area("FindCoordinatorApi", lambda: module("find_coordinator").FindCoordinatorApi(cfg, txn, cluster)),
         area("GroupApis", lambda: module("groups").GroupApis(coordinator.get(), parts.runtime.get(), topics,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -13,6 +14,8 @@ from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
 from kcoord.server.cluster.metadata_cache import MetadataCache
 from kcoord.server.cluster.partition_state import PartitionState
 from kcoord.server.deferred import wait
+from kcoord.storage.files import fsync_dir
+from kcoord.storage.log_deletion import remove_delete_dirs, rename_for_delete
 
 log = logging.getLogger("kcoord.cluster.replicas")
 
@@ -21,6 +24,7 @@ class LocalReplicas:
     def __init__(self, broker: Any, cache: MetadataCache) -> None:
         self.broker = broker  # create_topic, add_partitions, delete_topic, topics, logs
         self.cache = cache
+        self.removed: set[tuple[str, int]] = set()  # logs deleted here after a reassignment moved them
 
     def apply(self, states: list[PartitionState], endpoints: Mapping[int, tuple[str, int]]) -> None:
         for name in dict.fromkeys(s.topic for s in states):
@@ -38,6 +42,10 @@ class LocalReplicas:
                     self._adopt_id(local, assignment.topic_id)
                 if local.partitions < assignment.partitions:
                     self.broker.add_partitions(local, assignment.partitions)
+                elif any((s.topic, s.partition) in self.removed for s in states if s.topic == name):
+                    # hosted again after being reassigned away (its log was deleted then)
+                    self.removed -= {(s.topic, s.partition) for s in states if s.topic == name}
+                    self.broker.parts.topic_logs.create_logs(local)
             except Exception:  # noqa: BLE001 - the next change tries again
                 log.exception("Could not create the local replicas of %s", name)
 
@@ -55,11 +63,45 @@ class LocalReplicas:
 
     def stop_replicas(self, topic_partitions: Iterable[tuple[str, int]], delete: bool) -> None:
         if not delete:
-            return  # without replication a log that is no longer hosted stays (reassignment moves nothing)
+            return  # no longer hosted for now (no state): the log stays
+        topic_partitions = list(topic_partitions)
         for name in dict.fromkeys(t for t, _ in topic_partitions):
             local = self.broker.topics.get(name)
             if local is not None and name not in self.cache.topics:
                 asyncio.ensure_future(self._delete(local))
+        moved = [(t, p) for t, p in topic_partitions if t in self.cache.topics]
+        if moved:
+            self._remove_logs(moved)
+
+    def _remove_logs(self, topic_partitions: list[tuple[str, int]]) -> None:
+        """Partitions reassigned away from this node (the topic lives on elsewhere): their logs
+        are closed, renamed `-delete` (durable once the directory is fsynced) and removed in a
+        worker thread; a crash in between leaves a `-delete` directory the next start-up
+        removes. The topic stays in the node's registry (offsets committed to it are kept)."""
+        logs = self.broker.logs
+        if logs is None:
+            return
+        dp = self.broker.parts.data_plane.get()
+        names = []
+        for topic, p in topic_partitions:
+            self.removed.add((topic, p))
+            if logs.remove(topic, p) is None and not os.path.isdir(os.path.join(logs.log_dir, f"{topic}-{p}")):
+                continue
+            dp.producers.forget_partition(topic, p)
+            dp.txns.forget_partition(topic, p)
+            dp.appended(topic, p)  # parked long polls on it answer now
+            try:
+                name = rename_for_delete(logs.log_dir, topic, p)
+            except OSError as e:
+                log.error("Could not set aside the log of %s-%d: %s", topic, p, e)
+                continue
+            if name is not None:
+                names.append(name)
+                log.info("Deleting the log of %s-%d: its replica moved to other nodes", topic, p)
+        if names:
+            fsync_dir(logs.log_dir)
+            logs.checkpoint_log_start_offsets()
+            asyncio.ensure_future(asyncio.to_thread(remove_delete_dirs, logs.log_dir, names))
 
     async def _delete(self, topic: Any) -> None:
         try:
