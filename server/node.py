@@ -215,9 +215,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         return importlib.import_module("kcoord.server.handlers." + name)
 
     def config_state() -> Any:
-        from kcoord.server.config_admin import ConfigState
+        from kcoord.server.config_admin import ConfigState, TopicsForConfigs
 
-        return ConfigState(cfg, topics, configs, logs, group_configs)
+        return ConfigState(cfg, TopicsForConfigs(topics, cluster), configs, logs, group_configs)
 
     return dict((
         # the cluster
@@ -267,9 +267,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
                                                                                 cluster)),
         # configs
         area("DescribeConfigsApi", lambda: module("describe_configs").DescribeConfigsApi(config_state())),
-        area("AlterConfigsApi", lambda: module("alter_configs").AlterConfigsApi(config_state())),
+        area("AlterConfigsApi", lambda: module("alter_configs").AlterConfigsApi(config_state(), cluster)),
         area("IncrementalAlterConfigsApi",
-             lambda: module("incremental_alter_configs").IncrementalAlterConfigsApi(config_state())),
+             lambda: module("incremental_alter_configs").IncrementalAlterConfigsApi(config_state(), cluster)),
         # security and quotas
         area("SaslApis", lambda: module("sasl").SaslApis()),
         area("ScramCredentialApis", lambda: module("scram_credentials").ScramCredentialApis(security)),

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.cluster.config_changes import ClusterConfigs, broker_applier
 from kcoord.server.cluster.controller import ControllerSettings
 from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership
 from kcoord.server.cluster.node import ClusterNode
@@ -66,6 +67,9 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
     broker.cluster = node
     try:
         broker.cluster_id = await node.start(broker.cluster_id)
+        # topic and broker config changes through /config/changes (server/cluster/config_changes.py)
+        node.configs = ClusterConfigs(zk, config.node_id, node.cache, broker_applier(broker))
+        await node.configs.start()
     except BaseException:
         broker.cluster = None
         stop = getattr(node.replicas, "stop", None)

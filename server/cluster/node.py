@@ -48,6 +48,7 @@ class ClusterNode:
         self.cache = MetadataCache(zk)
         self.replicas: ReplicaManagerPort | None = None
         self.controller: Controller | None = None
+        self.configs: Any = None  # config_changes.ClusterConfigs, set by the builder
         self.cluster_id = ""
         self._session: int | None = None  # the session our registration belongs to
         self._fenced = True
@@ -158,6 +159,8 @@ class ClusterNode:
         self._fenced = True
         self._resign_controller()
         self.cache.stop()
+        if self.configs is not None:
+            self.configs.stop()
         for t in list(self._tasks):
             t.cancel()
         await self.zk.stop()
@@ -281,6 +284,8 @@ class ClusterNode:
         self._hosted = {}  # the replica manager is told every state again (it may have been fenced)
         await self._register()
         await self.cache.start()
+        if self.configs is not None:  # the changes made while the session was lost
+            await self.configs.start()
         self._fenced = False
         await self._elect()
 
