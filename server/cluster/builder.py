@@ -67,6 +67,10 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
     broker.cluster = node
     try:
         broker.cluster_id = await node.start(broker.cluster_id)
+        # the metadata is read: topics deleted while this node was down go (stray_logs.py)
+        local = getattr(inner, "local", None)
+        if local is not None:
+            local.remove_strays()
         # topic and broker config changes through /config/changes (server/cluster/config_changes.py)
         node.configs = ClusterConfigs(zk, config.node_id, node.cache, broker_applier(broker))
         await node.configs.start()

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.server.cluster import stray_logs
 from kcoord.server.cluster.metadata_cache import MetadataCache
 from kcoord.server.cluster.partition_state import PartitionState
 from kcoord.server.deferred import wait
@@ -21,17 +22,32 @@ log = logging.getLogger("kcoord.cluster.replicas")
 
 
 class LocalReplicas:
-    def __init__(self, broker: Any, cache: MetadataCache) -> None:
+    def __init__(self, broker: Any, cache: MetadataCache, cluster_id: Callable[[], str] = lambda: "") -> None:
         self.broker = broker  # create_topic, add_partitions, delete_topic, topics, logs
         self.cache = cache
+        self.cluster_id = cluster_id  # /cluster/id, known before the first apply
+        self.ours: bool | None = None  # whether the log directory's data is this cluster's (stray_logs.py)
         self.removed: set[tuple[str, int]] = set()  # logs deleted here after a reassignment moved them
 
+    def _decide(self) -> bool:
+        if self.ours is None:
+            self.ours = stray_logs.belongs(self.broker.log_dir, self.cluster_id(), self.broker.topics.topics,
+                                           self.broker.config["cluster.id"] or "")
+        return self.ours
+
     def apply(self, states: list[PartitionState], endpoints: Mapping[int, tuple[str, int]]) -> None:
+        self._decide()  # before this node creates any topic of the cluster's
         for name in dict.fromkeys(s.topic for s in states):
             assignment = self.cache.topics.get(name)
             if assignment is None:
                 continue
             local = self.broker.topics.get(name)
+            if local is not None and stray_logs.recreated(local, assignment) and self._decide():
+                # deleted and created again while this node was away: the old topic's logs go
+                log.info("Topic %s has id %s in the cluster, %s here: deleting the local one", name,
+                         assignment.topic_id, local.topic_id)
+                self._forget_recreated(local)
+                local = None
             try:
                 if local is None:
                     self.broker.create_topic(name, assignment.partitions, self.cache.topic_configs.get(name, {}),
@@ -60,6 +76,34 @@ class LocalReplicas:
         registry.save()
         if self.broker.logs is not None:
             self.broker.logs.topic_ids[topic.name] = topic_id
+
+    def _forget_recreated(self, local: Any) -> None:
+        """The old topic leaves the registry and its logs go (as a reassigned-away replica's),
+        so the cluster's topic of that name is created here at once. Committed offsets are
+        the group coordinators' business (they follow the cluster's topics), not this node's."""
+        registry = self.broker.topics
+        registry.begin_delete(local)  # a crash from here: the next start-up finishes the deletion
+        self._remove_logs([(local.name, p) for p in range(local.partitions)])
+        registry.end_delete(local.topic_id)
+
+    def remove_strays(self) -> list[str]:
+        """Once the cluster's metadata is read: local topics the cluster no longer has (deleted
+        while this node was down) are deleted, if the data is this cluster's."""
+        names = stray_logs.gone(self.broker.topics.topics, self.cache.topics)
+        replaced = [t for n, t in self.broker.topics.topics.items()
+                    if n in self.cache.topics and stray_logs.recreated(t, self.cache.topics[n])]
+        if not (names or replaced) or not self._decide():
+            return []
+        for name in names:
+            local = self.broker.topics.get(name)
+            if local is not None:
+                log.info("Topic %s was deleted while this node was away: deleting its logs", name)
+                asyncio.ensure_future(self._delete(local))
+        for local in replaced:
+            log.info("Topic %s was deleted and created again while this node was away: deleting the old one's logs",
+                     local.name)
+            self._forget_recreated(local)
+        return names + [t.name for t in replaced]
 
     def stop_replicas(self, topic_partitions: Iterable[tuple[str, int]], delete: bool) -> None:
         if not delete:

@@ -69,4 +69,4 @@ def replicated_replicas(broker: Any, node: Any) -> ReplicatedReplicas:
 
     manager = replica_manager_for(broker, alter_isr)
     broker.replicas = manager
-    return ReplicatedReplicas(LocalReplicas(broker, node.cache), manager)
+    return ReplicatedReplicas(LocalReplicas(broker, node.cache, lambda: node.cluster_id), manager)

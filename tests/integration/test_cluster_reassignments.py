@@ -215,3 +215,39 @@ def test_reassignment_errors_are_kafkas(kcoord_cluster_factory):
     listed = call(ctl, L(timeout_ms=30000, topics=[L.ListPartitionReassignmentsTopics(
         name=topic, partition_indexes=[0, 5])]), 0)
     assert (listed.error_code, listed.topics) == (0, [])
+
+
+def local_dirs(cluster, broker: int, topic: str) -> list[str]:
+    data = cluster.directory / f"node-{broker}" / "data"
+    return sorted(p.name for p in data.iterdir() if p.name.startswith(topic + "-"))
+
+
+def test_a_node_deletes_at_start_up_the_logs_of_topics_deleted_while_it_was_down(kcoord_cluster_factory):
+    cluster = kcoord_cluster_factory(3, overrides=OVERRIDES)
+    gone, again, kept = unique("gone"), unique("again"), unique("kept")
+    a = admin(cluster.bootstrap)
+    try:
+        a.create_topics([NewTopic(t, replica_assignments={0: [1, 2, 3]}) for t in (gone, again, kept)])
+        for t in (gone, again, kept):
+            wait_for(lambda t=t: settled(cluster, t, [1, 2, 3]), DEADLINE, f"{t} on every node")
+            produce(cluster.bootstrap, t, range(20))
+        wait_for(lambda: all(local_dirs(cluster, 3, t) == [f"{t}-0"] for t in (gone, again, kept)), DEADLINE,
+                 "node 3's logs")
+        old_id = cluster.read(f"/brokers/topics/{again}")["topic_id"]
+        cluster.stop(3)
+        # while node 3 is down: one topic deleted, another deleted and created again (elsewhere)
+        a.delete_topics([gone, again])
+        wait_for(lambda: cluster.read(f"/brokers/topics/{gone}") is None
+                 and cluster.read(f"/brokers/topics/{again}") is None, DEADLINE, "the deletions")
+        wait_for(lambda: (a.create_topics([NewTopic(again, replica_assignments={0: [1, 2]})]), True)[1],
+                 DEADLINE, "the topic created again")
+        assert cluster.read(f"/brokers/topics/{again}")["topic_id"] != old_id
+        assert local_dirs(cluster, 3, gone) == [f"{gone}-0"]  # what node 3 left behind
+        cluster.start(3)
+        wait_for(lambda: local_dirs(cluster, 3, gone) == [] and local_dirs(cluster, 3, again) == [], DEADLINE,
+                 "node 3 to delete the logs of the deleted topics")
+        assert local_dirs(cluster, 3, kept) == [f"{kept}-0"]
+        wait_for(lambda: settled(cluster, kept, [1, 2, 3]), DEADLINE, "node 3 back in the ISR of the kept topic")
+        assert read(cluster.bootstrap, kept, 20) == list(range(20))
+    finally:
+        a.close()
