@@ -53,5 +53,8 @@ def replica_manager_for(broker: Broker, alter_isr: AlterIsr,
             shutil.rmtree(plog.path, ignore_errors=True)
 
     hooks = DataHooks(log_for=log_for, woken=woken, truncated=stale, replicated=replicated, deleted=deleted)
+    from kcoord.server.replication.hw_checkpoint import HighWatermarkCheckpoint
+
     return ReplicaManager(broker.config.node_id, broker.clock, alter_isr, hooks,
-                          settings or ReplicationSettings.from_config(broker.config))
+                          settings or ReplicationSettings.from_config(broker.config),
+                          HighWatermarkCheckpoint(str(broker.log_dir)))
