@@ -251,3 +251,48 @@ def test_a_node_deletes_at_start_up_the_logs_of_topics_deleted_while_it_was_down
         assert read(cluster.bootstrap, kept, 20) == list(range(20))
     finally:
         a.close()
+
+
+@pytest.mark.java
+def test_java_admin_client_reassigns_on_a_cluster(kcoord_cluster_factory):
+    from test_admin_configs import admin_tool
+
+    cluster = kcoord_cluster_factory(3, overrides=OVERRIDES, session_timeout_ms=30000)
+    ctl = controller_bootstrap(cluster) and cluster.controller()
+    x, held = [b for b in sorted(cluster.nodes) if b != ctl]
+    topic = unique("jmove")
+    a = admin(cluster.bootstrap)
+    try:
+        a.create_topics([NewTopic(topic, replica_assignments={0: [ctl, x]})])
+    finally:
+        a.close()
+    wait_for(lambda: settled(cluster, topic, [ctl, x]), DEADLINE, "the topic")
+    produce(cluster.bootstrap, topic, range(100))
+    reachable = ",".join(cluster.node(b).bootstrap for b in (ctl, x))
+
+    pid = cluster.node(held).proc.pid
+    os.kill(pid, signal.SIGSTOP)  # the reassignment to it cannot complete while it is stopped
+    try:
+        out = admin_tool(reachable, ["reassign", f"{topic}:0", f"{ctl},{held}"], ["list-reassignments"],
+                         ["reassign", f"{topic}:0", "cancel"], ["list-reassignments"],
+                         ["reassign", f"{topic}:0", "cancel"], ["reassign", f"{topic}:0", f"{ctl},99"],
+                         ["reassign", f"{topic}:7", f"{ctl}"])
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    kinds = [r["kind"] if r["kind"] != "error" else ("error", r["error"]) for r in out]
+    assert kinds == ["reassign", "list-reassignments", "reassign", "list-reassignments",
+                     ("error", "NoReassignmentInProgressException"), ("error", "InvalidReplicaAssignmentException"),
+                     ("error", "UnknownTopicOrPartitionException"), "done"], out
+    assert out[1]["partitions"] == [f"{topic}-0"] and out[3]["partitions"] == []
+    wait_for(lambda: settled(cluster, topic, [ctl, x]), DEADLINE, "the cancelled reassignment to settle")
+
+    # a full move with the Java client, then what it describes
+    out = admin_tool(cluster.bootstrap, ["reassign", f"{topic}:0", f"{held},{x}"])
+    assert out[0]["kind"] == "reassign", out
+    wait_for(lambda: settled(cluster, topic, [held, x]), DEADLINE, "the move to complete")
+    wait_for(lambda: not os.path.exists(partition_dir(cluster, ctl, topic)), DEADLINE, "the old log to go")
+    out = admin_tool(cluster.bootstrap, ["list-reassignments"], ["describe-topics", topic])
+    assert out[0]["partitions"] == []
+    (p,) = out[1]["partitions"]
+    assert (p[0], p[1], sorted(p[2]), sorted(p[3])) == (0, held, sorted([held, x]), sorted([held, x]))
+    assert read(cluster.bootstrap, topic, 100) == list(range(100))
