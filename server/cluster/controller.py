@@ -51,17 +51,19 @@ class Controller:
         self._rebalance: asyncio.Task[None] | None = None
         self.active = True
         self.reassignments = Reassignments(self)
+        self._others: set[asyncio.Task[Any]] = set()
 
     def start(self) -> None:
         self.cache.on_change(self.poke)
         self._task = asyncio.ensure_future(self._run())
+        self.spawn(self.reassignments.watch_legacy())
         if self.settings.auto_rebalance:
             self._rebalance = asyncio.ensure_future(self._rebalance_loop())
         self.poke()
 
     def stop(self) -> None:
         self.active = False
-        for t in (self._task, self._rebalance):
+        for t in (self._task, self._rebalance, *self._others):
             if t is not None:
                 t.cancel()
         try:
@@ -71,6 +73,17 @@ class Controller:
 
     def poke(self) -> None:
         self._dirty.set()
+
+    def spawn(self, coro: Any) -> None:
+        """A task of this controller's (cancelled when it stops)."""
+        task = asyncio.ensure_future(coro)
+        self._others.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._others.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("Controller task failed: %r", task.exception())
 
     async def _run(self) -> None:
         while self.active:

@@ -20,13 +20,14 @@ A node no longer in a partition's RS stops its replica and deletes its log
 multi-op fenced by /controller_epoch's version and the topic znode's version."""
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kcoord.server.cluster import election, znodes
-from kcoord.server.cluster.zk import BadVersionError, NoNodeError
+from kcoord.server.cluster.zk import BadVersionError, NoNodeError, NotEmptyError
 
 if TYPE_CHECKING:
     from kcoord.server.cluster.controller import Controller
@@ -119,6 +120,26 @@ def completion(ra: ReplicaAssignment, leader: int, isr: Sequence[int],
     return None if chosen is None else (chosen, new_isr)
 
 
+LEGACY = "/admin/reassign_partitions"
+
+
+def decode_legacy(data: bytes) -> dict[TopicPartition, tuple[int, ...]]:
+    """/admin/reassign_partitions: {"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}."""
+    try:
+        obj = json.loads(data)
+        return {(str(e["topic"]), int(e["partition"])): tuple(int(b) for b in e["replicas"])
+                for e in obj.get("partitions", [])}
+    except (ValueError, KeyError, TypeError):
+        log.error("Ignoring %s: not a reassignment (%r)", LEGACY, data[:200])
+        return {}
+
+
+def encode_legacy(entries: dict[TopicPartition, tuple[int, ...]]) -> bytes:
+    return json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                    for (t, p), r in sorted(entries.items())]},
+                      separators=(",", ":")).encode()
+
+
 class Reassignments:
     """The controller's reassignment work (docs/cluster.md, "Reassignments and configs")."""
 
@@ -129,10 +150,12 @@ class Reassignments:
 
     # ---- the API (on the controller)
 
-    async def alter(self, requests: dict[TopicPartition, tuple[int, ...] | None]) -> dict[TopicPartition,
-                                                                                          tuple[str, str | None]]:
+    async def alter(self, requests: dict[TopicPartition, tuple[int, ...] | None],
+                    legacy: bool = False) -> dict[TopicPartition, tuple[str, str | None]]:
         """Kafka's processApiPartitionReassignment: per partition (error code name, message)."""
         out: dict[TopicPartition, tuple[str, str | None]] = {}
+        if not legacy:  # the latest reassignment wins over one asked through /admin/reassign_partitions
+            await self._drop_legacy(lambda tp, _r: tp in requests)
         for (topic, p), target in requests.items():
             current = of(self.cache.topics.get(topic), p)
             if target is not None:
@@ -207,6 +230,7 @@ class Reassignments:
         done = ReplicaAssignment(ra.target)
         await self._write_topic(with_partition(assignment, p, done), got[1])
         log.info("Reassignment of %s-%d complete: replicas %s", topic, p, list(done.replicas))
+        await self._drop_legacy(lambda tp, r: tp == (topic, p) and r == done.replicas)
 
     async def _leave_isr(self, topic: str, p: int, replicas: Sequence[int]) -> None:
         """Kafka's OfflineReplica for replicas dropped from RS: out of the ISR (the last member
@@ -231,6 +255,58 @@ class Reassignments:
         except NoNodeError:
             return  # deleted meanwhile: nothing left to reassign
         self.cache.put_topic(assignment)
+
+    # ---- /admin/reassign_partitions (the legacy path, still read by Kafka 3.x's controller)
+
+    async def watch_legacy(self) -> None:
+        """Read the znode (with a watch that reads it again) and start what it asks."""
+        if not self.controller.active:
+            return
+
+        def fired(_event: Any) -> None:
+            if self.controller.active:
+                self.controller.spawn(self.watch_legacy())
+
+        got = await self.zk.get_or_none(LEGACY, watch=fired)
+        if got is None:
+            return
+        if not got[0].strip():  # an empty one (nodes before this one created it at start-up): no request
+            try:
+                await self.zk.transaction(lambda tx: (self.controller._fenced(tx), tx.delete(LEGACY, got[1])))
+            except (BadVersionError, NoNodeError, NotEmptyError):
+                pass
+            return
+        wanted = decode_legacy(got[0])
+        todo = {tp: r for tp, r in wanted.items()
+                if of(self.cache.topics.get(tp[0]), tp[1]).target != r or not of(self.cache.topics.get(tp[0]),
+                                                                                 tp[1]).reassigning}
+        if not todo:
+            return
+        results = await self.alter(dict(todo), legacy=True)
+        failed = {tp for tp, (code, _m) in results.items() if code != "NONE"}
+        for tp in sorted(failed):
+            log.error("Reassignment of %s-%d from %s failed: %s %s", tp[0], tp[1], LEGACY, *results[tp])
+        # those already complete (nothing to move) and the failed ones leave the znode
+        await self._drop_legacy(lambda tp, r: tp in failed or (tp in todo and not of(
+            self.cache.topics.get(tp[0]), tp[1]).reassigning and of(self.cache.topics.get(tp[0]), tp[1]).replicas == r))
+
+    async def _drop_legacy(self, drop: Any) -> None:
+        got = await self.zk.get_or_none(LEGACY)
+        if got is None:
+            return
+        entries = decode_legacy(got[0])
+        kept = {tp: r for tp, r in entries.items() if not drop(tp, r)}
+        if kept == entries:
+            return
+        try:
+            if kept:
+                await self.zk.transaction(lambda tx: (self.controller._fenced(tx),
+                                                      tx.set_data(LEGACY, encode_legacy(kept), got[1])))
+            else:
+                await self.zk.transaction(lambda tx: (self.controller._fenced(tx), tx.delete(LEGACY, got[1])))
+                log.info("No more partitions to reassign from %s: deleted it", LEGACY)
+        except (BadVersionError, NoNodeError, NotEmptyError):
+            self.controller.poke()
 
     # ---- ListPartitionReassignments
 

@@ -33,7 +33,8 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 ISR_CHANGES = "/isr_change_notification"
 # what a Kafka broker creates at start-up (KafkaZkClient's persistent paths)
-PERSISTENT = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, "/admin/reassign_partitions", DELETE_TOPICS,
+# (not /admin/reassign_partitions: its existence is a reassignment request for the controller)
+PERSISTENT = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
               "/brokers/seqid", ISR_CHANGES, "/latest_producer_id_block", "/log_dir_event_notification",
               CONFIG_TOPICS, "/config/clients", "/config/users", "/config/brokers", "/config/ips")
 

@@ -296,3 +296,29 @@ def test_java_admin_client_reassigns_on_a_cluster(kcoord_cluster_factory):
     (p,) = out[1]["partitions"]
     assert (p[0], p[1], sorted(p[2]), sorted(p[3])) == (0, held, sorted([held, x]), sorted([held, x]))
     assert read(cluster.bootstrap, topic, 100) == list(range(100))
+
+
+def test_the_legacy_znode_reassigns_and_goes_when_done(kcoord_cluster_factory):
+    """/admin/reassign_partitions, as kafka-reassign-partitions.sh --zookeeper wrote it: the
+    controller starts what it lists, drops what it cannot do, and deletes it once all is done."""
+    import json
+
+    cluster = kcoord_cluster_factory(3, overrides=OVERRIDES)
+    topic = unique("legacy")
+    a = admin(cluster.bootstrap)
+    try:
+        a.create_topics([NewTopic(topic, replica_assignments={0: [1, 2], 1: [2, 3]})])
+    finally:
+        a.close()
+    wait_for(lambda: settled(cluster, topic, [1, 2]), DEADLINE, "the topic")
+    produce(cluster.bootstrap, topic, range(50))
+    zk = cluster.zk()
+    assert not zk.exists("/admin/reassign_partitions")  # no request until a tool writes one
+    request = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [3, 2]},
+                                            {"topic": "no-such-topic", "partition": 0, "replicas": [1]}]}
+    zk.create("/admin/reassign_partitions", json.dumps(request).encode())
+    wait_for(lambda: settled(cluster, topic, [3, 2]), DEADLINE, "the reassignment from the znode")
+    wait_for(lambda: not zk.exists("/admin/reassign_partitions"), DEADLINE, "the znode to be deleted")
+    assert cluster.assignment(topic) == {0: [3, 2], 1: [2, 3]}
+    wait_for(lambda: not os.path.exists(partition_dir(cluster, 1, topic)), DEADLINE, "node 1's log to go")
+    assert read(cluster.bootstrap, topic, 50) == list(range(50))
