@@ -182,26 +182,27 @@ class ClusterConfigs:
         task.add_done_callback(self._tasks.discard)
 
 
-def broker_applier(broker: Any) -> Apply:
+
+def config_applier(state: Callable[[], Any]) -> Apply:
     """Applies a change to this node: a topic's configs to its registry and open logs (when it
     has the topic), broker configs to its dynamic layers; each only when it differs, through
-    the same commit as a single node's AlterConfigs (server/config_admin.py)."""
+    the same commit as a single node's AlterConfigs. `state()`: the node's current ConfigState
+    (server/config_admin.py) over its own topic registry."""
 
     def apply(kind: str, name: str, configs: dict[str, str]) -> None:
-        from kcoord.server.config_admin import ConfigState, Plan, commit
+        from kcoord.server.config_admin import Plan, commit
         from kcoord.server.config_catalogue import ResourceType
 
-        parts = broker.parts
-        state = ConfigState(broker.config, broker.topics, parts.configs, broker.logs, parts.group_configs)
+        st = state()
         if kind == "topics":
-            topic = broker.topics.get(name)
+            topic = st.topics.get(name)
             if topic is not None and topic.configs != configs:
-                commit(state, Plan(ResourceType.TOPIC, name, dict(configs)))
+                commit(st, Plan(ResourceType.TOPIC, name, dict(configs)))
             elif topic is None:  # described from the metadata cache: its cached values are stale
-                parts.configs.changed()
+                st.configs.changed()
         elif kind == "brokers":
             per_node = name != DEFAULT
-            if parts.configs.layer(per_node) != configs:
-                commit(state, Plan(ResourceType.BROKER, name if per_node else "", dict(configs)))
+            if st.configs.layer(per_node) != configs:
+                commit(st, Plan(ResourceType.BROKER, name if per_node else "", dict(configs)))
 
     return apply

@@ -14,9 +14,9 @@ from kcoord.protocol.errors import ErrorCode as E
 from kcoord.server.app import Server
 from kcoord.server.cluster.partition_state import PartitionState
 from kcoord.server.config import Config
+from kcoord.server.node import replica_manager_for
 from kcoord.server.replication.hw_checkpoint import FILE
 from kcoord.server.replication.replica_manager import ReplicationSettings
-from kcoord.server.replication.wiring import replica_manager_for
 
 SETTINGS = ReplicationSettings(replica_lag_time_max_ms=60000, replica_fetch_wait_max_ms=100,
                                replica_fetch_backoff_ms=100, replica_high_watermark_checkpoint_interval_ms=100)
