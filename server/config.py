@@ -87,6 +87,7 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "replica.fetch.response.max.bytes": (int, 10485760),
     "replica.fetch.backoff.ms": (int, 1000),
     "replica.socket.timeout.ms": (int, 30000),
+    "replica.high.watermark.checkpoint.interval.ms": (int, 5000),
     "log.dirs": (_str, "./data"),
     "log.dir": (_str, ""),
     "num.partitions": (int, 1),

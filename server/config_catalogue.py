@@ -394,6 +394,8 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
        "batch even if larger).", at_least(0)),
     _b("replica.fetch.backoff.ms", INT, 1000, "Pause of a follower's fetcher after an error.", at_least(0)),
     _b("replica.socket.timeout.ms", INT, 30000, "Timeout of a follower's requests to its leader.", at_least(1)),
+    _b("replica.high.watermark.checkpoint.interval.ms", L, 5000, "How often the high watermarks are written to "
+       "replication-offset-checkpoint.", at_least(1)),
     _b("zookeeper.connect", S, None, "ZooKeeper connection string (host:port,...[/chroot]); unset: one node, "
        "no cluster."),
     _b("zookeeper.session.timeout.ms", INT, 18000, "ZooKeeper session timeout: a node silent this long is gone."),

@@ -225,9 +225,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         return importlib.import_module("kcoord.server.handlers." + name)
 
     def config_state() -> Any:
-        from kcoord.server.config_admin import ConfigState
+        from kcoord.server.config_admin import ConfigState, TopicsForConfigs
 
-        return ConfigState(cfg, topics, configs, logs, group_configs)
+        return ConfigState(cfg, TopicsForConfigs(topics, cluster), configs, logs, group_configs)
 
     return dict((
         # the cluster
@@ -240,9 +240,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         area("DescribeLogDirsApi", lambda: module("describe_log_dirs").DescribeLogDirsApi(logs, node.log_dir)),
         area("ElectLeadersApi", lambda: module("elect_leaders").ElectLeadersApi(topics, cluster)),
         area("ListPartitionReassignmentsApi",
-             lambda: module("list_partition_reassignments").ListPartitionReassignmentsApi()),
+             lambda: module("list_partition_reassignments").ListPartitionReassignmentsApi(cluster)),
         area("AlterPartitionReassignmentsApi",
-             lambda: module("alter_partition_reassignments").AlterPartitionReassignmentsApi(topics, cfg)),
+             lambda: module("alter_partition_reassignments").AlterPartitionReassignmentsApi(topics, cfg, cluster)),
         # groups
         area("FindCoordinatorApi", lambda: module("find_coordinator").FindCoordinatorApi(cfg, txn, cluster)),
         area("GroupApis", lambda: module("groups").GroupApis(coordinator.get(), parts.runtime.get(), topics,
@@ -277,9 +277,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
                                                                                 cluster)),
         # configs
         area("DescribeConfigsApi", lambda: module("describe_configs").DescribeConfigsApi(config_state())),
-        area("AlterConfigsApi", lambda: module("alter_configs").AlterConfigsApi(config_state())),
+        area("AlterConfigsApi", lambda: module("alter_configs").AlterConfigsApi(config_state(), cluster)),
         area("IncrementalAlterConfigsApi",
-             lambda: module("incremental_alter_configs").IncrementalAlterConfigsApi(config_state())),
+             lambda: module("incremental_alter_configs").IncrementalAlterConfigsApi(config_state(), cluster)),
         # security and quotas
         area("SaslApis", lambda: module("sasl").SaslApis()),
         area("ScramCredentialApis", lambda: module("scram_credentials").ScramCredentialApis(security)),
@@ -545,6 +545,7 @@ async def start_cluster_node(node: Broker, listeners: list[Listener]) -> Any:
     cluster (the areas' `cluster()`), `node.replicas` is the replica manager the Produce and
     Fetch areas consult, and the node's cluster id is the cluster's."""
     from kcoord.server.cluster.builder import start_cluster
+    from kcoord.server.cluster.config_changes import config_applier
     from kcoord.server.cluster.local_replicas import LocalReplicas
     from kcoord.server.cluster.replicas import replicated_replicas
 
@@ -554,14 +555,22 @@ async def start_cluster_node(node: Broker, listeners: list[Listener]) -> Any:
             return manager
 
         local = LocalReplicas(cluster.cache, lambda: node.parts.topics, lambda: node.parts.topic_logs,
-                              lambda: node.parts.logs, lambda topic: node.parts.deleter.delete_topic(topic))
+                              lambda: node.parts.logs, lambda topic: node.parts.deleter.delete_topic(topic),
+                              lambda: node.parts.data_plane.get(), str(node.log_dir), lambda: cluster.cluster_id,
+                              node.config["cluster.id"] or "")
         return replicated_replicas(cluster, local, manager_for)
 
     def answering(cluster: Any) -> None:
         node.cluster = cluster
 
+    def config_state() -> Any:  # the node's own registry: what a config change is applied to
+        from kcoord.server.config_admin import ConfigState
+
+        parts = node.parts
+        return ConfigState(node.config, parts.topics, parts.configs, parts.logs, parts.group_configs)
+
     cluster = await start_cluster(node.config, listeners, replicas, lambda: node.parts.runtime.get(),
-                                  node.cluster_id, answering)
+                                  node.cluster_id, answering, config_applier(config_state))
     node.cluster_id = cluster.cluster_id
     return cluster
 
@@ -574,4 +583,5 @@ def replica_manager_for(node: Broker, alter_isr: Any, settings: Any = None) -> A
 
     return replica_manager(node.config.node_id, node.clock, alter_isr,
                            settings or ReplicationSettings.from_config(node.config),
-                           lambda: node.parts.topics, lambda: node.parts.logs, lambda: node.parts.data_plane.get())
+                           lambda: node.parts.topics, lambda: node.parts.logs, lambda: node.parts.data_plane.get(),
+                           str(node.log_dir))

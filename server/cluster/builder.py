@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.cluster.config_changes import Apply, ClusterConfigs
 from kcoord.server.cluster.controller import ControllerSettings
 from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership
 from kcoord.server.cluster.node import ClusterNode
@@ -41,13 +42,16 @@ def controller_settings(config: Any, topic_configs: Any) -> ControllerSettings:
 
 async def start_cluster(config: Any, listeners: Iterable[Any], replicas: Callable[[ClusterNode], ReplicaManagerPort],
                         group_runtime: Callable[[], Any], cluster_id: str,
-                        answering: Callable[[ClusterNode | None], None]) -> ClusterNode:
+                        answering: Callable[[ClusterNode | None], None],
+                        config_changes: Apply | None = None) -> ClusterNode:
     """Connect, register and join (the composition root calls this, server/node.py); the
     node's cluster id becomes the cluster's (`node.cluster_id`). Raises TimeoutError when
     ZooKeeper cannot be reached in zookeeper.connection.timeout.ms. `replicas` builds the
     node's replica port (it is given the node, whose `alter_isr` it calls), started here;
     `group_runtime`: the group coordinator's runtime (the node's current one); `answering(node)`:
-    the broker answers from the cluster's metadata from now on (None: it could not join)."""
+    the broker answers from the cluster's metadata from now on (None: it could not join);
+    `config_changes(kind, name, configs)`: applies a topic or broker config change to this
+    node (server/cluster/config_changes.py)."""
     session_ms = config["zookeeper.session.timeout.ms"]
     connect_ms = config["zookeeper.connection.timeout.ms"]
     zk = Zk(config["zookeeper.connect"], session_ms, session_ms if connect_ms < 0 else connect_ms,
@@ -67,6 +71,13 @@ async def start_cluster(config: Any, listeners: Iterable[Any], replicas: Callabl
     answering(node)
     try:
         await node.start(cluster_id)
+        # the metadata is read: topics deleted while this node was down go (stray_logs.py)
+        local = getattr(inner, "local", None)
+        if local is not None:
+            local.remove_strays()
+        if config_changes is not None:  # topic and broker configs through /config/changes
+            node.configs = ClusterConfigs(zk, config.node_id, node.cache, config_changes)
+            await node.configs.start()
     except BaseException:
         answering(None)
         stop = getattr(node.replicas, "stop", None)

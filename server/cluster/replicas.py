@@ -44,6 +44,10 @@ class ReplicatedReplicas:
         for key in topic_partitions:
             self.applied.pop(key, None)
         self.manager.stop_replicas(topic_partitions, delete=False)
+        checkpoint = getattr(self.manager, "hw_checkpoint", None)
+        if delete and checkpoint is not None:  # their logs go: so do their checkpointed high watermarks
+            for key in topic_partitions:
+                checkpoint.forget(key)
         self.local.stop_replicas(topic_partitions, delete)
 
     def start(self) -> None:

@@ -33,7 +33,8 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 ISR_CHANGES = "/isr_change_notification"
 # what a Kafka broker creates at start-up (KafkaZkClient's persistent paths)
-PERSISTENT = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, "/admin/reassign_partitions", DELETE_TOPICS,
+# (not /admin/reassign_partitions: its existence is a reassignment request for the controller)
+PERSISTENT = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
               "/brokers/seqid", ISR_CHANGES, "/latest_producer_id_block", "/log_dir_event_notification",
               CONFIG_TOPICS, "/config/clients", "/config/users", "/config/brokers", "/config/ips")
 
@@ -156,19 +157,26 @@ class TopicAssignment:
 
     name: str
     topic_id: uuid.UUID
-    replicas: dict[int, tuple[int, ...]]  # partition -> replicas
+    replicas: dict[int, tuple[int, ...]]  # partition -> replicas (during a reassignment: target + origin)
+    # a reassignment in progress (Kafka 2.4+): partition -> the replicas being added / removed
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def partitions(self) -> int:
         return len(self.replicas)
+
+    def reassigning(self, partition: int) -> bool:
+        return bool(self.adding.get(partition) or self.removing.get(partition))
 
 
 def encode_topic(t: TopicAssignment) -> bytes:
     return _dump({
         "partitions": {str(p): list(r) for p, r in sorted(t.replicas.items())},
         "topic_id": topic_id_to_text(t.topic_id),
-        "adding_replicas": {},
-        "removing_replicas": {},
+        # only the partitions being reassigned, as Kafka writes them
+        "adding_replicas": {str(p): list(r) for p, r in sorted(t.adding.items()) if r},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(t.removing.items()) if r},
         "version": 3,
     })
 
@@ -177,8 +185,13 @@ def decode_topic(name: str, data: bytes) -> TopicAssignment:
     obj = json.loads(data)
     tid = obj.get("topic_id")
     topic_id = topic_id_from_text(tid) if tid else uuid.UUID(int=0)
-    replicas = {int(p): tuple(int(b) for b in r) for p, r in obj.get("partitions", {}).items()}
-    return TopicAssignment(name, topic_id, dict(sorted(replicas.items())))
+    def by_partition(key: str) -> dict[int, tuple[int, ...]]:
+        got = {int(p): tuple(int(b) for b in r) for p, r in (obj.get(key) or {}).items()
+               if r or key == "partitions"}
+        return dict(sorted(got.items()))
+
+    return TopicAssignment(name, topic_id, by_partition("partitions"), by_partition("adding_replicas"),
+                           by_partition("removing_replicas"))
 
 
 def encode_state(s: PartitionState) -> bytes:

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 def replica_manager(node_id: int, clock: Clock, alter_isr: AlterIsr, settings: ReplicationSettings,
                     topics: Callable[[], TopicRegistry], logs: Callable[[], LogManager],
-                    data_plane: Callable[[], DataPlane]) -> ReplicaManager:
+                    data_plane: Callable[[], DataPlane], log_dir: str | None = None) -> ReplicaManager:
+    """`log_dir`: where replication-offset-checkpoint is kept (hw_checkpoint.py); None: none."""
     def log_for(topic: str, partition: int) -> PartitionLog | None:
         t = topics().get(topic)
         if t is None or partition >= t.partitions:
@@ -58,4 +59,7 @@ def replica_manager(node_id: int, clock: Clock, alter_isr: AlterIsr, settings: R
             shutil.rmtree(plog.path, ignore_errors=True)
 
     hooks = DataHooks(log_for=log_for, woken=woken, truncated=stale, replicated=replicated, deleted=deleted)
-    return ReplicaManager(node_id, clock, alter_isr, hooks, settings)
+    from kcoord.server.replication.hw_checkpoint import HighWatermarkCheckpoint
+
+    checkpoint = HighWatermarkCheckpoint(log_dir) if log_dir is not None else None
+    return ReplicaManager(node_id, clock, alter_isr, hooks, settings, checkpoint)
