@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
 from kcoord.server.cluster.controller import ControllerSettings
 from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership
 from kcoord.server.cluster.node import ClusterNode
@@ -35,9 +35,15 @@ def controller_settings(config: Any, topic_configs: Any) -> ControllerSettings:
     offsets = (config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"],
                {"cleanup.policy": "compact", "compression.type": "producer",
                 "segment.bytes": str(config["offsets.topic.segment.bytes"])})
+    # Kafka's TransactionLog.loadPartitions configs: compact, uncompressed, its own min ISR
+    txn = (config["transaction.state.log.num.partitions"], config["transaction.state.log.replication.factor"],
+           {"cleanup.policy": "compact", "compression.type": "uncompressed",
+            "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+            "unclean.leader.election.enable": "false",
+            "segment.bytes": str(config["transaction.state.log.segment.bytes"])})
     return ControllerSettings(unclean, config["auto.leader.rebalance.enable"],
                               config["leader.imbalance.check.interval.seconds"],
-                              config["leader.imbalance.per.broker.percentage"], {OFFSETS_TOPIC: offsets})
+                              config["leader.imbalance.per.broker.percentage"], {OFFSETS_TOPIC: offsets, TXN_TOPIC: txn})
 
 
 async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
@@ -59,8 +65,12 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
     start = getattr(inner, "start", None)
     if start is not None:
         start()
-    # the group coordinator loads and unloads its partitions as this node's leadership changes
-    node.replicas = CoordinatorsFollowLeadership(inner, lambda: broker.parts.runtime.get(), node)
+    # the group and transaction coordinators load and unload their partitions as this node's
+    # leadership changes
+    node.replicas = CoordinatorsFollowLeadership(inner, [
+        (OFFSETS_TOPIC, lambda: broker.parts.runtime.get()),
+        (TXN_TOPIC, lambda: broker.parts.txn.get().managed_runtime()),
+    ], node)
     # answering from the cluster from now on: until it is read, no broker and no leader (clients
     # retry), never this node alone as a single-node server would
     broker.cluster = node

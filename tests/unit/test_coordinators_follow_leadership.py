@@ -62,7 +62,7 @@ async def settle(rt) -> None:
 async def test_leadership_loads_and_unloads_partitions_by_epoch(tmp_path):
     rt, logs = runtime(tmp_path)
     replicas, node = Replicas(), Node()
-    glue = CoordinatorsFollowLeadership(replicas, lambda: rt, node)
+    glue = CoordinatorsFollowLeadership(replicas, [(OFFSETS_TOPIC, lambda: rt)], node)
     assert fetch(rt)[0] == E.NOT_COORDINATOR  # managed from the start: nothing led yet
     glue.apply([state(p, ME if p == P else 2, 0) for p in range(N)] + [state(0, ME, 0, "data")], {})
     assert replicas.calls[0][0] == "apply"  # the replica manager first: the log exists before loading
@@ -83,7 +83,7 @@ async def test_leadership_loads_and_unloads_partitions_by_epoch(tmp_path):
 async def test_a_suspended_session_unloads_and_the_same_session_back_reloads(tmp_path):
     rt, logs = runtime(tmp_path)
     node = Node()
-    glue = CoordinatorsFollowLeadership(Replicas(), lambda: rt, node)
+    glue = CoordinatorsFollowLeadership(Replicas(), [(OFFSETS_TOPIC, lambda: rt)], node)
     glue.apply([state(P, ME, 4), state(0, 2, 4)], {})
     await settle(rt)
     assert commit_error(await answer(commit(rt, 8))) == E.NONE
