@@ -65,12 +65,13 @@ class CoordinatorsFollowLeadership:
             if mine:
                 self._follow(topic, mine)
 
-    def _follow(self, topic: str, states: list[PartitionState]) -> None:
+    def _follow(self, topic: str, states: list[PartitionState], again: bool = False) -> None:
+        """`again`: states told before, to act on anew (the same session back)."""
         runtime = self.runtime_of(topic)
         told = self._states[topic]
         for s in states:
-            if s.partition >= runtime.shard.num_partitions:
-                continue
+            if s.partition >= runtime.shard.num_partitions or (not again and told.get(s.partition) == s):
+                continue  # the node tells every hosted state at each change: only changes count
             told[s.partition] = s
             if s.leader == self.broker_id:
                 runtime.load(s.partition, s.leader_epoch)
@@ -107,4 +108,4 @@ class CoordinatorsFollowLeadership:
         elif state == KazooState.CONNECTED and self.node.leads_anything():
             for topic, told in self._states.items():  # the same session: what it still leads
                 if told:
-                    self._follow(topic, list(told.values()))
+                    self._follow(topic, list(told.values()), again=True)

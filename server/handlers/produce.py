@@ -186,7 +186,7 @@ class ProduceApi:
         self.logs = logs
         self.data_plane = data_plane
         self.txns = ProduceTxn(config["transaction.partition.verification.enable"], clock, topics, logs,
-                               data_plane, txn)
+                               data_plane, txn, cluster)
 
     def handle_produce(self, ctx: RequestContext, req: Any, version: int) -> Any:
         acks = req.acks

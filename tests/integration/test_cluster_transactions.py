@@ -1,0 +1,165 @@
+"""Transactions on three kcoord nodes and a real ZooKeeper: the controller creates
+__transaction_state, FindCoordinator names the leader of a transactional id's partition on
+every node, the coordinator sends its COMMIT / ABORT markers to each data partition's leader
+on whichever node (WriteTxnMarkers between nodes), and a read_committed consumer
+(confluent-kafka) sees exactly the committed records. When the coordinator's node is SIGKILLed
+in the middle of a stream of transactions, the next leader of its __transaction_state
+partition loads it (a prepared transaction gets its markers there) and the producer goes on
+with it: every committed record is read once, no aborted one."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from conftest import call, unique
+from kafka.protocol.metadata import FindCoordinatorRequest
+from test_cluster import FAILOVER_S, all_online, create, zk_view
+
+from kcoord.protocol.partitioner import partition_for
+from kcoord.testing.cluster import wait_for
+
+pytestmark = pytest.mark.integration
+
+TXN = "__transaction_state"
+OFFSETS = "__consumer_offsets"
+PARTITIONS = 6
+
+
+def txn_coordinator(bootstrap: str, transactional_id: str) -> int:
+    r = call(bootstrap, FindCoordinatorRequest(version=3, key=transactional_id, key_type=1), 3)
+    return r.node_id if r.error_code == 0 else -1
+
+
+def ready(c, topic: str) -> None:
+    wait_for(lambda: all_online(c, TXN, 50), 90, "__transaction_state leaders")
+    wait_for(lambda: all_online(c, OFFSETS, 50), 90, "__consumer_offsets leaders")
+    create(c.bootstrap, topic, PARTITIONS, 3)
+    wait_for(lambda: all_online(c, topic, PARTITIONS), 30, "leaders of the data partitions")
+
+
+def producer(bootstrap: str, transactional_id: str) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                  "transaction.timeout.ms": 120000, "message.timeout.ms": 120000, "socket.timeout.ms": 10000})
+    p.init_transactions(120)
+    return p
+
+
+def read_committed(bootstrap: str, topic: str, sentinel: str) -> list[str]:
+    """Every value of `topic` a read_committed consumer reads, up to the sentinel the last
+    (committed) transaction wrote to every partition: each partition is read to its end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    values: list[str] = []
+    done: set[int] = set()
+    deadline = time.monotonic() + 120
+    try:
+        while len(done) < PARTITIONS:
+            assert time.monotonic() < deadline, f"sentinels read from partitions {sorted(done)} only"
+            m = consumer.poll(0.5)
+            if m is None or m.error():
+                continue
+            v = m.value().decode()
+            if v == sentinel:
+                done.add(m.partition())
+            else:
+                values.append(v)
+    finally:
+        consumer.close()
+    return values
+
+
+def end_with_sentinel(p: Producer, topic: str, sentinel: str) -> None:
+    p.begin_transaction()
+    for part in range(PARTITIONS):
+        p.produce(topic, sentinel.encode(), partition=part)
+    p.commit_transaction(120)
+
+
+def test_a_transaction_spans_partitions_led_by_every_node_and_read_committed_sees_only_commits(kcoord_cluster):
+    c = kcoord_cluster
+    topic = unique("txn")
+    ready(c, topic)
+    leaders = {v[0] for v in zk_view(c, topic).values()}
+    assert len(leaders) >= 2, f"the data partitions' leaders: {leaders}"
+    tid = unique("tx")
+    coord = c.state(TXN, partition_for(tid, 50))["leader"]
+    wait_for(lambda: {txn_coordinator(n.bootstrap, tid) for n in c.nodes.values()} == {coord}, 30,
+             "every node to name the leader of the id's __transaction_state partition")
+
+    p = producer(c.bootstrap, tid)
+    committed: list[str] = []
+    for i in range(12):
+        p.begin_transaction()
+        values = [f"{i}-{k}" for k in range(2 * PARTITIONS)]
+        for k, v in enumerate(values):
+            p.produce(topic, v.encode(), partition=k % PARTITIONS)
+        if i % 3 == 2:
+            p.abort_transaction(60)
+        else:
+            p.commit_transaction(60)
+            committed.extend(values)
+    sentinel = "end-" + uuid.uuid4().hex
+    end_with_sentinel(p, topic, sentinel)
+    got = read_committed(c.bootstrap, topic, sentinel)
+    assert sorted(got) == sorted(committed)
+    # partitions other nodes lead were among them: their markers went there (WriteTxnMarkers),
+    # or the read above would have stopped at their open transactions
+    assert leaders - {coord}
+
+
+def test_the_coordinators_node_killed_mid_stream_the_next_leader_completes_and_the_producer_goes_on(kcoord_cluster):
+    c = kcoord_cluster
+    topic = unique("txnkill")
+    ready(c, topic)
+    tid = unique("tx")
+    tp = partition_for(tid, 50)
+    old = c.state(TXN, tp)
+    p = producer(c.bootstrap, tid)
+    committed: list[str] = []
+    aborted: list[str] = []
+    unknown: list[str] = []  # a commit whose outcome the client could not learn
+    killed_at = 5
+    i = 0
+    deadline = time.monotonic() + 6 * FAILOVER_S
+    while i < 14:
+        assert time.monotonic() < deadline, f"stuck at transaction {i}"
+        values = [f"{i}-{uuid.uuid4().hex[:8]}-{k}" for k in range(2 * PARTITIONS)]
+        try:
+            p.begin_transaction()
+            for k, v in enumerate(values):
+                p.produce(topic, v.encode(), partition=k % PARTITIONS)
+            p.flush(60)
+            if i == killed_at:
+                c.kill(old["leader"])  # between the records and EndTxn: the coordinator is gone
+            p.commit_transaction(120)
+            committed.extend(values)
+            i += 1
+        except KafkaException as e:
+            err = e.args[0]
+            if err.txn_requires_abort():
+                try:
+                    p.abort_transaction(120)
+                    aborted.extend(values)
+                except KafkaException:
+                    unknown.extend(values)
+                    p = producer(c.bootstrap, tid)
+            elif err.retriable():
+                unknown.extend(values)
+                p = producer(c.bootstrap, tid)  # fences the old instance; its transaction ends
+            else:
+                unknown.extend(values)
+                p = producer(c.bootstrap, tid)
+    new = c.state(TXN, tp)
+    assert new["leader"] != old["leader"] and new["leader_epoch"] > old["leader_epoch"]
+    wait_for(lambda: all(txn_coordinator(c.node(n).bootstrap, tid) == new["leader"]
+                         for n in c.nodes if n != old["leader"]), 30, "FindCoordinator to name the new leader")
+    sentinel = "end-" + uuid.uuid4().hex
+    end_with_sentinel(p, topic, sentinel)
+    got = read_committed(c.bootstrap, topic, sentinel)
+    assert len(got) == len(set(got)), "a record read twice"
+    assert set(committed) <= set(got), f"committed records missing: {len(set(committed) - set(got))}"
+    assert not set(aborted) & set(got), "an aborted record was read"
+    assert set(got) <= set(committed) | set(unknown)
