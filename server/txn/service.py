@@ -61,7 +61,9 @@ class TxnService:
         records = TxnRecords(coordinator.partition_of, 1 if cfg["kcoord.transaction.version"] >= 1 else 0)
         self.runtime = CoordinatorRuntime(lambda _: coordinator, records, logs, clock,
                                           cfg["request.timeout.ms"], cfg["message.max.bytes"],
-                                          cfg["transaction.state.log.load.buffer.size"])
+                                          cfg["transaction.state.log.load.buffer.size"],
+                                          # followers' fetches (and kcat) parked on the partition wake
+                                          on_append=lambda p: data_plane.appended(TXN_TOPIC, p))
         self.markers = MarkerWriter(clock, topics, logs, data_plane, group_log, coordinator, self.runtime,
                                     self.counters, cluster, replicas, cfg["request.timeout.ms"])
         self.coordinator.set_marker_writer(self.markers)

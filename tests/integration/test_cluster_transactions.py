@@ -163,3 +163,38 @@ def test_the_coordinators_node_killed_mid_stream_the_next_leader_completes_and_t
     assert set(committed) <= set(got), f"committed records missing: {len(set(committed) - set(got))}"
     assert not set(aborted) & set(got), "an aborted record was read"
     assert set(got) <= set(committed) | set(unknown)
+
+
+def test_a_coordinator_that_dies_after_prepare_commit_is_completed_by_the_next_leader(kcoord_cluster_factory,
+                                                                                     monkeypatch):
+    """The coordinator's node kills itself once PrepareCommit is durable, before any marker
+    (KCOORD_CRASH_AT=txn:prepared, given to that node alone): the transaction ends committed
+    through the next leader of its __transaction_state partition, each record read once."""
+    c = kcoord_cluster_factory(3, overrides={"leader.imbalance.check.interval.seconds": "1"})
+    topic = unique("txnprep")
+    ready(c, topic)
+    tid = unique("tx")
+    tp = partition_for(tid, 50)
+    crashing = c.assignment(TXN)[tp][0]  # the preferred leader: it leads the partition again once back
+    c.kill(crashing)
+    wait_for(lambda: c.state(TXN, tp)["leader"] not in (crashing, -1), FAILOVER_S, "another leader meanwhile")
+    monkeypatch.setenv("KCOORD_CRASH_AT", "txn:prepared")
+    c.start(crashing)
+    monkeypatch.delenv("KCOORD_CRASH_AT")
+    wait_for(lambda: (s := c.state(TXN, tp))["leader"] == crashing and len(s["isr"]) == 3, 120,
+             "the preferred leader to lead the id's partition again, its ISR full")
+    wait_for(lambda: all_online(c, topic, PARTITIONS), 60, "leaders of the data partitions")
+    p = producer(c.bootstrap, tid)
+    values = [f"prep-{k}" for k in range(2 * PARTITIONS)]
+    p.begin_transaction()
+    for k, v in enumerate(values):
+        p.produce(topic, v.encode(), partition=k % PARTITIONS)
+    # answered once PrepareCommit is durable (as Kafka answers), then the node dies, before
+    # any marker; the next leader of the partition loads the prepared transaction and writes them
+    p.commit_transaction(180)
+    wait_for(lambda: not c.node(crashing).alive(), 30, "the coordinator's node to kill itself")
+    assert "Crash point txn:prepared reached" in c.node(crashing).log_text()
+    sentinel = "end-" + uuid.uuid4().hex
+    end_with_sentinel(p, topic, sentinel)
+    got = read_committed(c.bootstrap, topic, sentinel)
+    assert sorted(got) == sorted(values)
