@@ -11,6 +11,7 @@ from kcoord.server.cluster.controller import ControllerSettings
 from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership
 from kcoord.server.cluster.node import ClusterNode
 from kcoord.server.cluster.ports import ReplicaManagerPort
+from kcoord.server.cluster.producer_ids import ZkProducerIdBlocks
 from kcoord.server.cluster.replicas import replicated_replicas
 from kcoord.server.cluster.zk import Zk
 from kcoord.server.cluster.znodes import BrokerInfo
@@ -71,11 +72,15 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
         (OFFSETS_TOPIC, lambda: broker.parts.runtime.get()),
         (TXN_TOPIC, lambda: broker.parts.txn.get().managed_runtime()),
     ], node)
+    # producer ids from the blocks the cluster's nodes claim in ZooKeeper, never this node's own
+    blocks = ZkProducerIdBlocks(zk, config.node_id)
+    broker.parts.data_plane.get().producer_ids.use_blocks(blocks.take)
     # answering from the cluster from now on: until it is read, no broker and no leader (clients
     # retry), never this node alone as a single-node server would
     broker.cluster = node
     try:
         broker.cluster_id = await node.start(broker.cluster_id)
+        await blocks.start()
     except BaseException:
         broker.cluster = None
         stop = getattr(node.replicas, "stop", None)

@@ -198,3 +198,27 @@ def test_a_coordinator_that_dies_after_prepare_commit_is_completed_by_the_next_l
     end_with_sentinel(p, topic, sentinel)
     got = read_committed(c.bootstrap, topic, sentinel)
     assert sorted(got) == sorted(values)
+
+
+def test_producer_ids_come_from_blocks_the_nodes_claim_in_zookeeper(kcoord_cluster):
+    """Kafka's /latest_producer_id_block: each node hands out ids from its own block of 1000, so
+    producers initialised on different nodes never share an id."""
+    import json
+
+    from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+    c = kcoord_cluster
+    ids = []
+    for n in sorted(c.nodes):
+        for _ in range(3):
+            r = call(c.node(n).bootstrap, InitProducerIdRequest(
+                version=4, transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), 4)
+            assert r.error_code == 0
+            ids.append((n, r.producer_id))
+    assert len({pid for _, pid in ids}) == len(ids), ids
+    for n in c.nodes:  # each node's ids lie in one block of 1000 of its own
+        mine = [pid for m, pid in ids if m == n]
+        assert max(mine) // 1000 == min(mine) // 1000
+    block = json.loads(c.zk().get("/latest_producer_id_block")[0])
+    assert block["version"] == 1 and block["block_end"] == str(int(block["block_start"]) + 999)
+    assert block["broker"] in c.nodes and int(block["block_end"]) >= max(pid for _, pid in ids)
