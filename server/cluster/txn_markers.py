@@ -4,8 +4,8 @@ markers of one prepared transaction go to the leader of each of its partitions, 
 Each attempt routes the partitions by the node's metadata cache (kept current by ZooKeeper
 watches, server/cluster/metadata_cache.py): those this node leads are written directly
 (`write_here`, the WriteTxnMarkers handler's own path), the others are grouped per leading
-node, one WriteTxnMarkers request per node (v1, on the inter-broker listener, with the
-client of server/replication/client.py, one connection per node). The answer is an error per
+node, one WriteTxnMarkers request per node (v1, on the inter-broker listener, through
+server/cluster/broker_clients.py: one connection per node). The answer is an error per
 partition; the marker writer (server/txn/markers.py) retries the partitions that failed
 (NOT_LEADER_OR_FOLLOWER, a node that cannot be reached, a partition without a leader) after its
 backoff, routed again from the metadata as it is then, so a marker follows its partition's
@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from kcoord.protocol.errors import ErrorCode
+from kcoord.server.cluster.broker_clients import BrokerClients, BrokerConnectionError
 from kcoord.server.deferred import Deferred, wait
-from kcoord.server.replication.client import BrokerClient, BrokerConnectionError
 from kcoord.server.txn.result import MarkerJob
 
 log = logging.getLogger("kcoord.txn.markers")
@@ -66,8 +66,7 @@ class MarkerChannel:
         self.endpoint_of = endpoint_of  # a live node's inter-broker endpoint, None when it is gone
         self.write_here = write_here
         self.timeout_s = timeout_s
-        self._clients: dict[int, tuple[tuple[str, int], BrokerClient, asyncio.Lock]] = {}
-        self.sent: dict[int, int] = {}  # requests sent per node (tests, metrics)
+        self.clients = BrokerClients(f"kcoord-txn-markers-{broker_id}", timeout_s)
 
     @classmethod
     def of_node(cls, node: Any, write_here: WriteHere, timeout_s: float = 30.0) -> MarkerChannel:
@@ -110,14 +109,10 @@ class MarkerChannel:
             producer_id=job.producer_id, producer_epoch=job.producer_epoch, transaction_result=job.commit,
             topics=[Marker.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
             coordinator_epoch=job.coordinator_epoch)])
-        client, lock = self._client(node, endpoint)
         try:
-            async with lock:
-                self.sent[node] = self.sent.get(node, 0) + 1
-                response = await client.request(request, WRITE_TXN_MARKERS_VERSION)
+            response = await self.clients.request(node, endpoint, request, WRITE_TXN_MARKERS_VERSION)
         except BrokerConnectionError as e:
             log.info("WriteTxnMarkers to node %d (%s:%d) failed: %s", node, *endpoint, e)
-            self._drop(node)
             return dict.fromkeys(tps, ErrorCode.NETWORK_EXCEPTION)
         out: dict[TopicPartition, ErrorCode | None] = dict.fromkeys(tps, ErrorCode.UNKNOWN_SERVER_ERROR)
         for marker in response.markers:
@@ -128,20 +123,5 @@ class MarkerChannel:
                         out[(t.name, p.partition_index)] = None if code == ErrorCode.NONE else code
         return out
 
-    def _client(self, node: int, endpoint: tuple[str, int]) -> tuple[BrokerClient, asyncio.Lock]:
-        held = self._clients.get(node)
-        if held is None or held[0] != endpoint:  # a node back on another address: a new connection
-            if held is not None:
-                held[1].close()
-            held = self._clients[node] = (endpoint, BrokerClient(*endpoint, f"kcoord-txn-markers-{self.broker_id}",
-                                                                 self.timeout_s), asyncio.Lock())
-        return held[1], held[2]
-
-    def _drop(self, node: int) -> None:
-        held = self._clients.pop(node, None)
-        if held is not None:
-            held[1].close()
-
     def close(self) -> None:
-        for node in list(self._clients):
-            self._drop(node)
+        self.clients.close()
