@@ -257,7 +257,7 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         area("EndTxnApi", lambda: module("end_txn").EndTxnApi(txn)),
         area("WriteTxnMarkersApi", lambda: module("write_txn_markers").WriteTxnMarkersApi(txn)),
         area("TxnOffsetCommitApi", lambda: module("txn_offset_commit").TxnOffsetCommitApi(
-            txn, coordinator, logs, topics, cfg, clock)),
+            txn, coordinator, logs, topics, cfg, clock, cluster)),
         area("DescribeTransactionsApi", lambda: module("describe_transactions").DescribeTransactionsApi(txn)),
         area("ListTransactionsApi", lambda: module("list_transactions").ListTransactionsApi(txn)),
         # topics

@@ -222,3 +222,51 @@ def test_producer_ids_come_from_blocks_the_nodes_claim_in_zookeeper(kcoord_clust
     block = json.loads(c.zk().get("/latest_producer_id_block")[0])
     assert block["version"] == 1 and block["block_end"] == str(int(block["block_start"]) + 999)
     assert block["broker"] in c.nodes and int(block["block_end"]) >= max(pid for _, pid in ids)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.compat("java4", "transactions")
+def test_java4_transactions_v2_on_a_cluster_whose_group_and_transaction_coordinators_differ(kcoord_cluster):
+    """Java kafka-clients 4.3 (transactions v2: Produce v12 and TxnOffsetCommit v5 add their
+    partitions implicitly, so every data partition's leader and the group's coordinator ask the
+    transaction coordinator on its node): a consume-transform-produce loop with commits and
+    aborts, then a second instance fencing the first (tests/compat/java4/TxnV2Scenarios.java)."""
+    from collections import Counter
+
+    from conftest import committed
+    from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+    from test_transactions_v2 import java4
+    from test_transactions_v2 import produce as produce_plain
+
+    c = kcoord_cluster
+    src, dst = unique("v2-in"), unique("v2-out")
+    ready(c, src)
+    create(c.bootstrap, dst, PARTITIONS, 3)
+    wait_for(lambda: all_online(c, dst, PARTITIONS), 30, "leaders of the output partitions")
+    # a transactional id and a group coordinated by different nodes
+    group = unique("v2")
+    group_node = c.state(OFFSETS, partition_for(group, 50))["leader"]
+    tid = next(t for t in (unique("v2-tx") for _ in range(100))
+               if c.state(TXN, partition_for(t, 50))["leader"] != group_node)
+    produce_plain(c.bootstrap, src, 0, 600)
+    txns = 9
+    events = java4("TxnV2Scenarios", c.bootstrap, src, dst, group, tid, str(txns), timeout=400)
+    outcomes = [e["outcome"] for e in events if e["kind"] == "txn"]
+    assert outcomes == ["commit", "commit", "abort"] * 3, events
+    assert [e["kind"] for e in events][-2:] == ["fenced", "done"], events
+    copied = events[-1]["copied"]
+    assert copied == sum(e["records"] for e in events if e.get("outcome") == "commit")
+    sentinel = "end-" + uuid.uuid4().hex
+    p = Producer({"bootstrap.servers": c.bootstrap})
+    for part in range(PARTITIONS):
+        p.produce(dst, sentinel.encode(), partition=part)
+    assert p.flush(60) == 0
+    counts = Counter(read_committed(c.bootstrap, dst, sentinel))
+    assert not [v for v, n in counts.items() if n > 1], "a record copied twice"
+    assert "zombie" not in counts and counts["from-the-second-instance"] == 1
+    assert len(set(counts) - {"from-the-second-instance"}) == copied
+    assert sum(committed(c.bootstrap, group, src).values()) == copied
+    coord = c.state(TXN, partition_for(tid, 50))["leader"]
+    state = call(c.node(coord).bootstrap, DescribeTransactionsRequest(version=0, transactional_ids=[tid]),
+                 0).transaction_states[0]
+    assert (state.error_code, state.transaction_state, state.producer_epoch) == (0, "CompleteCommit", txns + 2)
