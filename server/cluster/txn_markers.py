@@ -9,8 +9,9 @@ server/cluster/broker_clients.py: one connection per node). The answer is an err
 partition; the marker writer (server/txn/markers.py) retries the partitions that failed
 (NOT_LEADER_OR_FOLLOWER, a node that cannot be reached, a partition without a leader) after its
 backoff, routed again from the metadata as it is then, so a marker follows its partition's
-leader as it moves. A partition whose topic is gone answers UNKNOWN_TOPIC_OR_PARTITION and is
-skipped, as Kafka skips it.
+leader as it moves. A partition the metadata no longer has (its topic deleted) is skipped, as
+Kafka skips it; a node answering UNKNOWN_TOPIC_OR_PARTITION (it has not learnt the partition
+yet) is asked again, as Kafka retries it.
 """
 from __future__ import annotations
 
@@ -85,7 +86,14 @@ class MarkerChannel:
     async def write(self, job: MarkerJob) -> dict[TopicPartition, ErrorCode | None]:
         """One attempt at every marker of `job`: the error of each partition (None: written)."""
         routes = route(job.partitions, self.leader_of, self.broker_id)
-        out: dict[TopicPartition, ErrorCode | None] = dict(routes.unroutable)
+        out: dict[TopicPartition, ErrorCode | None] = {}
+        for tp, code in routes.unroutable.items():
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:  # gone from the cluster: skipped, as Kafka does
+                log.info("Not writing a marker of %s to %s-%d: the partition no longer exists",
+                         job.transactional_id, *tp)
+                out[tp] = None
+            else:
+                out[tp] = code
         sends = [self._send(node, job, tps) for node, tps in routes.by_node.items()]
         written_here = self.write_here(job.producer_id, job.producer_epoch, job.commit, routes.here,
                                        job.coordinator_epoch) if routes.here else {}

@@ -148,7 +148,7 @@ class MarkerWriter:
     async def write_markers(self, job: MarkerJob) -> None:
         """Write every marker of `job`; return once all are written. Raises MarkersNotWritten
         naming the partitions whose marker was not (a partition that no longer exists counts
-        as written: skipped, as Kafka skips it)."""
+        as written: skipped, as Kafka skips it; on a cluster, one the metadata no longer has)."""
         cluster = self.cluster()
         if cluster is None:
             pending = self.write_here(job.producer_id, job.producer_epoch, job.commit, sorted(job.partitions),
@@ -164,7 +164,9 @@ class MarkerWriter:
         for tp, code in errors.items():
             if code is None or code == ErrorCode.NONE:
                 continue
-            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            # one node: the partition is gone; on a cluster the channel skips a partition the
+            # metadata no longer has, and a node that does not know one yet is asked again
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and cluster is None:
                 log.info("Not writing a marker of %s to %s-%d: the partition no longer exists",
                          job.transactional_id, *tp)
                 continue

@@ -133,6 +133,21 @@ async def test_a_partition_whose_leader_moved_goes_to_the_new_leader_at_the_next
             n.close()
 
 
+async def test_a_partition_gone_from_the_metadata_is_skipped_one_unknown_to_its_leader_retried():
+    node = MarkerNode()
+    endpoints = {2: await node.start()}
+    node.codes[("a", 0)] = E.UNKNOWN_TOPIC_OR_PARTITION  # its leader has not learnt it yet
+    leaders = {("a", 0): 2}
+    channel = MarkerChannel(ME, lambda t, p: leaders.get((t, p)), endpoints.get, Here())
+    try:
+        errors = await channel.write(job(("a", 0), ("deleted", 0)))
+        assert errors == {("a", 0): E.UNKNOWN_TOPIC_OR_PARTITION, ("deleted", 0): None}
+        assert node.sent() == [("a", 0)]
+    finally:
+        channel.close()
+        node.close()
+
+
 async def test_a_node_that_cannot_be_reached_or_is_gone_leaves_its_partitions_to_retry():
     node = MarkerNode()
     endpoint = await node.start()
