@@ -72,10 +72,20 @@ class TxnOffsetCommitApi:
     def handle_txn_offset_commit(self, ctx: RequestContext, req: Any, version: int) -> Any:
         unknown: list[Row] = []
         known = []
+        cluster = self.cluster()
         for t in req.topics:
-            topic = self.topics.get(t.name)
+            topic = self.topics.get(t.name) if cluster is None else None
+            # on a cluster node, the cluster's partitions: a group's coordinator need not host
+            # the topics its groups commit (as OffsetCommit, server/handlers/groups.py)
+            in_cluster = None if cluster is None else cluster.topic(t.name)
             parts = []
             for p in t.partitions:
+                if in_cluster is not None:
+                    if p.partition_index in in_cluster.replicas:
+                        parts.append(p)
+                    else:
+                        unknown.append((t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
                 if topic is None or log_of(self.logs, topic, p.partition_index) is None:
                     unknown.append((t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 else:

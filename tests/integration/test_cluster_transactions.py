@@ -270,3 +270,51 @@ def test_java4_transactions_v2_on_a_cluster_whose_group_and_transaction_coordina
     state = call(c.node(coord).bootstrap, DescribeTransactionsRequest(version=0, transactional_ids=[tid]),
                  0).transaction_states[0]
     assert (state.error_code, state.transaction_state, state.producer_epoch) == (0, "CompleteCommit", txns + 2)
+
+
+def test_librdkafka_sends_offsets_to_a_transaction_whose_coordinator_and_topic_live_on_other_nodes(kcoord_cluster):
+    """A consume-transform-produce loop (confluent-kafka, transactions v1: AddOffsetsToTxn, then
+    TxnOffsetCommit verified with the transaction coordinator on another node): its input topic
+    has one replica, on a node that does not coordinate the group; each transaction's offsets
+    count once it commits, and the copies are read once."""
+    c = kcoord_cluster
+    src, dst = unique("ctp-in"), unique("ctp-out")
+    ready(c, dst)
+    group = unique("ctp")
+    group_node = c.state(OFFSETS, partition_for(group, 50))["leader"]
+    tid = next(t for t in (unique("ctp-tx") for _ in range(100))
+               if c.state(TXN, partition_for(t, 50))["leader"] != group_node)
+    elsewhere = next(n for n in sorted(c.nodes) if n != group_node)
+    create(c.bootstrap, src, 1, -1, replica_assignment=[[elsewhere]])
+    wait_for(lambda: all_online(c, src, 1), 30, "the input partition's leader")
+    plain = Producer({"bootstrap.servers": c.bootstrap})
+    for i in range(40):
+        plain.produce(src, f"v{i}".encode(), partition=0)
+    assert plain.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([src])
+    p = producer(c.bootstrap, tid)
+    copied = 0
+    deadline = time.monotonic() + 120
+    try:
+        while copied < 40:
+            assert time.monotonic() < deadline, f"{copied} records copied"
+            batch = consumer.consume(10, 1.0)
+            batch = [m for m in batch if not m.error()]
+            if not batch:
+                continue
+            p.begin_transaction()
+            for m in batch:
+                p.produce(dst, b"copy-" + m.value(), partition=m.offset() % PARTITIONS)
+            p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                          consumer.consumer_group_metadata(), 60)
+            p.commit_transaction(60)
+            copied += len(batch)
+        committed_offset = consumer.committed([TopicPartition(src, 0)], timeout=30)[0].offset
+    finally:
+        consumer.close()
+    assert committed_offset == 40
+    sentinel = "end-" + uuid.uuid4().hex
+    end_with_sentinel(p, dst, sentinel)
+    assert sorted(read_committed(c.bootstrap, dst, sentinel)) == sorted(f"copy-v{i}" for i in range(40))
