@@ -113,10 +113,13 @@ class MarkerWriter:
                 crash_point("txn:markers-written")  # every marker durable, Complete not written
                 break
             except Exception as e:  # noqa: BLE001 - retried: the decision is durable
-                if isinstance(e, MarkersNotWritten):
+                if isinstance(e, MarkersNotWritten):  # expected while a partition's leader moves
                     left = dataclasses.replace(left, partitions=frozenset(e.left))
-                log.error("Writing the %s markers of %s failed (attempt %d), retrying: %r", what,
-                          job.transactional_id, attempt, e)
+                    log.warning("Writing the %s markers of %s failed (attempt %d), retrying: %s", what,
+                                job.transactional_id, attempt, e)
+                else:
+                    log.error("Writing the %s markers of %s failed (attempt %d), retrying: %r", what,
+                              job.transactional_id, attempt, e)
                 done.complete(None)
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 if not self._still_coordinator(partition, epoch):
@@ -125,7 +128,7 @@ class MarkerWriter:
                     done.complete(None)
                     return
         coordinator = self.coordinator
-        while True:
+        while self._still_coordinator(partition, epoch):  # else its next coordinator completes it
             result = coordinator.complete(job)
             if not result.records:
                 meta = coordinator.get(job.transactional_id)
@@ -141,8 +144,6 @@ class MarkerWriter:
             log.error("Writing the Complete state of %s failed: %s; retrying", job.transactional_id, code.name)
             done.complete(None)
             await asyncio.sleep(RETRY_BACKOFF_S)
-            if not self._still_coordinator(partition, epoch):
-                break
         done.complete(None)
 
     async def write_markers(self, job: MarkerJob) -> None:
