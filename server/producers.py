@@ -235,6 +235,15 @@ class PartitionProducerState:
                 f"Out of order sequence number for {where}: {h.base_sequence} (incoming seq. number), "
                 f"{entry.last_seq} (current end sequence number)",
             )
+        elif not entry.batches and entry.epoch != NO_PRODUCER_EPOCH and h.base_sequence != 0:
+            # a known producer with no batch at this epoch (a marker bumped it to this epoch,
+            # transactions v2): its first batch starts at 0, as Kafka's checkSequence wants; a
+            # later batch arriving before a retried first one must wait for it
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"Out of order sequence number for {where}: {h.base_sequence} (incoming seq. number), "
+                f"0 expected at epoch {entry.epoch}",
+            )
         return None
 
     def update(self, h: BatchHeader, base_offset: int) -> None:

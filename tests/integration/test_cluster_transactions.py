@@ -39,6 +39,12 @@ def ready(c, topic: str) -> None:
     wait_for(lambda: all_online(c, topic, PARTITIONS), 30, "leaders of the data partitions")
 
 
+def txn_log_bytes(node, partition: int) -> int:
+    """The size of a node's replica of a __transaction_state partition (replicas copy batches
+    as they are)."""
+    return sum(f.stat().st_size for f in (node.log_dir / f"{TXN}-{partition}").glob("*.log"))
+
+
 def producer(bootstrap: str, transactional_id: str) -> Producer:
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
                   "transaction.timeout.ms": 120000, "message.timeout.ms": 120000, "socket.timeout.ms": 10000})
@@ -189,6 +195,12 @@ def test_a_coordinator_that_dies_after_prepare_commit_is_completed_by_the_next_l
     p.begin_transaction()
     for k, v in enumerate(values):
         p.produce(topic, v.encode(), partition=k % PARTITIONS)
+    p.flush(60)
+    # __transaction_state appends are acknowledged once durable on the coordinator's node, not
+    # yet once its followers have them: wait until they do (InitProducerId, AddPartitionsToTxn),
+    # so that the node's death loses only what the test is about
+    wait_for(lambda: len({txn_log_bytes(c.node(n), tp) for n in c.nodes}) == 1, 60,
+             "the followers to have the transaction's records")
     # answered once PrepareCommit is durable (as Kafka answers), then the node dies, before
     # any marker; the next leader of the partition loads the prepared transaction and writes them
     p.commit_transaction(180)
