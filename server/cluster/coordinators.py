@@ -53,11 +53,6 @@ class CoordinatorsFollowLeadership:
     def runtime_of(self, topic: str) -> Any:
         return self._runtimes[topic]()
 
-    @property
-    def runtime(self) -> Any:
-        """The first coordinator's runtime (the group coordinator's)."""
-        return self.runtime_of(next(iter(self._runtimes)))
-
     def apply(self, states: list[PartitionState], endpoints: Mapping[int, tuple[str, int]]) -> None:
         self.replicas.apply(states, endpoints)
         for topic in self._runtimes:
