@@ -90,18 +90,21 @@ class MarkerWriter:
         partition = self.coordinator.partition_of(job.transactional_id)
         _, epoch = self.runtime.state(partition)
         job = dataclasses.replace(job, coordinator_epoch=max(epoch, 0))
-        task = asyncio.get_running_loop().create_task(self._run(job, done, partition, epoch))
+        # the id's state the job belongs to: a reload of the partition replaces it
+        meta = self.coordinator.get(job.transactional_id)
+        task = asyncio.get_running_loop().create_task(self._run(job, done, partition, meta))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
         return done
 
-    def _still_coordinator(self, partition: int, epoch: int) -> bool:
-        """Whether this node still holds the id's partition at the epoch the job began in
-        (always on one node)."""
-        state, now = self.runtime.state(partition)
-        return state != "unloaded" and now == epoch
+    def _still_coordinator(self, job: MarkerJob, partition: int, meta: Any) -> bool:
+        """Whether this node still holds the id's partition without having unloaded it since
+        the job began (a new leader epoch that keeps it here does not count; a reload replays
+        the id into a new state, and starts its own job for a prepared transaction). Always
+        on one node."""
+        return self.runtime.state(partition)[0] != "unloaded" and self.coordinator.get(job.transactional_id) is meta
 
-    async def _run(self, job: MarkerJob, done: Deferred[None], partition: int, epoch: int) -> None:
+    async def _run(self, job: MarkerJob, done: Deferred[None], partition: int, meta: Any) -> None:
         what = "COMMIT" if job.commit else "ABORT"
         crash_point("txn:prepared")  # the decision is durable, no marker written yet
         attempt = 0
@@ -122,13 +125,13 @@ class MarkerWriter:
                               job.transactional_id, attempt, e)
                 done.complete(None)
                 await asyncio.sleep(RETRY_BACKOFF_S)
-                if not self._still_coordinator(partition, epoch):
+                if not self._still_coordinator(job, partition, meta):
                     log.info("No longer the coordinator of %s: its next coordinator writes its %s markers",
                              job.transactional_id, what)
                     done.complete(None)
                     return
         coordinator = self.coordinator
-        while self._still_coordinator(partition, epoch):  # else its next coordinator completes it
+        while self._still_coordinator(job, partition, meta):  # else its next coordinator completes it
             result = coordinator.complete(job)
             if not result.records:
                 meta = coordinator.get(job.transactional_id)
