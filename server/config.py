@@ -170,6 +170,8 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "broker.rack": (_str, ""),
     "inter.broker.listener.name": (_str, ""),
     "offsets.topic.replication.factor": (int, 3),
+    "transaction.state.log.replication.factor": (int, 3),
+    "transaction.state.log.min.isr": (int, 2),
     "auto.leader.rebalance.enable": (_bool, True),
     "leader.imbalance.check.interval.seconds": (int, 300),
     "leader.imbalance.per.broker.percentage": (int, 10),

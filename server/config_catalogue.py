@@ -405,6 +405,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     _b("inter.broker.listener.name", S, None, "Listener the brokers use between themselves; the first when null."),
     _b("offsets.topic.replication.factor", INT, 3, "Replication factor of __consumer_offsets (a cluster creates "
        "it once this many brokers are up).", at_least(1)),
+    _b("transaction.state.log.replication.factor", INT, 3, "Replication factor of __transaction_state (a "
+       "cluster creates it once this many brokers are up).", at_least(1)),
+    _b("transaction.state.log.min.isr", INT, 2, "min.insync.replicas of __transaction_state.", at_least(1)),
     _b("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred replicas in the background."),
     _b("leader.imbalance.check.interval.seconds", L, 300, "How often the controller checks for leader imbalance.",
        at_least(1)),

@@ -164,7 +164,8 @@ def build_parts(node: Broker) -> Parts:
     coordinator: Lazy[GroupCoordinator] = Lazy("coordinator", lambda: runtime.get().shard)  # type: ignore[arg-type,return-value]
     txn = Lazy("txn", lambda: _txn_service(cfg, clock, metrics, logs, topics, topic_logs.create_topic,
                                            data_plane.get(), runtime.get(), coordinator.get(),
-                                           txn_offsets.get(), parts.loading, node.add_background))
+                                           txn_offsets.get(), parts.loading, node.add_background,
+                                           lambda: node.cluster, lambda: node.replicas))
     share: Lazy[ShareManager] = Lazy("share", lambda: _share_manager(
         cfg, clock, logs, topics, topic_logs.create_topic, data_plane.get(), group_configs, coordinator.get(),
         share_member_left))
@@ -264,8 +265,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
              lambda: module("add_partitions_to_txn").AddPartitionsToTxnApi(txn, logs, topics)),
         area("AddOffsetsToTxnApi", lambda: module("add_offsets_to_txn").AddOffsetsToTxnApi(txn, coordinator)),
         area("EndTxnApi", lambda: module("end_txn").EndTxnApi(txn)),
+        area("WriteTxnMarkersApi", lambda: module("write_txn_markers").WriteTxnMarkersApi(txn)),
         area("TxnOffsetCommitApi", lambda: module("txn_offset_commit").TxnOffsetCommitApi(
-            txn, coordinator, logs, topics, cfg, clock)),
+            txn, coordinator, logs, topics, cfg, clock, cluster)),
         area("DescribeTransactionsApi", lambda: module("describe_transactions").DescribeTransactionsApi(txn)),
         area("ListTransactionsApi", lambda: module("list_transactions").ListTransactionsApi(txn)),
         # topics
@@ -395,14 +397,16 @@ def _txn_service(cfg: Config, clock: Clock, metrics: Metrics, logs: LogManager, 
                  create_topic: Callable[..., Topic], data_plane: DataPlane,
                  group_runtime: CoordinatorRuntime[CoordinatorRecord], coordinator: GroupCoordinator,
                  txn_offsets: PendingTxnOffsets, loading: asyncio.Future[None] | None,
-                 background: Callable[[asyncio.Future[None]], None]) -> TxnService:
+                 background: Callable[[asyncio.Future[None]], None], cluster: Callable[[], Any],
+                 replicas: Callable[[], Any]) -> TxnService:
     """The transaction coordinator, beside the group's (built first: it writes its offsets and
-    markers to __consumer_offsets)."""
+    markers to __consumer_offsets); on a cluster node (`cluster`, `replicas`: the node's
+    ClusterNode and replica manager, None on one node) its markers go to each partition's leader."""
     from kcoord.server.txn.group_log import GroupTxnLog
     from kcoord.server.txn.service import TxnService
 
-    group_log = GroupTxnLog(cfg, clock, metrics, logs, data_plane, group_runtime, coordinator, txn_offsets)
-    service = TxnService(cfg, clock, logs, topics, create_topic, data_plane, group_log)
+    group_log = GroupTxnLog(cfg, clock, metrics, logs, data_plane, group_runtime, coordinator, txn_offsets, replicas)
+    service = TxnService(cfg, clock, logs, topics, create_topic, data_plane, group_log, cluster, replicas)
     if loading is not None:  # built after start-up: runs once __consumer_offsets is loaded
         background(asyncio.ensure_future(service.run(loading)))
     return service
@@ -570,6 +574,8 @@ async def start_cluster_node(node: Broker, listeners: list[Listener]) -> Any:
         return ConfigState(node.config, parts.topics, parts.configs, parts.logs, parts.group_configs)
 
     cluster = await start_cluster(node.config, listeners, replicas, lambda: node.parts.runtime.get(),
+                                  lambda: node.parts.txn.get().managed_runtime(),
+                                  lambda take: node.parts.data_plane.get().producer_ids.use_blocks(take),
                                   node.cluster_id, answering, config_applier(config_state))
     node.cluster_id = cluster.cluster_id
     return cluster

@@ -142,6 +142,8 @@ class KcoordCluster:
                 "zookeeper.connect": self.zookeeper,
                 "zookeeper.session.timeout.ms": str(self.session_timeout_ms),
                 "offsets.topic.replication.factor": str(min(3, self.count)),
+                "transaction.state.log.replication.factor": str(min(3, self.count)),
+                "transaction.state.log.min.isr": str(min(2, self.count)),
                 **({"broker.rack": self.racks[i]} if i in self.racks else {}),
                 **self.overrides,
             }

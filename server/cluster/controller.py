@@ -198,7 +198,10 @@ class Controller:
                 replicas = assign_replicas({b: self.cache.brokers[b].rack for b in live}, partitions, rf)
             except AssignmentError:
                 continue
-            await create_topic_znodes(self.zk, name, replicas, configs)
+            try:
+                await create_topic_znodes(self.zk, name, replicas, configs)
+            except NodeExistsError:
+                pass  # created by an earlier pass whose change the cache has not read yet
 
     async def _delete_topic(self, name: str) -> None:
         """/admin/delete_topics/T: the topic's znodes go (the nodes hosting it see it gone and

@@ -132,6 +132,24 @@ def decode_epoch(data: bytes) -> int:
     return int(data.decode().strip())
 
 
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+
+def encode_producer_id_block(broker_id: int, first: int, last: int) -> bytes:
+    """/latest_producer_id_block: the last block of producer ids a broker claimed (both ends
+    inclusive, as decimal strings: Kafka's ProducerIdBlockZNode)."""
+    return json.dumps({"version": 1, "broker": broker_id, "block_start": str(first),
+                       "block_end": str(last)}).encode()
+
+
+def decode_producer_id_block(data: bytes) -> tuple[int, int, int] | None:
+    """(broker, first, last) of the block, None when no block was claimed yet (empty znode)."""
+    if not data.strip():
+        return None
+    d = json.loads(data)
+    return int(d["broker"]), int(d["block_start"]), int(d["block_end"])
+
+
 def encode_cluster_id(cluster_id: str) -> bytes:
     return _dump({"version": "1", "id": cluster_id})
 
