@@ -8,7 +8,7 @@ from typing import Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.cluster.controller import ControllerSettings
-from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership
+from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership, group_acks
 from kcoord.server.cluster.node import ClusterNode
 from kcoord.server.cluster.ports import ReplicaManagerPort
 from kcoord.server.cluster.replicas import replicated_replicas
@@ -60,7 +60,8 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
     if start is not None:
         start()
     # the group coordinator loads and unloads its partitions as this node's leadership changes
-    node.replicas = CoordinatorsFollowLeadership(inner, lambda: broker.parts.runtime.get(), node)
+    node.replicas = CoordinatorsFollowLeadership(inner, lambda: broker.parts.runtime.get(), node,
+                                                 group_acks(config, broker, inner))
     # answering from the cluster from now on: until it is read, no broker and no leader (clients
     # retry), never this node alone as a single-node server would
     broker.cluster = node

@@ -12,7 +12,10 @@ Fencing: while the node's ZooKeeper connection is suspended or its session lost 
 ClusterNode.leads answers False for every partition) it unloads every partition it holds: the
 controller may be electing other leaders. Back within the same session it loads again the
 partitions it still leads; in a new session the node re-reads every state and tells its
-replica manager, and so this, again."""
+replica manager, and so this, again.
+
+Appends: the group coordinator's records are answered only once acknowledged as
+offsets.commit.required.acks says (server/coordinator/acks.py, given by `group_acks`)."""
 from __future__ import annotations
 
 import logging
@@ -32,16 +35,20 @@ class CoordinatorsFollowLeadership:
     """A ReplicaManagerPort that hands every call to `replicas`, then loads the group
     coordinator's partitions this node leads and unloads those it no longer leads."""
 
-    def __init__(self, replicas: ReplicaManagerPort, group_runtime: Callable[[], Any], node: Any) -> None:
+    def __init__(self, replicas: ReplicaManagerPort, group_runtime: Callable[[], Any], node: Any,
+                 acks: Any = None) -> None:
         """group_runtime: the group coordinator's runtime (built at its first use; the node's
         current parts', server/node.py); node: the ClusterNode (broker_id, leads, zk.on_state),
-        built before this."""
+        built before this; acks: what its appends wait for (server/coordinator/acks.py
+        ReplicaAcks, `group_acks` below), None when the partitions are not replicated."""
         self.replicas = replicas
         self._group_runtime = group_runtime
         self.node = node
         self.broker_id = node.broker_id
         self._states: dict[int, PartitionState] = {}  # the last state told of each offsets partition
         self.runtime.managed()  # requests before the first apply: NOT_COORDINATOR, never this node alone
+        if acks is not None:
+            self.runtime.replicate(acks)
         node.zk.on_state(self._on_session_state)  # after the node's own listener: its fencing is set
 
     @property
@@ -89,3 +96,19 @@ class CoordinatorsFollowLeadership:
                             len(fenced))
         elif state == KazooState.CONNECTED and self.node.leads_anything():
             self._follow(list(self._states.values()))  # the same session: what it still leads
+
+
+def group_acks(config: Any, broker: Any, replicas: Any) -> Any:
+    """What the group coordinator's appends wait for: offsets.commit.required.acks through the
+    node's replica manager (`replicas.manager`, server/cluster/replicas.py), min.insync.replicas
+    of __consumer_offsets as its topic configs say. None without a replica manager."""
+    manager = getattr(replicas, "manager", None)
+    if manager is None:
+        return None
+    from kcoord.server.coordinator.acks import ReplicaAcks
+
+    def min_isr(topic: str) -> int:
+        t = broker.topics.get(topic)
+        return 1 if t is None else broker.configs.topic_values(t)["min.insync.replicas"]
+
+    return ReplicaAcks(manager, config["offsets.commit.required.acks"], min_isr)

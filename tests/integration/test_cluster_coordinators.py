@@ -1,9 +1,10 @@
 """Coordinators follow __consumer_offsets leadership on three kcoord nodes and a real
 ZooKeeper: only the leader of a group's partition answers for the group (the others
 NOT_COORDINATOR), and when the leader's node is SIGKILLed the new leader loads the partition
-and the group's members (confluent-kafka) find it and go on committing. Until replication
-(server/replication/) copies __consumer_offsets to followers, the new leader's log holds only
-what was committed to it."""
+and the group's members (confluent-kafka) find it, read back what they committed before (every
+commit waited for the in-sync replicas) and go on committing. FindCoordinator answers
+COORDINATOR_NOT_AVAILABLE until enough nodes are up to create __consumer_offsets with
+offsets.topic.replication.factor."""
 from __future__ import annotations
 
 import time
@@ -40,6 +41,17 @@ def commit_until_done(consumer: Consumer, tp: TopicPartition, deadline_s: float)
         try:
             consumer.commit(offsets=[tp], asynchronous=False)
             return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+
+
+def committed(consumer: Consumer, tp: TopicPartition, deadline_s: float) -> int:
+    """The group's committed offset of `tp`, through whatever the consumer meets on the way."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return consumer.committed([tp], timeout=10)[0].offset
         except KafkaException:
             if time.monotonic() > deadline:
                 raise
@@ -82,6 +94,9 @@ def test_a_group_follows_its_coordinator_when_the_node_is_killed(kcoord_cluster)
         survivors = [i for i in c.nodes if i != old["leader"]]
         wait_for(lambda: all(coordinator(c.node(i).bootstrap, group) == new["leader"] for i in survivors), 30,
                  "FindCoordinator to name the new leader")
+        # the offset committed before the SIGKILL was acknowledged by every in-sync replica
+        # (offsets.commit.required.acks -1): the new coordinator reads it back
+        assert committed(consumer, TopicPartition(topic, 0), FAILOVER_S) == 5
         # the members find the new coordinator and go on committing there
         commit_until_done(consumer, TopicPartition(topic, 0, 9), FAILOVER_S)
         assert consumer.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 9
@@ -172,3 +187,35 @@ def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_
         assert offset_fetch_error(c.node(middle).bootstrap, group) == 16
     finally:
         consumer.close()
+
+
+def test_find_coordinator_waits_for_enough_nodes_for_the_offsets_topic(tmp_path, kcoord_zookeeper):
+    """offsets.topic.replication.factor=3 on two live nodes: __consumer_offsets cannot be
+    created, every node answers COORDINATOR_NOT_AVAILABLE (Kafka's answer while too few
+    brokers are up); the third node's registration lets the controller create it."""
+    import uuid
+
+    from kcoord.testing.cluster import KcoordCluster
+
+    connect = f"{kcoord_zookeeper}/offsets-rf-{uuid.uuid4().hex[:8]}"
+    rf3 = {"offsets.topic.replication.factor": "3"}
+    two = KcoordCluster(tmp_path / "two", 2, zookeeper=connect, overrides=rf3)
+    third = KcoordCluster(tmp_path / "third", 1, zookeeper=connect, overrides=rf3, first_id=3)
+    try:
+        two.start()
+        group = unique("g")
+        wait_for(lambda: two.controller() in (1, 2), 60, "a controller")
+        for n in two.nodes.values():
+            r = call(n.bootstrap, FindCoordinatorRequest(version=3, key=group, key_type=0), 3)
+            assert r.error_code == 15  # COORDINATOR_NOT_AVAILABLE
+        assert two.assignment(OFFSETS) is None
+        third.start()
+        wait_for(lambda: (a := two.assignment(OFFSETS)) and all(len(r) == 3 for r in a.values()), 60,
+                 "__consumer_offsets with three replicas per partition")
+        wait_for(lambda: all_online(two, OFFSETS, 50), 60, "__consumer_offsets leaders")
+        leader = two.state(OFFSETS, partition_for(group, 50))["leader"]
+        for n in [*two.nodes.values(), *third.nodes.values()]:
+            wait_for(lambda n=n: coordinator(n.bootstrap, group) == leader, 30, "every node to name the leader")
+    finally:
+        third.close()
+        two.close()
