@@ -108,7 +108,8 @@ def test_a_group_follows_its_coordinator_when_the_node_is_killed(kcoord_cluster)
         c.start(old["leader"])
         wait_for(lambda: offset_fetch_error(c.node(old["leader"]).bootstrap, group) == 16, 60,
                  "the old node to answer NOT_COORDINATOR")
-        assert coordinator(c.node(old["leader"]).bootstrap, group) == new["leader"]
+        wait_for(lambda: coordinator(c.node(old["leader"]).bootstrap, group) == new["leader"], 60,
+                 "the old node, once it has read the cluster, to name the new coordinator")
     finally:
         consumer.close()
 
@@ -140,13 +141,13 @@ def test_a_coordinator_paused_past_its_session_answers_not_coordinator_when_it_r
 
 
 def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_cluster_factory):
-    """The old coordinator stays up: once the election moves the partition it answers
-    NOT_COORDINATOR for the group at once, and the member commits on the new leader."""
-    import json
+    """The old coordinator stays up: once a preferred leader election (ElectLeaders, through
+    the controller) moves the partition it answers NOT_COORDINATOR for the group at once, and
+    the member reads back its commit on the new leader and commits there."""
+    from confluent_kafka import ElectionType
+    from test_cluster import admin, seen_live_everywhere
 
-    from test_cluster import seen_live_everywhere
-
-    c = kcoord_cluster_factory(3, overrides={"leader.imbalance.check.interval.seconds": "1"})
+    c = kcoord_cluster_factory(3, overrides={"auto.leader.rebalance.enable": "false"})
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     group = unique("g")
     p = partition_for(group, 50)
@@ -166,19 +167,16 @@ def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_
         consumer.subscribe([topic])
         wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(), 60, "the partition assigned")
         commit_until_done(consumer, TopicPartition(topic, 0, 3), 30)
+        assert c.state(OFFSETS, p)["leader"] == middle
         assert offset_fetch_error(c.node(middle).bootstrap, group) == 0
-        # the preferred replica back into the ISR (what replication will do): the controller's
-        # next imbalance check elects it
-        path = f"/brokers/topics/{OFFSETS}/partitions/{p}/state"
-        data, stat = c.zk().get(path)
-        st = json.loads(data)
-        c.zk().set(path, json.dumps({**st, "isr": st["isr"] + [preferred]}).encode(), version=stat.version)
-
-        wait_for(lambda: c.state(OFFSETS, p)["leader"] == preferred, 60,
-                 "the controller's preferred election (leader.imbalance.check.interval.seconds=1)")
-        assert c.state(OFFSETS, p)["leader"] == preferred
+        # the preferred replica catches up and rejoins the ISR (replication), then is elected
+        wait_for(lambda: preferred in c.state(OFFSETS, p)["isr"], 60, "the preferred replica back in the ISR")
+        a = admin(c.bootstrap)
+        a.elect_leaders(ElectionType.PREFERRED, [TopicPartition(OFFSETS, p)]).result(30)
+        wait_for(lambda: c.state(OFFSETS, p)["leader"] == preferred, 60, "the preferred election")
         wait_for(lambda: offset_fetch_error(c.node(middle).bootstrap, group) == 16, 30,
                  "the old coordinator to answer NOT_COORDINATOR")
+        assert committed(consumer, TopicPartition(topic, 0), FAILOVER_S) == 3  # replicated to the new leader
         commit_until_done(consumer, TopicPartition(topic, 0, 7), FAILOVER_S)
         r = call(c.node(preferred).bootstrap,
                  OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=False), 7)
