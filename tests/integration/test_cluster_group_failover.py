@@ -1,7 +1,7 @@
 """The group failover a user meets, on three kcoord nodes and a real ZooKeeper: the node
 coordinating a consumer group is SIGKILLed in the middle of a stream of commits, or in the
 middle of a rebalance, while real members (confluent-kafka with the classic and the consumer
-protocol, kafka-python) consume a topic that a producer keeps writing to, each in its own
+protocol, aiokafka) consume a topic that a producer keeps writing to, each in its own
 process (tests/clientlib.py: they commit synchronously after every batch and report what they
 consumed and what was acknowledged, with wall-clock times).
 
