@@ -159,6 +159,7 @@ def main() -> None:
     procs = []
     clusters: list[KcoordCluster] = []
     try:
+        (root / "bare").mkdir()
         bare, bare_port = start_bare("append", str(root / "bare"))
         procs.append(bare)
         single, single_port, _ = start_kcoord(log_dir=str(root / "single"))
