@@ -262,8 +262,33 @@ class LogWriter(Generic[R]):
 
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.timeout_s, timed_out)
-        deadline = loop.time() + self.timeout_s
         fenced = self._fences.get(partition, 0)
+        if replica is not None:
+            self._when_replicated(batch, partition, replica, last, timer, fenced, loop.time() + self.timeout_s)
+            return True
+
+        def on_durable(exc: BaseException | None) -> None:
+            timer.cancel()
+            if self._fences.get(partition, 0) != fenced:  # unloaded meanwhile: the state is not ours
+                self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                return
+            if exc is not None:  # not durable: nothing is replayed, nobody is told it was written
+                if not isinstance(exc, LogDirOfflineError):
+                    log.error("fdatasync of %s-%d failed: %r", self.topic, partition, exc)
+                self._fail(batch, self.records.append_error(error_code_of(exc)))
+                return
+            self._completed(batch)
+
+        group_commit(batch.plog).when_durable(last, on_durable)
+        return True
+
+    def _when_replicated(self, batch: _Batch, partition: int, replica: Any, last: int, timer: Any, fenced: int,
+                         deadline: float) -> None:
+        """A cluster node's batch: durable here, then (acks -1) in every ISR member's log,
+        within the same deadline; then replayed and answered."""
+        acks = self.acks
+        assert acks is not None
+        loop = asyncio.get_running_loop()
 
         def replicated(code: ErrorCode) -> None:
             """acks -1: the in-sync replicas have the batch, or not (`code`)."""
@@ -289,14 +314,12 @@ class LogWriter(Generic[R]):
                     log.error("fdatasync of %s-%d failed: %r", self.topic, partition, exc)
                 self._fail(batch, self.records.append_error(error_code_of(exc)))
                 return
-            if replica is not None and acks.wait(  # type: ignore[union-attr]
-                    replica, last + 1, max(0, int((deadline - loop.time()) * 1000)), replicated):
+            if acks.wait(replica, last + 1, max(0, int((deadline - loop.time()) * 1000)), replicated):
                 return
             timer.cancel()
             self._completed(batch)
 
         group_commit(batch.plog).when_durable(last, on_durable)
-        return True
 
     def _completed(self, batch: _Batch) -> None:
         """The batch is durable (and, on a cluster with acks -1, in every ISR member's log):
