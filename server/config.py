@@ -117,6 +117,7 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "offsets.retention.minutes": (int, 10080),
     "offsets.retention.check.interval.ms": (int, 600000),
     "offsets.commit.timeout.ms": (int, 5000),
+    "offsets.commit.required.acks": (int, -1),
     "offsets.load.buffer.size": (int, 5242880),
     "offset.metadata.max.bytes": (int, 4096),
     "group.min.session.timeout.ms": (int, 6000),
@@ -248,6 +249,9 @@ class Config:
         from kcoord.server.listeners import listener_specs
 
         listener_specs(self)  # Kafka refuses a bad listener configuration at start-up
+        if self["offsets.commit.required.acks"] > self["offsets.topic.replication.factor"]:  # GroupCoordinatorConfig
+            raise ValueError("offsets.commit.required.acks must be greater or equal to -1 and less or equal to "
+                             "offsets.topic.replication.factor")
 
     def set(self, name: str, value: Any) -> None:
         try:

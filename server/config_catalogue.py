@@ -480,6 +480,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
        at_least(1)),
     _b("offsets.retention.check.interval.ms", L, 600000, "How often expired offsets are removed.", at_least(1)),
     _b("offsets.commit.timeout.ms", INT, 5000, "How long a commit may wait to be durable.", at_least(1)),
+    _b("offsets.commit.required.acks", ConfigType.SHORT, -1, "Acknowledgements a cluster's group coordinator "
+       "waits for before answering a commit or a group write (-1: every in-sync replica, and at least "
+       "min.insync.replicas of them); at most offsets.topic.replication.factor.", at_least(-1)),
     _b("offsets.load.buffer.size", INT, 5242880, "Read size when loading __consumer_offsets.", at_least(1)),
     _b("offset.metadata.max.bytes", INT, 4096, "Largest metadata string of a committed offset."),
     _b("group.min.session.timeout.ms", INT, 6000, "Shortest session timeout a member may ask for."),

@@ -567,6 +567,10 @@ async def start_cluster_node(node: Broker, listeners: list[Listener]) -> Any:
     def answering(cluster: Any) -> None:
         node.cluster = cluster
 
+    def min_isr(topic: str) -> int:
+        t = node.parts.topics.get(topic)
+        return 1 if t is None else node.parts.configs.topic_values(t)["min.insync.replicas"]
+
     def config_state() -> Any:  # the node's own registry: what a config change is applied to
         from kcoord.server.config_admin import ConfigState
 
@@ -576,7 +580,7 @@ async def start_cluster_node(node: Broker, listeners: list[Listener]) -> Any:
     cluster = await start_cluster(node.config, listeners, replicas, lambda: node.parts.runtime.get(),
                                   lambda: node.parts.txn.get().managed_runtime(),
                                   lambda take: node.parts.data_plane.get().producer_ids.use_blocks(take),
-                                  node.cluster_id, answering, config_applier(config_state))
+                                  min_isr, node.cluster_id, answering, config_applier(config_state))
     node.cluster_id = cluster.cluster_id
     return cluster
 

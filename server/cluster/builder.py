@@ -9,7 +9,7 @@ from typing import Any
 from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
 from kcoord.server.cluster.config_changes import Apply, ClusterConfigs
 from kcoord.server.cluster.controller import ControllerSettings
-from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership
+from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership, coordinator_acks
 from kcoord.server.cluster.node import ClusterNode
 from kcoord.server.cluster.ports import ReplicaManagerPort
 from kcoord.server.cluster.producer_ids import ZkProducerIdBlocks
@@ -49,7 +49,8 @@ def controller_settings(config: Any, topic_configs: Any) -> ControllerSettings:
 
 async def start_cluster(config: Any, listeners: Iterable[Any], replicas: Callable[[ClusterNode], ReplicaManagerPort],
                         group_runtime: Callable[[], Any], txn_runtime: Callable[[], Any],
-                        use_producer_id_blocks: Callable[[Callable[[], Any]], None], cluster_id: str,
+                        use_producer_id_blocks: Callable[[Callable[[], Any]], None],
+                        min_isr: Callable[[str], int], cluster_id: str,
                         answering: Callable[[ClusterNode | None], None],
                         config_changes: Apply | None = None) -> ClusterNode:
     """Connect, register and join (the composition root calls this, server/node.py); the
@@ -58,7 +59,8 @@ async def start_cluster(config: Any, listeners: Iterable[Any], replicas: Callabl
     node's replica port (it is given the node, whose `alter_isr` it calls), started here;
     `group_runtime` / `txn_runtime`: the group and transaction coordinators' runtimes (the
     node's current ones); `use_producer_id_blocks(take)`: the node's producer ids come from the
-    blocks `take` claims in ZooKeeper from now on; `answering(node)`:
+    blocks `take` claims in ZooKeeper from now on; `min_isr(topic)`: a topic's effective
+    min.insync.replicas (what the coordinators' appends need); `answering(node)`:
     the broker answers from the cluster's metadata from now on (None: it could not join);
     `config_changes(kind, name, configs)`: applies a topic or broker config change to this
     node (server/cluster/config_changes.py)."""
@@ -75,11 +77,12 @@ async def start_cluster(config: Any, listeners: Iterable[Any], replicas: Callabl
     if start is not None:
         start()
     # the group and transaction coordinators load and unload their partitions as this node's
-    # leadership changes
+    # leadership changes, their appends acknowledged by the in-sync replicas
     node.replicas = CoordinatorsFollowLeadership(inner, [
         (OFFSETS_TOPIC, group_runtime),
         (TXN_TOPIC, txn_runtime),
-    ], node)
+    ], node, {OFFSETS_TOPIC: coordinator_acks(config["offsets.commit.required.acks"], inner, min_isr),
+              TXN_TOPIC: coordinator_acks(-1, inner, min_isr)})
     # producer ids from the blocks the cluster's nodes claim in ZooKeeper, never this node's own
     blocks = ZkProducerIdBlocks(zk, config.node_id)
     use_producer_id_blocks(blocks.take)

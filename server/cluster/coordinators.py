@@ -15,7 +15,11 @@ Fencing: while the node's ZooKeeper connection is suspended or its session lost 
 ClusterNode.leads answers False for every partition) it unloads every partition it holds: the
 controller may be electing other leaders. Back within the same session it loads again the
 partitions it still leads; in a new session the node re-reads every state and tells its
-replica manager, and so this, again."""
+replica manager, and so this, again.
+
+Appends: the group coordinator's records are answered only once acknowledged as
+offsets.commit.required.acks says, the transaction coordinator's once every in-sync replica has
+them (server/coordinator/acks.py, given by `coordinator_acks`)."""
 from __future__ import annotations
 
 import logging
@@ -35,10 +39,12 @@ class CoordinatorsFollowLeadership:
     partitions this node leads and unloads those it no longer leads."""
 
     def __init__(self, replicas: ReplicaManagerPort, runtimes: Sequence[tuple[str, Callable[[], Any]]],
-                 node: Any) -> None:
+                 node: Any, acks: Mapping[str, Any] | None = None) -> None:
         """runtimes: (topic, the runtime of the coordinator living in it) pairs, each runtime
         given by a function (the node's current parts', server/node.py: built at its first
-        use); node: the ClusterNode (broker_id, leads, zk.on_state), built before this."""
+        use); node: the ClusterNode (broker_id, leads, zk.on_state), built before this;
+        acks: by topic, what its coordinator's appends wait for (server/coordinator/acks.py
+        ReplicaAcks, `coordinator_acks` below); none when the partitions are not replicated."""
         self.replicas = replicas
         self._runtimes = dict(runtimes)
         self.node = node
@@ -47,7 +53,10 @@ class CoordinatorsFollowLeadership:
         self._states: dict[str, dict[int, PartitionState]] = {topic: {} for topic in self._runtimes}
         for topic in self._runtimes:
             # requests before the first apply: NOT_COORDINATOR, never this node alone
-            self.runtime_of(topic).managed()
+            runtime = self.runtime_of(topic)
+            runtime.managed()
+            if acks and acks.get(topic) is not None:
+                runtime.replicate(acks[topic])
         node.zk.on_state(self._on_session_state)  # after the node's own listener: its fencing is set
 
     def runtime_of(self, topic: str) -> Any:
@@ -104,3 +113,16 @@ class CoordinatorsFollowLeadership:
             for topic, told in self._states.items():  # the same session: what it still leads
                 if told:
                     self._follow(topic, list(told.values()), again=True)
+
+
+def coordinator_acks(required_acks: int, replicas: Any, min_isr: Callable[[str], int]) -> Any:
+    """What a coordinator's appends wait for: `required_acks` (offsets.commit.required.acks for
+    the group coordinator; -1 for the transaction coordinator, as Kafka's TransactionStateManager
+    appends) through the node's replica manager (`replicas.manager`, server/cluster/replicas.py),
+    `min_isr(topic)` the topic's effective min.insync.replicas. None without a replica manager."""
+    manager = getattr(replicas, "manager", None)
+    if manager is None:
+        return None
+    from kcoord.server.coordinator.acks import ReplicaAcks
+
+    return ReplicaAcks(manager, required_acks, min_isr)

@@ -229,6 +229,11 @@ class CoordinatorRuntime(Generic[R]):
         for p in range(self.shard.num_partitions):
             self.shard.unload(p)
 
+    def replicate(self, acks: Any) -> None:
+        """A cluster node's appends wait for the in-sync replicas as `acks` says
+        (server/coordinator/acks.py ReplicaAcks); never called on one node."""
+        self.writer.acks = acks
+
     def state(self, partition: int) -> tuple[str, int]:
         """("active" | "loading" | "unloaded", the last leader epoch seen; -1 for none)."""
         if self._partitions is None:  # one node: every partition, loaded at start-up

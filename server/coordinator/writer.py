@@ -9,6 +9,12 @@ and its `done(None)` runs; a failure answers `done(code)` (mapped by the format'
 append_error) and replays nothing. The shard's commit timeout (offsets.commit.timeout.ms,
 request.timeout.ms) bounds the wait per batch.
 
+On a cluster node (`acks` set, server/coordinator/acks.py) a replicated partition's batch is
+appended only by its leader, stamped with its leader epoch, and with
+offsets.commit.required.acks -1 is answered only once every in-sync replica has it too (the
+high watermark reached its end), within the same timeout; a refusal or a replication failure
+answers the replica manager's code through the same append_error.
+
 A write made with durable=False (CompleteCommit / CompleteAbort) is replayed and answered as
 soon as it is appended. A write made with replay=False was applied by its caller already
 (consumer groups); its `undo` takes it back if its records never reach the log.
@@ -18,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
 from kcoord.server.clock import Clock
@@ -26,6 +32,9 @@ from kcoord.storage.flusher import group_commit
 from kcoord.storage.log import PartitionLog
 from kcoord.storage.log_dir_failure import LogDirOfflineError
 from kcoord.storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from kcoord.server.coordinator.acks import ReplicaAcks
 
 log = logging.getLogger("kcoord.coordinator")
 
@@ -120,6 +129,8 @@ class LogWriter(Generic[R]):
         self._staged: dict[int, _Batch] = {}
         self._flush_scheduled = False
         self._fences: dict[int, int] = {}  # partition -> how many times fence() was called
+        # a cluster node's: appends wait for the in-sync replicas (server/coordinator/acks.py)
+        self.acks: ReplicaAcks | None = None
 
     def write(self, records: list[R], done: Done, replay: bool = True,
               undo: Callable[[], None] | None = None, durable: bool = True) -> None:
@@ -221,13 +232,24 @@ class LogWriter(Generic[R]):
     def _flush_partition(self, partition: int) -> bool:
         """False when the append failed (its writes are answered)."""
         batch = self._staged.pop(partition)
+        acks = self.acks
+        replica = batch.plog.replica if acks is not None else None
+        epoch = 0
+        if replica is not None:  # a replicated partition: only its leader appends, at its epoch
+            refused = acks.refused(replica, self.topic)  # type: ignore[union-attr]
+            if refused is not None:
+                self._fail(batch, self.records.append_error(refused), appended=False)
+                return False
+            epoch = replica.leader_epoch
         try:
-            _, last = batch.plog.append_records(batch.kvs, self.clock.now_ms())
+            base, last = batch.plog.append_records(batch.kvs, self.clock.now_ms(), epoch)
         except Exception as e:  # noqa: BLE001 - every failure becomes the clients' error code
             if not isinstance(e, LogDirOfflineError):  # that one was logged once, with the directory
                 log.error("Appending %d records to %s-%d failed: %r", len(batch.kvs), self.topic, partition, e)
             self._fail(batch, self.records.append_error(error_code_of(e)), appended=False)
             return False
+        if replica is not None:
+            acks.appended(replica, base)  # type: ignore[union-attr]
         if self.on_append is not None:
             self.on_append(partition)
         if batch.lazy and not self._appended(batch):
@@ -238,8 +260,12 @@ class LogWriter(Generic[R]):
                         self.records.timeout_config)
             self._fail(batch, self.records.append_error(ErrorCode.REQUEST_TIMED_OUT))
 
-        timer = asyncio.get_running_loop().call_later(self.timeout_s, timed_out)
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(self.timeout_s, timed_out)
         fenced = self._fences.get(partition, 0)
+        if replica is not None:
+            self._when_replicated(batch, partition, replica, last, timer, fenced, loop.time() + self.timeout_s)
+            return True
 
         def on_durable(exc: BaseException | None) -> None:
             timer.cancel()
@@ -251,19 +277,63 @@ class LogWriter(Generic[R]):
                     log.error("fdatasync of %s-%d failed: %r", self.topic, partition, exc)
                 self._fail(batch, self.records.append_error(error_code_of(exc)))
                 return
-            for write, recs in batch.entries:
-                if not write.durable:
-                    continue  # replayed at the append
-                # Replayed even if its writer already heard of a timeout: the log has them,
-                # and memory must agree with what a restart would load.
-                for r in recs:
-                    self.replay(r)
-                write.left -= 1
-                if write.left == 0:
-                    write.finish(None)
+            self._completed(batch)
 
         group_commit(batch.plog).when_durable(last, on_durable)
         return True
+
+    def _when_replicated(self, batch: _Batch, partition: int, replica: Any, last: int, timer: Any, fenced: int,
+                         deadline: float) -> None:
+        """A cluster node's batch: durable here, then (acks -1) in every ISR member's log,
+        within the same deadline; then replayed and answered."""
+        acks = self.acks
+        assert acks is not None
+        loop = asyncio.get_running_loop()
+
+        def replicated(code: ErrorCode) -> None:
+            """acks -1: the in-sync replicas have the batch, or not (`code`)."""
+            timer.cancel()
+            if self._fences.get(partition, 0) != fenced:  # unloaded meanwhile: the state is not ours
+                self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            elif code != ErrorCode.NONE:  # in the log, not acknowledged: not replayed (Kafka's cache)
+                if code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    log.warning("%d records to %s-%d not acknowledged by the in-sync replicas: %s",
+                                len(batch.kvs), self.topic, partition, code.name)
+                self._fail(batch, self.records.append_error(code))
+            else:
+                self._completed(batch)
+
+        def on_durable(exc: BaseException | None) -> None:
+            if self._fences.get(partition, 0) != fenced:  # unloaded meanwhile: the state is not ours
+                timer.cancel()
+                self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                return
+            if exc is not None:  # not durable: nothing is replayed, nobody is told it was written
+                timer.cancel()
+                if not isinstance(exc, LogDirOfflineError):
+                    log.error("fdatasync of %s-%d failed: %r", self.topic, partition, exc)
+                self._fail(batch, self.records.append_error(error_code_of(exc)))
+                return
+            if acks.wait(replica, last + 1, max(0, int((deadline - loop.time()) * 1000)), replicated):
+                return
+            timer.cancel()
+            self._completed(batch)
+
+        group_commit(batch.plog).when_durable(last, on_durable)
+
+    def _completed(self, batch: _Batch) -> None:
+        """The batch is durable (and, on a cluster with acks -1, in every ISR member's log):
+        replay it and answer its writes."""
+        for write, recs in batch.entries:
+            if not write.durable:
+                continue  # replayed at the append
+            # Replayed even if its writer already heard of a timeout: the log has them,
+            # and memory must agree with what a restart would load.
+            for r in recs:
+                self.replay(r)
+            write.left -= 1
+            if write.left == 0:
+                write.finish(None)
 
     def _appended(self, batch: _Batch) -> bool:
         """Replay and answer the batch's writes made with durable=False; whether any write

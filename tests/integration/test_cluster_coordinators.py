@@ -1,9 +1,10 @@
 """Coordinators follow __consumer_offsets leadership on three kcoord nodes and a real
 ZooKeeper: only the leader of a group's partition answers for the group (the others
 NOT_COORDINATOR), and when the leader's node is SIGKILLed the new leader loads the partition
-and the group's members (confluent-kafka) find it and go on committing. Until replication
-(server/replication/) copies __consumer_offsets to followers, the new leader's log holds only
-what was committed to it."""
+and the group's members (confluent-kafka) find it, read back what they committed before (every
+commit waited for the in-sync replicas) and go on committing. FindCoordinator answers
+COORDINATOR_NOT_AVAILABLE until enough nodes are up to create __consumer_offsets with
+offsets.topic.replication.factor."""
 from __future__ import annotations
 
 import time
@@ -40,6 +41,17 @@ def commit_until_done(consumer: Consumer, tp: TopicPartition, deadline_s: float)
         try:
             consumer.commit(offsets=[tp], asynchronous=False)
             return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+
+
+def committed(consumer: Consumer, tp: TopicPartition, deadline_s: float) -> int:
+    """The group's committed offset of `tp`, through whatever the consumer meets on the way."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return consumer.committed([tp], timeout=10)[0].offset
         except KafkaException:
             if time.monotonic() > deadline:
                 raise
@@ -82,6 +94,9 @@ def test_a_group_follows_its_coordinator_when_the_node_is_killed(kcoord_cluster)
         survivors = [i for i in c.nodes if i != old["leader"]]
         wait_for(lambda: all(coordinator(c.node(i).bootstrap, group) == new["leader"] for i in survivors), 30,
                  "FindCoordinator to name the new leader")
+        # the offset committed before the SIGKILL was acknowledged by every in-sync replica
+        # (offsets.commit.required.acks -1): the new coordinator reads it back
+        assert committed(consumer, TopicPartition(topic, 0), FAILOVER_S) == 5
         # the members find the new coordinator and go on committing there
         commit_until_done(consumer, TopicPartition(topic, 0, 9), FAILOVER_S)
         assert consumer.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 9
@@ -93,7 +108,8 @@ def test_a_group_follows_its_coordinator_when_the_node_is_killed(kcoord_cluster)
         c.start(old["leader"])
         wait_for(lambda: offset_fetch_error(c.node(old["leader"]).bootstrap, group) == 16, 60,
                  "the old node to answer NOT_COORDINATOR")
-        assert coordinator(c.node(old["leader"]).bootstrap, group) == new["leader"]
+        wait_for(lambda: coordinator(c.node(old["leader"]).bootstrap, group) == new["leader"], 60,
+                 "the old node, once it has read the cluster, to name the new coordinator")
     finally:
         consumer.close()
 
@@ -125,13 +141,13 @@ def test_a_coordinator_paused_past_its_session_answers_not_coordinator_when_it_r
 
 
 def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_cluster_factory):
-    """The old coordinator stays up: once the election moves the partition it answers
-    NOT_COORDINATOR for the group at once, and the member commits on the new leader."""
-    import json
+    """The old coordinator stays up: once a preferred leader election (ElectLeaders, through
+    the controller) moves the partition it answers NOT_COORDINATOR for the group at once, and
+    the member reads back its commit on the new leader and commits there."""
+    from confluent_kafka import ElectionType
+    from test_cluster import admin, seen_live_everywhere
 
-    from test_cluster import seen_live_everywhere
-
-    c = kcoord_cluster_factory(3, overrides={"leader.imbalance.check.interval.seconds": "1"})
+    c = kcoord_cluster_factory(3, overrides={"auto.leader.rebalance.enable": "false"})
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     group = unique("g")
     p = partition_for(group, 50)
@@ -151,19 +167,16 @@ def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_
         consumer.subscribe([topic])
         wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(), 60, "the partition assigned")
         commit_until_done(consumer, TopicPartition(topic, 0, 3), 30)
+        assert c.state(OFFSETS, p)["leader"] == middle
         assert offset_fetch_error(c.node(middle).bootstrap, group) == 0
-        # the preferred replica back into the ISR (what replication will do): the controller's
-        # next imbalance check elects it
-        path = f"/brokers/topics/{OFFSETS}/partitions/{p}/state"
-        data, stat = c.zk().get(path)
-        st = json.loads(data)
-        c.zk().set(path, json.dumps({**st, "isr": st["isr"] + [preferred]}).encode(), version=stat.version)
-
-        wait_for(lambda: c.state(OFFSETS, p)["leader"] == preferred, 60,
-                 "the controller's preferred election (leader.imbalance.check.interval.seconds=1)")
-        assert c.state(OFFSETS, p)["leader"] == preferred
+        # the preferred replica catches up and rejoins the ISR (replication), then is elected
+        wait_for(lambda: preferred in c.state(OFFSETS, p)["isr"], 60, "the preferred replica back in the ISR")
+        a = admin(c.bootstrap)
+        a.elect_leaders(ElectionType.PREFERRED, [TopicPartition(OFFSETS, p)]).result(30)
+        wait_for(lambda: c.state(OFFSETS, p)["leader"] == preferred, 60, "the preferred election")
         wait_for(lambda: offset_fetch_error(c.node(middle).bootstrap, group) == 16, 30,
                  "the old coordinator to answer NOT_COORDINATOR")
+        assert committed(consumer, TopicPartition(topic, 0), FAILOVER_S) == 3  # replicated to the new leader
         commit_until_done(consumer, TopicPartition(topic, 0, 7), FAILOVER_S)
         r = call(c.node(preferred).bootstrap,
                  OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=False), 7)
@@ -172,3 +185,35 @@ def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_
         assert offset_fetch_error(c.node(middle).bootstrap, group) == 16
     finally:
         consumer.close()
+
+
+def test_find_coordinator_waits_for_enough_nodes_for_the_offsets_topic(tmp_path, kcoord_zookeeper):
+    """offsets.topic.replication.factor=3 on two live nodes: __consumer_offsets cannot be
+    created, every node answers COORDINATOR_NOT_AVAILABLE (Kafka's answer while too few
+    brokers are up); the third node's registration lets the controller create it."""
+    import uuid
+
+    from kcoord.testing.cluster import KcoordCluster
+
+    connect = f"{kcoord_zookeeper}/offsets-rf-{uuid.uuid4().hex[:8]}"
+    rf3 = {"offsets.topic.replication.factor": "3"}
+    two = KcoordCluster(tmp_path / "two", 2, zookeeper=connect, overrides=rf3)
+    third = KcoordCluster(tmp_path / "third", 1, zookeeper=connect, overrides=rf3, first_id=3)
+    try:
+        two.start()
+        group = unique("g")
+        wait_for(lambda: two.controller() in (1, 2), 60, "a controller")
+        for n in two.nodes.values():
+            r = call(n.bootstrap, FindCoordinatorRequest(version=3, key=group, key_type=0), 3)
+            assert r.error_code == 15  # COORDINATOR_NOT_AVAILABLE
+        assert two.assignment(OFFSETS) is None
+        third.start()
+        wait_for(lambda: (a := two.assignment(OFFSETS)) and all(len(r) == 3 for r in a.values()), 60,
+                 "__consumer_offsets with three replicas per partition")
+        wait_for(lambda: all_online(two, OFFSETS, 50), 60, "__consumer_offsets leaders")
+        leader = two.state(OFFSETS, partition_for(group, 50))["leader"]
+        for n in [*two.nodes.values(), *third.nodes.values()]:
+            wait_for(lambda n=n: coordinator(n.bootstrap, group) == leader, 30, "every node to name the leader")
+    finally:
+        third.close()
+        two.close()
