@@ -60,9 +60,11 @@ class Cluster:
         new = min([len(lead.log)] + [self.follower_leo.get(f, -1) for f in self.isr if f != self.leader])
         if new > lead.hw:
             lead.hw = new
-        committed = lead.log[:lead.hw]
-        assert committed[:len(self.committed)] == self.committed, "a committed record was retracted"
-        self.committed = committed
+        # a new leader's high watermark may lag the old one's until its followers fetch (Kafka's
+        # too): what was committed must still be in its log, and only a higher mark commits more
+        assert lead.log[:len(self.committed)] == self.committed, "a committed record was retracted"
+        if lead.hw > len(self.committed):
+            self.committed = lead.log[:lead.hw]
 
     def fetch(self, f: int, n: int) -> None:
         r, lead = self.replicas[f], self.lead
