@@ -110,18 +110,24 @@ def check_commits(history: History, committed: dict[str, dict[int, int]]) -> tup
                 (inv.time, comp.time if comp is not None and kind != "info" else None, kind, int(o)))
     for (group, p), ops in sorted(commits.items()):
         acked = [c for c in ops if c[2] == "ok"]
-        for t_inv, _, _, o in acked:
-            before = [c for c in acked if c[1] is not None and c[1] < t_inv and c[3] > o]
-            if before:
-                out.append(Anomaly("stale-commit", f"group {group} partition {p}: commit of {o} at "
-                                                   f"{t_inv:.2f}s acknowledged after {before[0][3]} was at "
-                                                   f"{before[0][1]:.2f}s"))
+        # stale: in invocation order, against the highest offset acknowledged before each invocation
+        done = sorted((c[1], c[3]) for c in acked if c[1] is not None)
+        high, j = -1, 0
+        for t_inv, _, _, o in sorted(acked):
+            while j < len(done) and done[j][0] < t_inv:
+                high = max(high, done[j][1])
+                j += 1
+            if o < high:
+                out.append(Anomaly("stale-commit", f"group {group} partition {p}: commit of {o} invoked at "
+                                                   f"{t_inv:.2f}s acknowledged after {high} was"))
         final = committed.get(group, {}).get(p, -1)
+        # the last moment a commit that may have set the final offset ended (inf: unknown)
+        setters = [c[1] if c[1] is not None else float("inf") for c in ops if c[2] != "fail" and c[3] == final]
+        last_set = max(setters, default=float("-inf"))
         for t_inv, _, _, o in acked:
             if final == o:
                 continue
-            later = [c for c in ops if c[2] != "fail" and c[3] == final and (c[1] is None or c[1] >= t_inv)]
-            if final < o or not later:
+            if final < o or last_set < t_inv:
                 out.append(Anomaly("lost-commit", f"group {group} partition {p}: acknowledged commit of {o} "
                                                   f"(invoked {t_inv:.2f}s) but the committed offset is {final}"))
                 break
