@@ -65,7 +65,8 @@ SERVER = {
     "group.consumer.heartbeat.interval.ms": "1000",
 }
 RATE = 200  # records/s the producer sends
-RECOVER_S = 180.0  # a session timeout, elections, a restarted node catching up, on a busy machine
+RECOVER_S = 180.0
+STOP_S = 90.0  # a controlled shutdown waits at most a session timeout (6 s), then drains  # a session timeout, elections, a restarted node catching up, on a busy machine
 MEMBER_DEADLINE = SECONDS + 900
 
 
@@ -290,7 +291,7 @@ class Run:
             print(f"jepsen: {h.now():7.1f}s {fault} node {node}", flush=True)
             op = h.invoke("nemesis", "stop" if graceful else "kill", {"fault": fault, "node": node})
             if graceful:
-                code = self.c.stop(node, timeout=RECOVER_S)
+                code = self.c.stop(node, timeout=STOP_S)  # SIGKILL after it: the checker's stop-hung
                 h.complete(op, "ok", {"fault": fault, "node": node, "exit": code})
             else:
                 self.c.kill(node)

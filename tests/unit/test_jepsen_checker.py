@@ -138,3 +138,11 @@ def test_open_invocations_end_as_unknown():
     (inv, comp), = h.pairs("send")
     assert comp is not None and comp.type == "info"
     assert check(h, Final(reads={0: []})).valid
+
+
+def test_a_graceful_stop_that_had_to_be_killed_is_reported():
+    h, final = clean()
+    h.record("nemesis", "stop", {"fault": "restart-graceful", "node": 2, "exit": 0})
+    assert check(h, final).valid
+    h.record("nemesis", "stop", {"fault": "restart-graceful", "node": 1, "exit": -9})
+    assert kinds(check(h, final)) == ["stop-hung"]

@@ -11,6 +11,7 @@
 | one leader per partition per leader epoch, over every observation | split-leader |
 | one coordinator per group per epoch of its __consumer_offsets partition | split-coordinator |
 | at the end every partition's ISR is all its replicas | isr-not-full |
+| a graceful stop (SIGTERM) ends the process by itself (the nemesis SIGKILLs it after a deadline: exit -9) | stop-hung |
 | the transactional copy (read_committed) holds each input record below the copier's committed offsets exactly once, and nothing else | txn-lost, txn-duplicate, txn-extra |
 
 Sends are values "P:SEQ" (partition P, SEQ increasing per partition in send order); a commit's
@@ -162,6 +163,12 @@ def check_isr(isr: dict[tuple[str, int], tuple[list[int], list[int]]]) -> list[A
             for (t, p), (r, i) in sorted(isr.items()) if set(i) != set(r)]
 
 
+def check_stops(history: History) -> list[Anomaly]:
+    return [Anomaly("stop-hung", f"node {op.value['node']} did not exit after SIGTERM (exit {op.value['exit']}) "
+                                 f"at {op.time:.1f}s") for op in history.ops
+            if op.type == "ok" and op.f == "stop" and isinstance(op.value, dict) and op.value.get("exit", 0) != 0]
+
+
 def check_txn(reads: dict[int, list[str]], committed: dict[int, int], output: list[str]) -> tuple[list[Anomaly], int]:
     out: list[Anomaly] = []
     expected = {v for p, values in reads.items() for v in values[:max(committed.get(p, 0), 0)]}
@@ -179,7 +186,7 @@ def check_txn(reads: dict[int, list[str]], committed: dict[int, int], output: li
 def check(history: History, final: Final) -> Report:
     anomalies, counts = check_writes(history, final.reads)
     commit_anomalies, commits_ok = check_commits(history, final.committed)
-    anomalies += commit_anomalies + check_epochs(history) + check_isr(final.isr)
+    anomalies += commit_anomalies + check_epochs(history) + check_isr(final.isr) + check_stops(history)
     ops: list[Op] = history.ops
     result = {
         "operations": sum(1 for op in ops if op.type == "invoke" and op.f in CLIENT_OPS),
