@@ -78,6 +78,9 @@ class CachedPartition:
         plog = self.plog
         if plog is None or plog.deleted:
             return True
+        replica = plog.replica
+        if replica is not None and (not replica.is_leader or replica.stopped):
+            return True  # answered NOT_LEADER_OR_FOLLOWER
         end = plog.log_end_offset
         return self.fetch_offset != end or self.hw != end or self.log_start != plog.log_start_offset
 

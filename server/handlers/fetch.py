@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.data_fastpath import FetchResponseData
 from kcoord.protocol.errors import ErrorCode
@@ -46,13 +46,6 @@ if TYPE_CHECKING:
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
-
-
-class _Asked(NamedTuple):
-    """What _replica_error reads of a requested partition, for a session's cached one."""
-
-    current_leader_epoch: int
-    fetch_offset: int
 
 
 class _Part:
@@ -277,8 +270,8 @@ class FetchApi:
             return FetchResponseData(version, kind, 0, [])
         if not isinstance(kind, str):
             reader = fetch_session.SessionReader(dp.fetch_sessions, self.topics,
-                                                 lambda topic, p: log_of(self.logs, topic, p), _read,
-                                                 self._session_part(req, version), dp)
+                                                 lambda topic, p: log_of(self.logs, topic, p), _read, _Part, dp,
+                                                 self.check, replica_id_of(req, version))
             answer = reader.incremental(kind, req, version)
             if answer is not None:
                 return answer
@@ -295,7 +288,6 @@ class FetchApi:
 
     def _resolve(self, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
         replica_id = replica_id_of(req, version)
-        cluster = self.cluster()
         out = []
         for t in req.topics:
             if version >= 13:
@@ -306,21 +298,12 @@ class FetchApi:
                 missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             parts = []
             for p in t.partitions:
-                if cluster is not None and topic is not None and replica_id < 0 \
-                        and not_leader(cluster, topic.name, p.partition):
-                    parts.append(_Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes, None,
-                                       ErrorCode.NOT_LEADER_OR_FOLLOWER))
-                    continue
                 if topic is None:
                     parts.append(_Part(None, p.partition, p.fetch_offset, p.partition_max_bytes, None, missing))
                     continue
                 plog = log_of(self.logs, topic, p.partition)
-                err = ErrorCode.NONE if plog is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                replica = plog.replica if plog is not None else None
-                if replica is not None:
-                    err = self._replica_error(replica, p, version, replica_id)
-                elif plog is not None and version >= 9:
-                    err = leader_epoch_error(p.current_leader_epoch) or ErrorCode.NONE
+                err, replica = self.check(topic.name, p.partition, plog, p.current_leader_epoch if version >= 9 else -1,
+                                          p.fetch_offset, replica_id)
                 part = _Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
                              plog if err == ErrorCode.NONE else None, err)
                 if replica is not None:
@@ -329,37 +312,25 @@ class FetchApi:
             out.append((t, parts))
         return out
 
-    def _session_part(self, req: Any, version: int) -> Callable[..., _Part]:
-        """The factory of a session read's parts: resolved as _resolve resolves a request's (a
-        replicated partition is served by its leader only, in its epoch, below its high
-        watermark to consumers; a fenced cluster node leads nothing)."""
-        replica_id = replica_id_of(req, version)
+    def check(self, topic: str, partition: int, plog: PartitionLog | None, current_leader_epoch: int,
+              fetch_offset: int, replica_id: int) -> tuple[ErrorCode, Any]:
+        """May this node serve the partition to this fetcher: (error, the partition's replica
+        when replicated). Full fetches and a session's incremental ones (fetch_session.py) both
+        ask here. A replicated partition: only its leader serves it, in its epoch; a follower's
+        fetch offset is its log end offset (the leader's high watermark and ISR follow it)."""
         cluster = self.cluster()
-
-        def make(topic: str | None, index: int, offset: int, max_bytes: int, plog: PartitionLog | None,
-                 err: ErrorCode, leader_epoch: int = -1) -> _Part:
-            replica = plog.replica if plog is not None else None
-            if err == ErrorCode.NONE and topic is not None and cluster is not None and replica_id < 0 \
-                    and not_leader(cluster, topic, index):
-                err = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif err == ErrorCode.NONE and replica is not None:
-                err = self._replica_error(replica, _Asked(leader_epoch, offset), version, replica_id)
-            part = _Part(topic, index, offset, max_bytes, plog if err == ErrorCode.NONE else None, err)
-            if replica is not None and err == ErrorCode.NONE:
-                part.replica, part.consumer = replica, replica_id < 0
-            return part
-
-        return make
-
-    def _replica_error(self, replica: Any, p: Any, version: int, replica_id: int) -> ErrorCode:
-        """A replicated partition: only its leader serves it, in its epoch; a follower's fetch
-        offset is its log end offset (the leader's high watermark and ISR follow it)."""
-        if version >= 9:
-            bad = leader_epoch_error(p.current_leader_epoch, replica.leader_epoch)
-            if bad is not None:
-                return bad
+        if cluster is not None and replica_id < 0 and not_leader(cluster, topic, partition):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        if plog is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        replica = plog.replica
+        if replica is None:
+            return leader_epoch_error(current_leader_epoch) or ErrorCode.NONE, None
+        bad = leader_epoch_error(current_leader_epoch, replica.leader_epoch)
+        if bad is not None:
+            return bad, replica
         if not replica.is_leader or replica.stopped:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, replica
         if replica_id >= 0:
-            self.replicas().follower_fetched(replica, replica_id, p.fetch_offset)
-        return ErrorCode.NONE
+            self.replicas().follower_fetched(replica, replica_id, fetch_offset)
+        return ErrorCode.NONE, replica

@@ -17,7 +17,6 @@ from typing import Any
 
 from kcoord.protocol.data_fastpath import FetchResponseData
 from kcoord.protocol.errors import ErrorCode
-from kcoord.server.data_plane import leader_epoch_error
 from kcoord.server.deferred import Deferred
 from kcoord.server.fetch_sessions import (
     FINAL_EPOCH,
@@ -91,17 +90,22 @@ def create(cache: FetchSessionCache, req: Any, version: int, resolved: list[tupl
 
 class SessionReader:
     """Reads a session's partitions for one request. Dependencies: the topic table, the
-    partition-log lookup, the fetch read (fetch.py's _read and _Part) and the data plane
-    (the purgatory, the parked set, transaction state)."""
+    partition-log lookup, the fetch read (fetch.py's _read and _Part), the data plane (the
+    purgatory, the parked set, transaction state), and fetch.py's check of whether this node
+    serves a partition (its leader epoch, leadership and replica, as a full fetch is checked)
+    with the fetcher's replica id (-1: a consumer, which reads below the high watermark)."""
 
     def __init__(self, cache: FetchSessionCache, topics: Any, partition_log: Callable[[Any, int], Any],
-                 read: Callable[..., tuple[list[list[tuple]], int, bool]], part: Callable[..., Any], dp: Any) -> None:
+                 read: Callable[..., tuple[list[list[tuple]], int, bool]], part: Callable[..., Any], dp: Any,
+                 check: Callable[..., tuple[ErrorCode, Any]], replica_id: int = -1) -> None:
         self.cache = cache
         self.topics = topics
         self.partition_log = partition_log
         self.read = read
         self.part = part
         self.dp = dp
+        self.check = check
+        self.replica_id = replica_id
 
     def resolve(self, session: FetchSession, cp: CachedPartition, version: int) -> ErrorCode:
         """Look the partition's log up again (it had none, or its topic was deleted)."""
@@ -164,14 +168,17 @@ class SessionReader:
         parts = []
         for cp in cands:
             err = ErrorCode.NONE
+            replica = None
             if cp.plog is None or cp.plog.deleted:
                 err = self.resolve(session, cp, version)
-            # a replicated partition's epoch is its replica's: the part factory checks it
-            if err == ErrorCode.NONE and version >= 9 and getattr(cp.plog, "replica", None) is None:
-                err = leader_epoch_error(cp.leader_epoch) or ErrorCode.NONE
-            parts.append(self.part(cp.topic, cp.index, cp.fetch_offset, cp.max_bytes,
-                                   cp.plog if err == ErrorCode.NONE else None, err,
-                                   cp.leader_epoch if version >= 9 else -1))
+            if err == ErrorCode.NONE:
+                err, replica = self.check(cp.topic, cp.index, cp.plog, cp.leader_epoch if version >= 9 else -1,
+                                          cp.fetch_offset, self.replica_id)
+            part = self.part(cp.topic, cp.index, cp.fetch_offset, cp.max_bytes,
+                             cp.plog if err == ErrorCode.NONE else None, err)
+            if replica is not None:
+                part.replica, part.consumer = replica, self.replica_id < 0
+            parts.append(part)
         rows, total, failed = self.read([(None, parts)], req.max_bytes, self.dp, req.isolation_level)
         return rows[0], total, failed
 
@@ -228,14 +235,14 @@ class DelayedSessionFetch(DelayedOperation):
         end = plog.log_end_offset
         if off < plog.log_start_offset or off > end:
             return -1
-        if off == end:
-            return 0
-        replica = getattr(plog, "replica", None)
+        replica = plog.replica
         if replica is not None:
             if not replica.is_leader or replica.stopped:
                 return -1
-            if not self.session.privileged and replica.hw <= off:
-                return 0  # a consumer: nothing committed past its fetch offset yet
+            if self.reader.replica_id < 0 and replica.hw <= off:
+                return 0  # nothing committed past the fetch offset yet
+        if off == end:
+            return 0
         if self.read_committed and fetch_txn.lso(self.reader.dp, cp.topic, cp.index, plog) <= off:
             return 0
         seg = plog.active

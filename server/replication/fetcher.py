@@ -92,12 +92,17 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._client: BrokerClient | None = None
         self._endpoint: tuple[str, int] | None = None
+        # stop() sets it: the loop ends at its next turn even if the cancellation was swallowed
+        # (Python 3.11's wait_for returns a result that completes in the turn it is cancelled)
+        self._stopped = False
         self._task = asyncio.ensure_future(self._run())
 
     def wake(self) -> None:
         self._wake.set()
 
     async def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
         self._task.cancel()
         try:
             await self._task
@@ -125,7 +130,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._stopped:
             if not self.partitions:
                 self._wake.clear()
                 await self._wake.wait()
