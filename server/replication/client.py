@@ -23,10 +23,6 @@ class BrokerResolutionError(BrokerConnectionError):
     """The leader's host name did not resolve."""
 
 
-# the resolver the lookup thread calls (socket.getaddrinfo); a test may put a slow one here
-getaddrinfo = socket.getaddrinfo
-
-
 async def resolve(host: str, port: int) -> tuple[int, str]:
     """(family, address) of `host`: a literal at once, a name in a daemon thread of its own.
     Not loop.getaddrinfo: its default-executor thread would hold asyncio.run's exit until a
@@ -52,7 +48,7 @@ async def resolve(host: str, port: int) -> tuple[int, str]:
     def lookup() -> None:
         result, error = None, None
         try:
-            infos = getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
             result = (infos[0][0], infos[0][4][0])
         except Exception as e:  # noqa: BLE001 - handed to the caller
             error = BrokerResolutionError(f"cannot resolve {host}: {e}")
