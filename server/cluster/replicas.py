@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from kazoo.protocol.states import KazooState
+
 from kcoord.server.cluster.local_replicas import LocalReplicas
 from kcoord.server.cluster.partition_state import PartitionState
 
@@ -50,6 +52,14 @@ class ReplicatedReplicas:
                 checkpoint.forget(key)
         self.local.stop_replicas(topic_partitions, delete)
 
+    def session_state(self, state: str) -> None:
+        """ZooKeeper SUSPENDED / LOST fences the manager's replicas (their parked requests
+        answer NOT_LEADER_OR_FOLLOWER at once); CONNECTED lifts it."""
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self.manager.fence()
+        elif state == KazooState.CONNECTED:
+            self.manager.unfence()
+
     def start(self) -> None:
         self.manager.start()
 
@@ -72,4 +82,8 @@ def replicated_replicas(node: Any, local: LocalReplicas,
             return None
         return await node.alter_isr(state, new_isr)
 
-    return ReplicatedReplicas(local, manager_for(alter_isr))
+    replicas = ReplicatedReplicas(local, manager_for(alter_isr))
+    on_state = getattr(getattr(node, "zk", None), "on_state", None)
+    if on_state is not None:
+        on_state(replicas.session_state)
+    return replicas

@@ -4,7 +4,10 @@ same ones the server decodes with: protocol/api.py)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import socket
 import struct
+import threading
 from typing import Any
 
 from kcoord.protocol.api import API_TABLE
@@ -14,6 +17,48 @@ _SIZE = struct.Struct(">i")
 
 class BrokerConnectionError(ConnectionError):
     """The leader could not be reached, closed the connection, or sent garbage."""
+
+
+class BrokerResolutionError(BrokerConnectionError):
+    """The leader's host name did not resolve."""
+
+
+async def resolve(host: str, port: int) -> tuple[int, str]:
+    """(family, address) of `host`: a literal at once, a name in a daemon thread of its own.
+    Not loop.getaddrinfo: its default-executor thread would hold asyncio.run's exit until a
+    slow resolver gives up (10 s and more when the name's resolvers are unreachable), and a
+    lookup abandoned on cancellation would log its exception as never retrieved. Here the
+    caller's cancellation ends the wait at once; the thread's late answer is dropped."""
+    try:
+        ip = ipaddress.ip_address(host)
+        return (socket.AF_INET6 if ip.version == 6 else socket.AF_INET), host
+    except ValueError:
+        pass
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[tuple[int, str]] = loop.create_future()
+
+    def deliver(result: Any, error: BaseException | None) -> None:
+        if fut.done():
+            return  # the caller gave up (cancelled, timed out)
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)
+
+    def lookup() -> None:
+        result, error = None, None
+        try:
+            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+            result = (infos[0][0], infos[0][4][0])
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            error = BrokerResolutionError(f"cannot resolve {host}: {e}")
+        try:
+            loop.call_soon_threadsafe(deliver, result, error)
+        except RuntimeError:
+            pass  # the loop is closed: nobody waits any more
+
+    threading.Thread(target=lookup, name=f"resolve-{host}", daemon=True).start()
+    return await fut
 
 
 class BrokerClient:
@@ -27,10 +72,18 @@ class BrokerClient:
 
     async def _connect(self) -> None:
         try:
+            _, address = await asyncio.wait_for(resolve(self.host, self.port), self.timeout_s)
+        except TimeoutError:
+            raise BrokerResolutionError(f"cannot resolve {self.host}: no answer in {self.timeout_s:g} s") from None
+        try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.timeout_s)
+                asyncio.open_connection(address, self.port), self.timeout_s)
         except (TimeoutError, OSError) as e:
             raise BrokerConnectionError(f"cannot connect to {self.host}:{self.port}: {e!r}") from None
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None
 
     async def request(self, request: Any, version: int) -> Any:
         """Send `request` at `version`, return the decoded response."""

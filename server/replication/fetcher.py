@@ -11,7 +11,9 @@ high watermark (capped at our log end) and fetches again. The leader learns our 
 from each fetch offset. Errors: OFFSET_OUT_OF_RANGE truncates again (or, behind the leader's log
 start, starts over there); NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
 wait replica.fetch.backoff.ms (the controller's next state moves the partition); a lost
-connection is retried after the same backoff.
+connection is retried after the same backoff; a leader's host name is resolved off the loop
+(client.py `resolve`) so stopping never waits for a slow resolver, and one that does not
+resolve is one WARNING per leader until it does.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING
 from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 
 from kcoord.protocol.errors import ErrorCode
-from kcoord.server.replication.client import BrokerClient, BrokerConnectionError
+from kcoord.server.replication.client import BrokerClient, BrokerConnectionError, BrokerResolutionError
 from kcoord.server.replication.partition import truncation_point
 from kcoord.storage.batch import CorruptBatchError
 from kcoord.storage.leader_epoch import UNDEFINED_EPOCH
@@ -95,6 +97,7 @@ class ReplicaFetcher:
         # stop() sets it: the loop ends at its next turn even if the cancellation was swallowed
         # (Python 3.11's wait_for returns a result that completes in the turn it is cancelled)
         self._stopped = False
+        self._unresolved = False  # the leader's name did not resolve: warned once, until it does
         self._task = asyncio.ensure_future(self._run())
 
     def wake(self) -> None:
@@ -141,6 +144,8 @@ class ReplicaFetcher:
                 continue
             try:
                 now = loop.time()
+                if self._unresolved and client.connected:
+                    self._unresolved = False
                 ready = {k: s for k, s in self.partitions.items() if s.delayed_until <= now}
                 truncating = {k: s for k, s in ready.items() if s.truncating}
                 if truncating:
@@ -150,7 +155,14 @@ class ReplicaFetcher:
                     await self._fetch(client, fetching)
                 elif not truncating:
                     await self._sleep(min(s.delayed_until for s in self.partitions.values()) - loop.time())
+            except BrokerResolutionError as e:
+                if not self._unresolved:  # one line per leader, not one per retry
+                    log.warning("Fetching from broker %d: %s (retrying every %g s)", self.source, e,
+                                self._backoff)
+                self._unresolved = True
+                await self._sleep(self._backoff)
             except BrokerConnectionError as e:
+                self._unresolved = False
                 log.info("Fetching from broker %d: %s", self.source, e)
                 await self._sleep(self._backoff)
             except asyncio.CancelledError:

@@ -64,7 +64,17 @@ class PartitionReplica:
         self.epoch_start_offset = 0  # the log end when this node became leader in this epoch
         self.followers: dict[int, FollowerState] = {}
         self.isr_change_pending = False  # an alter_isr in flight: one at a time
-        self.stopped = False  # stop_replicas: answers as no longer hosted
+        self._stopped = False  # stop_replicas: answers as no longer hosted
+        self.fenced = False  # the node is cut off from ZooKeeper: answers as not leading (fence)
+
+    @property
+    def stopped(self) -> bool:
+        """Not serving: no longer hosted (stop_replicas, shutdown) or the node fenced."""
+        return self._stopped or self.fenced
+
+    @stopped.setter
+    def stopped(self, value: bool) -> None:
+        self._stopped = value
 
     # ------------------------------------------------------------------ state
 

@@ -109,6 +109,26 @@ class ReplicaManager:
             r.stopped = True
             self._answer_waiting(r)
 
+    def fence(self) -> None:
+        """The node is cut off from ZooKeeper (SUSPENDED or LOST, server/cluster/node.py): the
+        controller may be moving its partitions. Every replica answers as not leading until
+        unfence; parked acks=all produces and consumer fetches answer NOT_LEADER_OR_FOLLOWER
+        now, as Kafka's leader answers its purgatory once it stops leading."""
+        fenced = [r for r in self.replicas.values() if not r.fenced]
+        for r in fenced:
+            r.fenced = True
+        for r in fenced:
+            self._answer_waiting(r)
+            self.hooks.woken(r.topic, r.partition)
+        if fenced:
+            log.warning("Fenced: %d replicas answer NOT_LEADER_OR_FOLLOWER until ZooKeeper is back", len(fenced))
+
+    def unfence(self) -> None:
+        """ZooKeeper is back: each replica serves by its state again (a new session re-reads
+        every state first: the node's own fencing covers that)."""
+        for r in self.replicas.values():
+            r.fenced = False
+
     async def _hw_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.replica_high_watermark_checkpoint_interval_ms / 1000.0)
