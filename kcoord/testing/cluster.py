@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
+import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +34,37 @@ from typing import Any, TypeVar
 from kcoord.testing.process import KcoordProcess, free_port
 
 T = TypeVar("T")
+
+
+def metadata_brokers(bootstrap: str) -> set[int] | None:
+    """The broker ids a node's Metadata (v1, no topics) lists; None when it cannot answer."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    from kcoord.protocol.api import API_TABLE
+
+    request = MetadataRequest[1](topics=[])
+    spec = API_TABLE[request.API_KEY]
+    header = struct.pack(">hhih", request.API_KEY, 1, 1, 7) + b"cluster"
+    payload = header + bytes(request.encode(version=1))
+    host, port = bootstrap.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(struct.pack(">i", len(payload)) + payload)
+            size = struct.unpack(">i", _read_exactly(s, 4))[0]
+            body = _read_exactly(s, size)[4 + spec.response_header_version(1):]
+    except OSError:
+        return None
+    return {b[0] for b in spec.response.decode(body, version=1).brokers}
+
+
+def _read_exactly(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return buf
 
 
 def wait_for(cond: Callable[[], T], timeout: float, what: str = "condition", interval: float = 0.1) -> T:
@@ -120,10 +153,13 @@ class KcoordCluster:
 
     def start(self, broker_id: int | None = None, timeout: float = 90.0) -> KcoordCluster:
         """Start ZooKeeper (unless given) and every node, or one node again; returns once the
-        node(s) are registered in /brokers/ids."""
+        node(s) are registered in /brokers/ids and every running node's Metadata lists every
+        registered broker (a topic created next gets the replicas it asks for, wherever it is
+        asked)."""
         if broker_id is not None:
             self.nodes[broker_id].start(timeout)
             wait_for(lambda: broker_id in self.registered(), timeout, f"broker {broker_id} to register")
+            self._wait_agreed(timeout)
             return self
         if self.netns:
             from kcoord.testing.netns import Network
@@ -154,7 +190,20 @@ class KcoordCluster:
         for i in self.ids:
             self.nodes[i].start(timeout)
         wait_for(lambda: set(self.ids) <= set(self.registered()), timeout, "every broker to register")
+        self._wait_agreed(timeout)
         return self
+
+    def _wait_agreed(self, timeout: float) -> None:
+        def agreed() -> bool:
+            registered = set(self.registered())
+            for i, proc in self.nodes.items():
+                if proc.proc is None or proc.proc.poll() is not None:
+                    continue  # not running
+                if i in registered and metadata_brokers(proc.bootstrap) != registered:
+                    return False
+            return True
+
+        wait_for(agreed, timeout, "every node's Metadata to list every registered broker", interval=0.2)
 
     def kill(self, broker_id: int) -> None:
         self.nodes[broker_id].stop(signal.SIGKILL)
