@@ -159,9 +159,16 @@ class GroupTxnLog:
                          else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
             return out
         try:
-            data = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, self.clock.now_ms())
+            now = self.clock.now_ms()
+            plog = self.logs.get(OFFSETS_TOPIC, partition)
+            producers = None if plog is None else self.data_plane.producers.get(OFFSETS_TOPIC, partition, plog, now)
+            if producers is not None:  # TRANSACTION_COORDINATOR_FENCED, as a data partition's
+                producers.check_marker(producer_id, coordinator_epoch)
+            data = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
             acks = self._acks(marker=True)
             plog, base, last = self._append(partition, data, "COMMIT marker" if commit else "ABORT marker", acks)
+            if producers is not None:
+                producers.apply_marker(producer_id, producer_epoch, now, coordinator_epoch)
         except Exception as e:  # noqa: BLE001 - the marker writer retries
             log.error("Appending a marker to %s-%d failed: %r", OFFSETS_TOPIC, partition, e)
             out.complete(error_code_of(e))

@@ -212,11 +212,12 @@ class MarkerWriter:
         now = self.clock.now_ms()
         txns = dp.txns.get(topic_name, p, plog)
         producers = dp.producers.get(topic_name, p, plog, now)
+        producers.check_marker(producer_id, coordinator_epoch)  # TRANSACTION_COORDINATOR_FENCED
         data = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
         acks = self.runtime.writer.acks  # -1, as the transaction coordinator's own appends
         base, last = append_as_leader(plog, data, acks)
         txns.on_marker(plog, producer_id, commit, base)
-        producers.apply_marker(producer_id, producer_epoch, now)
+        producers.apply_marker(producer_id, producer_epoch, now, coordinator_epoch)
         dp.appended(topic_name, p)
         when_written(plog, last, acks, self.timeout_ms, done.complete)
 
