@@ -165,7 +165,7 @@ def build_parts(node: Broker) -> Parts:
     txn = Lazy("txn", lambda: _txn_service(cfg, clock, metrics, logs, topics, topic_logs.create_topic,
                                            data_plane.get(), runtime.get(), coordinator.get(),
                                            txn_offsets.get(), parts.loading, node.add_background,
-                                           lambda: node.cluster, lambda: node.replicas))
+                                           lambda: node.cluster))
     share: Lazy[ShareManager] = Lazy("share", lambda: _share_manager(
         cfg, clock, logs, topics, topic_logs.create_topic, data_plane.get(), group_configs, coordinator.get(),
         share_member_left))
@@ -397,16 +397,16 @@ def _txn_service(cfg: Config, clock: Clock, metrics: Metrics, logs: LogManager, 
                  create_topic: Callable[..., Topic], data_plane: DataPlane,
                  group_runtime: CoordinatorRuntime[CoordinatorRecord], coordinator: GroupCoordinator,
                  txn_offsets: PendingTxnOffsets, loading: asyncio.Future[None] | None,
-                 background: Callable[[asyncio.Future[None]], None], cluster: Callable[[], Any],
-                 replicas: Callable[[], Any]) -> TxnService:
+                 background: Callable[[asyncio.Future[None]], None], cluster: Callable[[], Any]) -> TxnService:
     """The transaction coordinator, beside the group's (built first: it writes its offsets and
-    markers to __consumer_offsets); on a cluster node (`cluster`, `replicas`: the node's
-    ClusterNode and replica manager, None on one node) its markers go to each partition's leader."""
+    markers to __consumer_offsets); on a cluster node (`cluster`: the node's ClusterNode, None
+    on one node) its markers go to each partition's leader, and its appends wait for the
+    in-sync replicas as the coordinator runtimes' own (server/txn/leader_append.py)."""
     from kcoord.server.txn.group_log import GroupTxnLog
     from kcoord.server.txn.service import TxnService
 
-    group_log = GroupTxnLog(cfg, clock, metrics, logs, data_plane, group_runtime, coordinator, txn_offsets, replicas)
-    service = TxnService(cfg, clock, logs, topics, create_topic, data_plane, group_log, cluster, replicas)
+    group_log = GroupTxnLog(cfg, clock, metrics, logs, data_plane, group_runtime, coordinator, txn_offsets)
+    service = TxnService(cfg, clock, logs, topics, create_topic, data_plane, group_log, cluster)
     if loading is not None:  # built after start-up: runs once __consumer_offsets is loaded
         background(asyncio.ensure_future(service.run(loading)))
     return service

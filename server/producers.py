@@ -31,6 +31,7 @@ from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.storage.batch import BatchHeader
 from kcoord.storage.log import PartitionLog
 from kcoord.storage.segment import scan_batches
+from kcoord.storage.txn_batches import marker_coordinator_epoch
 
 log = logging.getLogger("kcoord.producers")
 
@@ -254,10 +255,24 @@ class PartitionProducerState:
         entry.add_batch(h.producer_epoch, batch_last_sequence(h), base_offset + h.last_offset_delta,
                         h.last_offset_delta, h.max_timestamp)
 
-    def apply_marker(self, producer_id: int, producer_epoch: int, timestamp: int, coordinator_epoch: int = 0) -> None:
+    def check_marker(self, producer_id: int, coordinator_epoch: int) -> None:
+        """Before a transaction coordinator's marker is appended (Kafka's ProducerAppendInfo
+        checkCoordinatorEpoch): TRANSACTION_COORDINATOR_FENCED (KafkaError) when the last
+        marker of `producer_id` here came from a newer coordinator epoch: this one was
+        replaced (its partition of __transaction_state moved) and must not end the
+        transaction. A follower's replicated markers are not checked."""
+        entry = self.entries.get(producer_id)
+        if entry is not None and entry.coordinator_epoch > coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"Invalid coordinator epoch for producer {producer_id} in {self.topic}-{self.partition}: "
+                f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)")
+
+    def apply_marker(self, producer_id: int, producer_epoch: int, timestamp: int, coordinator_epoch: int = -1) -> None:
         """A transaction marker of `producer_id` was written: its epoch is the producer's
         current one from now on (a coordinator's fencing bump included), as Kafka's
-        ProducerStateManager does; the sequence state of an older epoch is dropped."""
+        ProducerStateManager does; the sequence state of an older epoch is dropped. Its
+        coordinator epoch is the producer's last (-1: not known, the last one stays)."""
         entry = self.entries.get(producer_id)
         if entry is None:
             entry = self.entries[producer_id] = ProducerEntry(producer_id)
@@ -265,7 +280,8 @@ class PartitionProducerState:
             entry.batches.clear()
             entry.epoch = producer_epoch
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
-        entry.coordinator_epoch = coordinator_epoch
+        if coordinator_epoch >= 0:
+            entry.coordinator_epoch = coordinator_epoch
 
     def evict_before(self, log_start_offset: int) -> int:
         """Drop producers whose last batch is below the log start (retention deleted them)."""
@@ -287,12 +303,12 @@ class PartitionProducerState:
         for i, seg in enumerate(segments):
             if i < len(segments) - 1 and seg.max_timestamp >= 0 and now_ms - seg.max_timestamp >= expiration_ms:
                 continue  # every producer last seen here has expired
-            for h, _ in scan_batches(seg.fd, 0, seg.size, verify_crc=False):
+            for h, body in scan_batches(seg.fd, 0, seg.size, verify_crc=False):
                 if h.producer_id < 0:
                     continue
                 max_pid = max(max_pid, h.producer_id)
                 if h.is_control:
-                    self.apply_marker(h.producer_id, h.producer_epoch, h.max_timestamp)
+                    self.apply_marker(h.producer_id, h.producer_epoch, h.max_timestamp, marker_coordinator_epoch(body))
                     continue
                 self.update(h, h.base_offset)
         self.evict_before(plog.log_start_offset)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
 from kcoord.storage.batch import ATTR_CONTROL, MAGIC
@@ -32,6 +32,18 @@ def marker_key(commit: bool) -> bytes:
 
 def marker_value(coordinator_epoch: int) -> bytes:
     return _hi.pack(0, coordinator_epoch)
+
+
+def marker_coordinator_epoch(batch: bytes | memoryview) -> int:
+    """The coordinator epoch of a marker batch (its one control record's value: version,
+    coordinator epoch); -1 when it cannot be read."""
+    try:
+        for r in DefaultRecordBatch(bytes(batch)):
+            if r.value is not None and len(r.value) >= _hi.size:
+                return _hi.unpack_from(r.value)[1]
+    except Exception:  # noqa: BLE001 - a marker we cannot read fences nothing
+        pass
+    return -1
 
 
 def _builder(producer_id: int, producer_epoch: int) -> DefaultRecordBatchBuilder:

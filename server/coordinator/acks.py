@@ -15,6 +15,10 @@ The writer (server/coordinator/writer.py) asks, per partition batch:
   min.insync.replicas), NOT_LEADER_OR_FOLLOWER (leadership moved), REQUEST_TIMED_OUT. With
   acks 0 or 1 nothing is waited for (False).
 
+The transaction coordinator's batches in __consumer_offsets (TxnOffsetCommit's offsets, the
+markers) go through the same object (server/txn/leader_append.py, from the group runtime's
+writer), as do the markers it writes to data partitions (with -1).
+
 The codes are the replica manager's; the shard's `append_error` (protocol/errors.py, the one
 place) maps them to what its clients see. Only a cluster node builds this
 (server/cluster/coordinators.py): on one node the writer has none and nothing changes.
@@ -48,6 +52,12 @@ class ReplicaAcks:
         self.manager = manager
         self.required_acks = required_acks
         self.min_isr = min_isr
+
+    def requiring(self, required_acks: int) -> ReplicaAcks:
+        """The same replica manager and min.insync.replicas with other required acks (the
+        transaction markers a group coordinator's partition takes are appended with -1, as
+        Kafka's WriteTxnMarkers handler appends them)."""
+        return self if required_acks == self.required_acks else ReplicaAcks(self.manager, required_acks, self.min_isr)
 
     def refused(self, replica: Any, topic: str) -> ErrorCode | None:
         if not replica.is_leader or replica.stopped:

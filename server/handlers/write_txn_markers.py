@@ -1,11 +1,13 @@
 """WriteTxnMarkers v1-v2 (Kafka's KafkaApis.handleWriteTxnMarkersRequest): a transaction
 coordinator on another node asks this node to append COMMIT / ABORT markers to partitions it
 leads (server/cluster/txn_markers.py sends them). Each partition is answered once its marker
-is written (durable here and in every ISR member: server/txn/leader_append.py), or with its
+is written (durable here and in every ISR member: server/txn/leader_append.py, acks -1), or with its
 error: NOT_LEADER_OR_FOLLOWER where this node does not lead it (the coordinator looks for the
 new leader and sends again), UNKNOWN_TOPIC_OR_PARTITION where it does not exist (the
 coordinator skips it), COORDINATOR_LOAD_IN_PROGRESS for a __consumer_offsets partition still
-loading. A __consumer_offsets marker turns the producer's pending offsets into committed ones
+loading, TRANSACTION_COORDINATOR_FENCED when the partition's producer state last saw a marker
+of that producer from a newer coordinator epoch (server/producers.py check_marker; nothing is
+appended), NOT_ENOUGH_REPLICAS when the ISR is below min.insync.replicas. A __consumer_offsets marker turns the producer's pending offsets into committed ones
 (or drops them) through the group coordinator, as a local marker does.
 """
 from __future__ import annotations

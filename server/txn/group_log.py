@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiokafka.record.default_records import DefaultRecordBatch
 
@@ -44,6 +44,7 @@ from kcoord.storage.txn_batches import build_marker, build_transactional_batch
 if TYPE_CHECKING:
     from kcoord.server.clock import Clock
     from kcoord.server.config import Config
+    from kcoord.server.coordinator.acks import ReplicaAcks
     from kcoord.server.coordinator.runtime import CoordinatorRuntime
     from kcoord.server.data_plane import DataPlane
     from kcoord.server.group.coordinator import GroupCoordinator
@@ -57,9 +58,10 @@ log = logging.getLogger("kcoord.txn")
 class GroupTxnLog:
     def __init__(self, config: Config, clock: Clock, metrics: Metrics, logs: LogManager, data_plane: DataPlane,
                  group_runtime: CoordinatorRuntime[CoordinatorRecord], coordinator: GroupCoordinator,
-                 pending: PendingTxnOffsets, replicas: Callable[[], Any] = lambda: None) -> None:
-        """replicas: the node's replica manager on a cluster node (None on one node): appends
-        are made as the partition's leader and wait for its ISR (server/txn/leader_append.py)."""
+                 pending: PendingTxnOffsets) -> None:
+        """On a cluster node appends are made as the partition's leader and acknowledged as the
+        group runtime's own (its writer's ReplicaAcks, server/txn/leader_append.py): offsets
+        with offsets.commit.required.acks, markers with -1."""
         self.clock = clock
         self.metrics = metrics
         self.logs = logs
@@ -67,26 +69,34 @@ class GroupTxnLog:
         self.group_runtime = group_runtime
         self.coordinator = coordinator
         self.pending = pending
-        self.replicas = replicas
         self.commit_timeout_s = config["offsets.commit.timeout.ms"] / 1000.0
         self.max_message_bytes = config["message.max.bytes"]
 
     # ---------------------------------------------------------------- appends
 
-    def _append(self, partition: int, data: bytearray, what: str) -> tuple[PartitionLog, int, int]:
+    def _acks(self, marker: bool) -> ReplicaAcks | None:
+        """What an append waits for: the group runtime writer's ReplicaAcks (a cluster node's;
+        None on one node), with -1 for a marker (Kafka's WriteTxnMarkers appends with -1)."""
+        acks = self.group_runtime.writer.acks
+        return acks.requiring(-1) if acks is not None and marker else acks
+
+    def _append(self, partition: int, data: bytearray, what: str,
+                acks: ReplicaAcks | None) -> tuple[PartitionLog, int, int]:
         self.group_runtime.writer.flush()  # plain commits staged before this go first
         plog = self.logs.get(OFFSETS_TOPIC, partition)
         if plog is None:
             raise OSError(f"{OFFSETS_TOPIC}-{partition} has no log")
         # the partition's transaction state sees the log as it was before this append
         self.data_plane.txns.get(OFFSETS_TOPIC, partition, plog)
-        base, last = append_as_leader(plog, data, self.replicas())
+        base, last = append_as_leader(plog, data, acks)
         log.debug("Appended %s to %s-%d at %d", what, OFFSETS_TOPIC, partition, base)
         self.data_plane.appended(OFFSETS_TOPIC, partition)
         return plog, base, last
 
-    def _when_durable(self, plog: PartitionLog, last: int, replay, done) -> None:  # noqa: ANN001
-        """replay() then done(None) once `last` is durable; done(code) on failure or timeout."""
+    def _when_durable(self, plog: PartitionLog, last: int, acks: ReplicaAcks | None, replay, done,  # noqa: ANN001
+                      mapped: Callable[[ErrorCode], ErrorCode]) -> None:
+        """replay() then done(None) once `last` is durable (and acknowledged as `acks` says);
+        done(mapped(code)) on failure or timeout, nothing replayed."""
         timeout_s = self.commit_timeout_s
         finished = False
 
@@ -97,18 +107,18 @@ class GroupTxnLog:
                 done(code)
 
         timer = asyncio.get_running_loop().call_later(
-            timeout_s, lambda: finish(coordinator_append_error(ErrorCode.REQUEST_TIMED_OUT)))
+            timeout_s, lambda: finish(mapped(ErrorCode.REQUEST_TIMED_OUT)))
 
         def on_written(code: ErrorCode | None) -> None:
             timer.cancel()
             if code is not None:
                 log.error("The batch ending at %d in %s is not written: %s", last, plog.path, code.name)
-                finish(coordinator_append_error(code))
+                finish(mapped(code))
                 return
             replay()  # the log has it, whoever still waits for the answer
             finish(None)
 
-        when_written(plog, last, self.replicas(), int(timeout_s * 1000), on_written)
+        when_written(plog, last, acks, int(timeout_s * 1000), on_written)
 
     def write_offsets(self, partition: int, producer_id: int, producer_epoch: int,
                       records: list[CoordinatorRecord]) -> Deferred[ErrorCode | None]:
@@ -121,7 +131,8 @@ class GroupTxnLog:
             if len(data) > self.max_message_bytes:
                 out.complete(ErrorCode.INVALID_COMMIT_OFFSET_SIZE)
                 return out
-            plog, base, last = self._append(partition, data, f"{len(records)} transactional offsets")
+            acks = self._acks(marker=False)
+            plog, base, last = self._append(partition, data, f"{len(records)} transactional offsets", acks)
         except Exception as e:  # noqa: BLE001 - every failure is the client's error code
             log.error("Appending transactional offsets to %s-%d failed: %r", OFFSETS_TOPIC, partition, e)
             out.complete(coordinator_append_error(error_code_of(e)))
@@ -132,7 +143,7 @@ class GroupTxnLog:
             for r in records:
                 self._add_pending(producer_id, r)
 
-        self._when_durable(plog, last, replay, out.complete)
+        self._when_durable(plog, last, acks, replay, out.complete, coordinator_append_error)
         return out
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
@@ -148,14 +159,24 @@ class GroupTxnLog:
                          else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
             return out
         try:
-            data = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, self.clock.now_ms())
-            plog, base, last = self._append(partition, data, "COMMIT marker" if commit else "ABORT marker")
+            now = self.clock.now_ms()
+            plog = self.logs.get(OFFSETS_TOPIC, partition)
+            producers = None if plog is None else self.data_plane.producers.get(OFFSETS_TOPIC, partition, plog, now)
+            if producers is not None:  # TRANSACTION_COORDINATOR_FENCED, as a data partition's
+                producers.check_marker(producer_id, coordinator_epoch)
+            data = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
+            acks = self._acks(marker=True)
+            plog, base, last = self._append(partition, data, "COMMIT marker" if commit else "ABORT marker", acks)
+            if producers is not None:
+                producers.apply_marker(producer_id, producer_epoch, now, coordinator_epoch)
         except Exception as e:  # noqa: BLE001 - the marker writer retries
             log.error("Appending a marker to %s-%d failed: %r", OFFSETS_TOPIC, partition, e)
             out.complete(error_code_of(e))
             return out
         self.data_plane.txns.get(OFFSETS_TOPIC, partition, plog).on_marker(plog, producer_id, commit, base)
-        self._when_durable(plog, last, lambda: self.replay_marker(partition, producer_id, commit), out.complete)
+        # the marker writer sees the replica manager's codes, as from a data partition's marker
+        self._when_durable(plog, last, acks, lambda: self.replay_marker(partition, producer_id, commit),
+                           out.complete, lambda code: code)
         return out
 
     # ---------------------------------------------------------------- replay

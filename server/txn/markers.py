@@ -67,10 +67,10 @@ class MarkerWriter:
     def __init__(self, clock: Clock, topics: TopicRegistry, logs: LogManager, data_plane: DataPlane,
                  group_log: GroupTxnLog, coordinator: TransactionCoordinator,
                  runtime: CoordinatorRuntime[Any], counters: TxnCounters,
-                 cluster: Callable[[], Any] = lambda: None, replicas: Callable[[], Any] = lambda: None,
-                 timeout_ms: int = 30000) -> None:
-        """cluster: the node's ClusterNode on a cluster node, else None; replicas: its replica
-        manager (None on one node); timeout_ms: how long a marker waits for the ISR."""
+                 cluster: Callable[[], Any] = lambda: None, timeout_ms: int = 30000) -> None:
+        """cluster: the node's ClusterNode on a cluster node, else None; timeout_ms: how long a
+        marker waits for the ISR. A marker to a data partition is appended with acks -1 through
+        the transaction runtime's ReplicaAcks (its writer's `acks`, set on a cluster node only)."""
         self.clock = clock
         self.topics = topics
         self.logs = logs
@@ -80,7 +80,6 @@ class MarkerWriter:
         self.runtime = runtime
         self.counters = counters
         self.cluster = cluster
-        self.replicas = replicas
         self.timeout_ms = timeout_ms
         self.in_flight: set[asyncio.Task[None]] = set()
         self._channel: Any = None  # server/cluster/txn_markers.py, built at the first cluster job
@@ -213,12 +212,14 @@ class MarkerWriter:
         now = self.clock.now_ms()
         txns = dp.txns.get(topic_name, p, plog)
         producers = dp.producers.get(topic_name, p, plog, now)
+        producers.check_marker(producer_id, coordinator_epoch)  # TRANSACTION_COORDINATOR_FENCED
         data = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
-        base, last = append_as_leader(plog, data, self.replicas())
+        acks = self.runtime.writer.acks  # -1, as the transaction coordinator's own appends
+        base, last = append_as_leader(plog, data, acks)
         txns.on_marker(plog, producer_id, commit, base)
-        producers.apply_marker(producer_id, producer_epoch, now)
+        producers.apply_marker(producer_id, producer_epoch, now, coordinator_epoch)
         dp.appended(topic_name, p)
-        when_written(plog, last, self.replicas(), self.timeout_ms, done.complete)
+        when_written(plog, last, acks, self.timeout_ms, done.complete)
 
     def close(self) -> None:
         """Close the channel's connections to other nodes (the server stops)."""

@@ -43,7 +43,7 @@ class TxnService:
 
     def __init__(self, config: Config, clock: Clock, logs: LogManager, topics: TopicRegistry,
                  create_topic: Callable[..., Topic], data_plane: DataPlane, group_log: GroupTxnLog,
-                 cluster: Callable[[], Any] = lambda: None, replicas: Callable[[], Any] = lambda: None) -> None:
+                 cluster: Callable[[], Any] = lambda: None) -> None:
         cfg = self.config = config
         self.topics = topics
         self.cluster = cluster  # the node's ClusterNode on a cluster node: its controller creates the topic
@@ -65,7 +65,7 @@ class TxnService:
                                           # followers' fetches (and kcat) parked on the partition wake
                                           on_append=lambda p: data_plane.appended(TXN_TOPIC, p))
         self.markers = MarkerWriter(clock, topics, logs, data_plane, group_log, coordinator, self.runtime,
-                                    self.counters, cluster, replicas, cfg["request.timeout.ms"])
+                                    self.counters, cluster, cfg["request.timeout.ms"])
         self.coordinator.set_marker_writer(self.markers)
         self.loaded = False  # __transaction_state's records are replayed (or there are none)
         if topics.get(TXN_TOPIC) is not None:
