@@ -41,6 +41,7 @@ pytestmark = pytest.mark.integration
 
 OFFSETS = "__consumer_offsets"
 PARTITIONS = 4
+COMMIT_TIMEOUT_S = 5.0  # offsets.commit.timeout.ms, Kafka's default
 MEMBERS_S = 120.0  # members joining, balancing, catching up, on a shared machine
 
 
@@ -86,6 +87,24 @@ def committed_offsets(cluster, group: str, topic: str) -> dict[int, int]:
              OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=False), 7)
     assert r.error_code == 0, r
     return {q.partition_index: q.committed_offset for t in r.topics if t.name == topic for q in t.partitions}
+
+
+def settled_committed(cluster, group: str, topic: str) -> dict[int, int]:
+    """The committed offsets once a commit the members sent before their SIGKILL can no longer
+    land: such a commit is answered, or fails, within offsets.commit.timeout.ms (5 s), so the
+    offsets are settled when they stay the same for longer than that."""
+    window = COMMIT_TIMEOUT_S + 1.0
+    last, since = committed_offsets(cluster, group, topic), time.monotonic()
+
+    def settled() -> dict[int, int] | None:
+        nonlocal last, since
+        now = committed_offsets(cluster, group, topic)
+        if now != last:
+            last, since = now, time.monotonic()
+            return None
+        return now if time.monotonic() - since > window else None
+
+    return wait_for(settled, MEMBERS_S, "the group's committed offsets to settle", interval=0.5)
 
 
 def end_offsets(cluster, topic: str) -> dict[int, int]:
@@ -159,7 +178,7 @@ def settle_and_check(cluster, kind: tuple[str, str], members: list[Background], 
     assert not rewound, f"records below acknowledged commits {before} delivered again: {rewound[:10]}"
     for m in members:
         m.kill()
-    committed = committed_offsets(cluster, group, topic)
+    committed = settled_committed(cluster, group, topic)
     acked = acknowledged(members, time.time())
     # every acknowledged commit survived (a commit in flight at the members' SIGKILL may be higher)
     assert all(committed.get(p, -1) >= o for p, o in acked.items()), (committed, acked)
