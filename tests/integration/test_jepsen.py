@@ -9,7 +9,7 @@ Workloads, all at once, for KCOORD_JEPSEN_SECONDS (300 unless set; longer on dem
   librdkafka, roundrobin) and the consumer protocol (KIP-848: Java kafka-clients 4.3 and
   librdkafka), each member committing synchronously after every batch (tests/clientlib.py);
 - a transactional consume-transform-produce loop (TxnCopier.java, read_committed) copying the
-  topic, when TRANSACTIONS is on (see there).
+  topic (on unless KCOORD_JEPSEN_TRANSACTIONS=0).
 
 The nemesis (seeded, the seed printed; KCOORD_JEPSEN_SEED repeats a run) picks at random: SIGKILL
 the leader of a workload partition, the node coordinating one of the groups, the controller (or,
@@ -47,11 +47,9 @@ pytestmark = pytest.mark.integration
 
 SECONDS = float(os.environ.get("KCOORD_JEPSEN_SECONDS", "300"))
 SEED = int(os.environ.get("KCOORD_JEPSEN_SEED", str(random.SystemRandom().randrange(2**32))))
-# The one switch for the transactional workload. Off: the transaction coordinator does not
-# follow __transaction_state leadership on a cluster yet (docs/cluster.md, "Coordinators"), so
-# the copier is not run and nothing about transactions is claimed. KCOORD_JEPSEN_TRANSACTIONS=1
-# turns it on (the copier runs, the nemesis also kills its coordinator, the copy is checked).
-TRANSACTIONS = os.environ.get("KCOORD_JEPSEN_TRANSACTIONS", "0") == "1"
+# The one switch for the transactional workload, on unless KCOORD_JEPSEN_TRANSACTIONS=0: the
+# copier runs, the nemesis also kills its coordinator, and the read_committed copy is checked.
+TRANSACTIONS = os.environ.get("KCOORD_JEPSEN_TRANSACTIONS", "1") != "0"
 
 TOPIC, OUT = "jepsen", "jepsen-out"
 PARTITIONS = 6
