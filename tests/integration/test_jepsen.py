@@ -384,9 +384,6 @@ def test_jepsen(kcoord_cluster_factory, tmp_path):
           f"transactions {'on' if TRANSACTIONS else 'off'}, cut-off {'on' if NETNS else 'off'}")
     cluster = kcoord_cluster_factory(3, overrides=SERVER, netns=NETNS)
     run = Run(cluster, tmp_path)
-    # every node's metadata names all three (registered is not yet known to each node's cache)
-    wait_for(lambda: all(len(metadata(n.bootstrap, []).brokers) == 3 for n in cluster.nodes.values()),
-             RECOVER_S, "every node's Metadata naming three brokers")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     new = [NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"}) for t in [TOPIC, *([OUT] if TRANSACTIONS else [])]]
     for f in admin.create_topics(new, request_timeout=60).values():
