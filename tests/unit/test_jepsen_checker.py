@@ -146,3 +146,13 @@ def test_a_graceful_stop_that_had_to_be_killed_is_reported():
     assert check(h, final).valid
     h.record("nemesis", "stop", {"fault": "restart-graceful", "node": 1, "exit": -9})
     assert kinds(check(h, final)) == ["stop-hung"]
+
+
+def test_a_cut_off_counts_as_a_fault_and_its_heal_does_not():
+    h, final = clean()
+    h.record("nemesis", "cut-off", 2)
+    h.record("nemesis", "heal", 2)
+    h.record("nemesis", "start", 1)
+    r = check(h, final)
+    assert r.valid, r.summary()
+    assert r.counts["faults"] == 2

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from kcoord.testing.jepsen.history import History, Op
 
 CLIENT_OPS = ("send", "commit", "txn")
-FAULTS = ("kill", "stop", "start")
+FAULTS = ("kill", "stop", "cut-off")  # a nemesis operation that begins a fault (start, heal end one)
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def check(history: History, final: Final) -> Report:
     ops: list[Op] = history.ops
     result = {
         "operations": sum(1 for op in ops if op.type == "invoke" and op.f in CLIENT_OPS),
-        "faults": sum(1 for op in ops if op.type == "ok" and op.f in ("kill", "stop")),
+        "faults": sum(1 for op in ops if op.type == "ok" and op.f in FAULTS),
         **counts,
         "commits acknowledged": commits_ok,
         "observations": sum(1 for op in ops if op.type == "ok" and op.f in ("leader", "coordinator")),
