@@ -12,6 +12,7 @@ import logging
 import os
 import resource
 import signal
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -248,5 +249,18 @@ def _halt_if_no_log_dir_left(loop: asyncio.AbstractEventLoop, failures: LogDirFa
 
 
 def serve(config: Config) -> int:
+    """Run the server until SIGTERM / SIGINT; once it has stopped in order (every log flushed
+    and closed, "kcoord shut down" logged) the process exits at once: a call still waiting in a
+    worker thread (a ZooKeeper request or reconnection, a name lookup) holds nothing that must
+    reach the disk, and must not hold the exit (asyncio's own shutdown would wait for it)."""
     setup_logging(config["log.level"])
-    return uvloop.run(_serve(config))
+    loop = uvloop.new_event_loop()
+    asyncio.set_event_loop(loop)
+    rc = loop.run_until_complete(_serve(config))
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(rc)
