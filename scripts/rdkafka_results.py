@@ -191,6 +191,7 @@ class Row:
     reason: str = ""                # why, in kcoord's terms (tests/rdkafka/suite.toml)
     owner: str = ""                 # the issue/helper whose work it waits for, if any
     kafka_differs: str = ""         # evidence when the suite expects what Kafka would not do
+    brokers: int = 1                # the nodes of the kcoord it ran against (3: a cluster)
 
     @property
     def passing(self) -> bool:

@@ -10,6 +10,8 @@ loopback ports. `kcoord cluster` runs one for a person; the pytest plugin's
     cluster.start(2)             start it again and wait until it is registered
     cluster.controller()         the broker id in /controller (-1: none)
     cluster.state("t", 0)        /brokers/topics/t/partitions/0/state as a dict (None: absent)
+
+Settings: `overrides` for every node, `node_overrides={id: {...}}` for one node (its listeners, say).
     cluster.close()
 """
 from __future__ import annotations
@@ -46,7 +48,8 @@ class KcoordCluster:
     def __init__(self, directory: Path, nodes: int = 3, zookeeper: str | None = None,
                  overrides: dict[str, str] | None = None, session_timeout_ms: int = 6000,
                  racks: dict[int, str] | None = None, control: bool = False, first_id: int = 1,
-                 ports: dict[int, int] | None = None) -> None:
+                 ports: dict[int, int] | None = None,
+                 node_overrides: dict[int, dict[str, str]] | None = None) -> None:
         self.directory = Path(directory)
         self.count = nodes
         self.session_timeout_ms = session_timeout_ms
@@ -58,6 +61,7 @@ class KcoordCluster:
         self.control = control
         self.ids = list(range(first_id, first_id + nodes))
         self.ports = dict(ports or {})
+        self.node_overrides = {i: dict(o) for i, o in (node_overrides or {}).items()}  # one node's own settings
         self.nodes: dict[int, KcoordProcess] = {}
 
     # ---- ZooKeeper
@@ -126,6 +130,7 @@ class KcoordCluster:
                 "offsets.topic.replication.factor": str(min(3, self.count)),
                 **({"broker.rack": self.racks[i]} if i in self.racks else {}),
                 **self.overrides,
+                **self.node_overrides.get(i, {}),
             }
             self.nodes[i] = KcoordProcess(self.directory / f"node-{i}" / "data", port=self.ports.get(i),
                                           overrides=overrides, control=self.control)
