@@ -408,6 +408,18 @@ def select(tests: list[res.SuiteTest], excluded: dict[str, str], only: set[str] 
     return list(units.values())
 
 
+def configure(units: list[Unit], conf: dict) -> list[Unit]:
+    """Each unit's time limit, client security.protocol, log cleaner and number of brokers, from
+    suite.toml's [time_limit], [security], [cleaner] and [cluster]."""
+    cluster = conf.get("cluster", {})
+    for u in units:
+        u.time_limit = int(conf.get("time_limit", {}).get(u.id, TIME_LIMIT))
+        u.security = conf.get("security", {}).get(u.id, "PLAINTEXT")
+        u.cleaner = u.id in conf.get("cleaner", {}).get("ids", [])
+        u.brokers = int(cluster.get("nodes", 3)) if u.id in cluster.get("ids", []) else 1
+    return units
+
+
 def excluded_tests(tests: list[res.SuiteTest], conf: dict) -> dict[str, str]:
     """test name -> why it is not run: the ones librdkafka itself marks, and suite.toml's."""
     out = {}
@@ -530,16 +542,11 @@ def run(args: argparse.Namespace) -> int:
     group_tests = None
     if args.group_protocol == "consumer":
         group_tests = {t.id for t in tests if not t.local and uses_groups(BUILD, t.id)}
-    units = select(tests, excluded, only, group_tests)
-    cluster_conf = conf.get("cluster", {})
+    units = configure(select(tests, excluded, only, group_tests), conf)
     if args.no_cluster:
-        units = [u for u in units if u.id not in cluster_conf.get("ids", [])]
-    for u in units:
-        u.time_limit = int(conf.get("time_limit", {}).get(u.id, TIME_LIMIT))
-        u.security = conf.get("security", {}).get(u.id, "PLAINTEXT")
-        u.cleaner = u.id in conf.get("cleaner", {}).get("ids", [])
-        u.brokers = int(cluster_conf.get("nodes", 3)) if u.id in cluster_conf.get("ids", []) else 1
-    out = (args.out or OUT) / args.group_protocol
+        units = [u for u in units if u.brokers == 1]
+    cluster_conf = conf.get("cluster", {})
+    out = (args.out.resolve() if args.out else OUT) / args.group_protocol
     shutil.rmtree(out, ignore_errors=True)
     logs = out / "logs"
     logs.mkdir(parents=True)
@@ -686,12 +693,14 @@ def doc_section(protocol: str) -> str:
     data = json.loads(COMMITTED[protocol].read_text())
     rows = [res.Row(**t) for t in data["tests"]]
     # Reasons are re-read from suite.toml so a diagnosis can be written after the run.
-    diagnoses = load_suite_toml().get("diagnosis", {})
+    conf = load_suite_toml()
+    diagnoses = conf.get("diagnosis", {})
     for r in rows:
         d = diagnosis(diagnoses, r.name, protocol)
         if not r.passing and d:
             r.reason, r.owner, r.kafka_differs = d.get("reason", ""), d.get("owner", ""), d.get("kafka_differs", "")
-    return res.render_markdown(data["meta"], rows, data["excluded"])
+    notes = {name: n for name, n in conf.get("note", {}).items() if isinstance(n, str)}
+    return res.render_markdown(data["meta"], rows, data["excluded"], notes)
 
 
 def update_doc(protocol: str, check: bool = False) -> int:
