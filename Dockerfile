@@ -2,6 +2,7 @@
 #   docker build -t kcoord --target kcoord .                        the server
 #   docker build -t kcoord-compactor --target compactor .           the Spark compaction sidecar
 #   docker build -t kcoord-demo-python --target demo-python .       the Python demo clients
+# ZooKeeper for the three-node docker-compose.cluster.yml: docker/zookeeper/Dockerfile.
 # BASE / COMPACTOR_BASE: any Debian-like image with python3 and its venv module (default
 # python:3.12-slim). The compactor installs a Java runtime unless its base has one.
 # Offline builds: --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS=/src/wheels with the

@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
 
-.PHONY: setup test-setup clients zookeeper-setup docker-setup bytecode rdkafka-setup rdkafka-suite run test test-loaded unit integration docker-test bench lint up down clean
+.PHONY: setup test-setup clients zookeeper-setup docker-setup bytecode rdkafka-setup rdkafka-suite run test test-loaded unit integration docker-test bench lint up down cluster-up cluster-down clean
 
 # The server alone: what `make run` needs.
 setup: $(STAMP)
@@ -91,6 +91,13 @@ up:
 
 down:
 	$(COMPOSE) down
+
+# Three nodes and ZooKeeper (docker-compose.cluster.yml; localhost:9092-9094).
+cluster-up:
+	$(COMPOSE) -f docker-compose.cluster.yml up -d --build
+
+cluster-down:
+	$(COMPOSE) -f docker-compose.cluster.yml down
 
 lint: test-setup
 	$(BIN)/ruff check protocol server storage sidecar tests bench scripts examples

@@ -139,7 +139,7 @@ async def run(n):
     await broker.start()
     broker.start_background()
     await asyncio.wait_for(broker._background[0], 60)
-    conn = KafkaConnection(broker, Dispatcher(broker), 100 << 20, 500, None)
+    conn = KafkaConnection(broker.connections, Dispatcher(broker), 100 << 20, 500, None)
     raw = Raw()
     conn.connection_made(raw)
     req = encode(HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None), 4)

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kcoord.server.app import Server  # noqa: E402
 from kcoord.server.cluster.partition_state import PartitionState  # noqa: E402
 from kcoord.server.config import Config  # noqa: E402
+from kcoord.server.node import replica_manager_for  # noqa: E402
 from kcoord.server.replication.replica_manager import ReplicationSettings  # noqa: E402
-from kcoord.server.replication.wiring import replica_manager_for  # noqa: E402
 
 TOPIC = "bench-rep"
 

@@ -386,7 +386,7 @@ def tls_cpu(work: Path, n: int = 30000) -> None:
         disp = Dispatcher(broker)
         req = frame(HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None), 4)
         raw = Raw()
-        conn = KafkaConnection(broker, disp, 100 << 20, 500, None)
+        conn = KafkaConnection(broker.connections, disp, 100 << 20, 500, None)
         conn.connection_made(raw)
         for _ in range(1000):
             conn.data_received(req)
@@ -398,7 +398,7 @@ def tls_cpu(work: Path, n: int = 30000) -> None:
         sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         sctx.load_cert_chain(str(keystore))
         raw2 = Raw()
-        tls = TlsProtocol(sctx, KafkaConnection(broker, disp, 100 << 20, 500, None))
+        tls = TlsProtocol(sctx, KafkaConnection(broker.connections, disp, 100 << 20, 500, None))
         tls.connection_made(raw2)
         inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
         client = ssl.create_default_context(cafile=str(ca)).wrap_bio(inc, out, server_hostname="127.0.0.1")

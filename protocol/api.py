@@ -47,6 +47,7 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
@@ -247,6 +248,8 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", _KP + "producer.transaction", 0, 5),
         ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", _KP + "producer.transaction", 0, 4),
         ApiSpec(ApiKey.END_TXN, "EndTxn", _KP + "producer.transaction", 0, 5),
+        # between brokers: a transaction coordinator's markers to partition leaders on other nodes
+        ApiSpec(ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", _KP + "producer.transaction", 1, 2),
         ApiSpec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", _KP + "producer.transaction", 0, 5),
         ApiSpec(ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", _KP + "admin.transactions", 0, 0),
         ApiSpec(ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", _KP + "admin.transactions", 0, 0),

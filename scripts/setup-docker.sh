@@ -57,10 +57,15 @@ base() {
 }
 
 # The server's base: Python and venv. The compactor's: also a Java runtime for Spark, and ps.
+# ZooKeeper's (docker-compose.cluster.yml): Debian's ZooKeeper (libzookeeper-java, the server's
+# jars from the zookeeper source package, whose `zookeeper` binary package adds only scripts and
+# a GUI and needs the full default-jre) and a headless Java runtime.
 mkdir -p .cache/docker
 # The tests read which tarball is which from .cache/docker/bases ("name tarball" lines) and
 # import each as the image name:<key>.
 server=$(base kcoord-base "python3,python3-venv")
 compactor=$(base kcoord-jre-base "python3,python3-venv,openjdk-17-jre-headless,procps")
-printf 'kcoord-base %s\nkcoord-jre-base %s\n' "$server" "$compactor" >.cache/docker/bases.part
+zookeeper=$(base kcoord-zookeeper-base "openjdk-17-jre-headless,libzookeeper-java,libslf4j-java")
+printf 'kcoord-base %s\nkcoord-jre-base %s\nkcoord-zookeeper-base %s\n' "$server" "$compactor" "$zookeeper" \
+  >.cache/docker/bases.part
 mv .cache/docker/bases.part .cache/docker/bases

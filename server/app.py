@@ -21,11 +21,16 @@ import uvloop
 
 from kcoord.server.broker import Broker, LogDirLocked
 from kcoord.server.config import Config
-from kcoord.server.connection import KafkaConnection
 from kcoord.server.dispatch import Dispatcher
 from kcoord.server.listeners import Listener, listener_specs
 from kcoord.server.metrics import start_metrics_server
-from kcoord.server.security.setup import build_listener
+from kcoord.server.node import (
+    configured_listener,
+    connection_factory,
+    control_plane,
+    start_cluster_node,
+    virtual_cluster,
+)
 from kcoord.storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("kcoord.server")
@@ -95,11 +100,9 @@ class Server:
         control_at = self.config["kcoord.control.listener"]
         virtual = self.config["kcoord.virtual.brokers"]
         if control_at or virtual > 1:  # before the Kafka listeners: every connection's first request is seen
-            from kcoord.server.control.plane import ControlPlane
-
-            self.control = ControlPlane(self)
+            self.control = control_plane(self.broker, self.dispatcher, lambda: self.bound)
         for spec in listener_specs(self.config):
-            await self.serve_listener(build_listener(spec, self.config, self.broker))
+            await self.serve_listener(configured_listener(spec, self.broker))
         metrics_at = self.config["kcoord.metrics.listener"]
         if metrics_at:
             parts = urlsplit(metrics_at if "//" in metrics_at else "http://" + metrics_at)
@@ -109,13 +112,15 @@ class Server:
             self.metrics_bound = srv.sockets[0].getsockname()[:2]
             log.info("Prometheus metrics on http://%s:%d/metrics", *self.metrics_bound)
         if virtual > 1:
-            await self.control.start_virtual(virtual)
+            configured = list(self.listeners)
+            bound = {addr for lst in configured for addr in lst.bound}
+            servers = [srv for srv in self._servers if any(s.getsockname()[:2] in bound for s in srv.sockets)]
+            await self.control.start_virtual(virtual_cluster(self.broker, virtual, self.control.state, configured,
+                                                             servers, self.rebind))
         if control_at:  # last: once it answers, every listener is up
             await self._start_control_http(control_at)
-        if self.config["zookeeper.connect"]:  # a cluster node (docs/cluster.md); imported only then
-            from kcoord.server.cluster.builder import start_cluster
-
-            await start_cluster(self.config, self.broker, self.listeners)
+        if self.config["zookeeper.connect"]:  # a cluster node (docs/cluster.md); its code is imported only then
+            await start_cluster_node(self.broker, list(self.listeners))
         self.broker.start_background()
         log.info("kcoord listening on %s", ", ".join(lst.describe() for lst in self.listeners))
 
@@ -123,11 +128,8 @@ class Server:
         """Bind one listener and serve Kafka connections on it (its `bound` addresses are filled
         in); usable for listeners beyond the configured ones."""
         loop = asyncio.get_running_loop()
-        max_bytes = self.config["socket.request.max.bytes"]
-        max_queued = self.config["queued.max.requests"]
-        def connection() -> KafkaConnection:
-            return KafkaConnection(self.broker, self.dispatcher, max_bytes, max_queued, listener)
-
+        connection = connection_factory(self.broker, self.dispatcher, listener,
+                                        self.control.intercept if self.control is not None else None)
         factory: Callable[[], asyncio.BaseProtocol] = connection
         if listener.ssl_context is not None:  # the TLS handshake first, then the Kafka protocol
             from kcoord.server.security.tls_transport import tls_protocol_factory
@@ -147,6 +149,19 @@ class Server:
             self.bound.append(addr)
         self.listeners.append(listener)
         return listener
+
+    async def rebind(self, listener: Listener) -> list[asyncio.base_events.Server]:
+        """Serve a listener again (a virtual broker's, server/virtual/), forgetting the addresses
+        it had; returns its asyncio servers."""
+        for addr in listener.bound:
+            if addr in self.bound:
+                self.bound.remove(addr)
+        listener.bound.clear()
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+        before = len(self._servers)
+        await self.serve_listener(listener)
+        return self._servers[before:]
 
     async def _start_control_http(self, url: str) -> None:
         """The control API's HTTP listener (server/control/): imported only when it is on."""

@@ -13,13 +13,14 @@ import fcntl
 import gc
 import logging
 import os
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kcoord.protocol.topics import TXN_TOPIC
 from kcoord.server.clock import SystemClock
 from kcoord.server.config import Config
 from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.connections import Connections
 from kcoord.server.group_configs import GroupConfigs
 from kcoord.server.metrics import Metrics
 from kcoord.server.node import Parts, build_parts, start_group_runtime
@@ -28,9 +29,6 @@ from kcoord.server.security.state import SecurityState
 from kcoord.server.topic_deletion import TopicDeleter
 from kcoord.server.topics import Topic, TopicRegistry, load_or_create_meta
 from kcoord.storage.log_manager import LogManager
-
-if TYPE_CHECKING:
-    from kcoord.server.connection import KafkaConnection
 
 log = logging.getLogger("kcoord.broker")
 
@@ -48,11 +46,10 @@ class Broker:
         self.config = config
         self.log_dir = config.log_dir
         self.cluster_id = ""
-        self.connections: set[KafkaConnection] = set()
+        self.connections = Connections(config)  # admitted and released by each connection (server/connections.py)
         self.metrics = Metrics()
         self.security = SecurityState(config)  # SCRAM credentials, the ACL authorizer
         self.quotas = QuotaManager(config, self.log_dir)  # client quotas (server/quotas/)
-        self._per_ip: dict[str, int] = {}
         self.clock = SystemClock()
         # the parts of the log directory's state (open_state); the three below are its
         # eager parts, kept here for the tools and tests that read them
@@ -89,6 +86,56 @@ class Broker:
         for told in self.on_open:
             told(parts)
 
+    def reset(self) -> dict[str, int]:
+        """Back to a new server without a restart (the control API's reset,
+        server/control/reset.py): every connection closed, the parts' work stopped, the
+        directory emptied, the parts built anew. Returns what was dropped. Runs on the event
+        loop, between requests, so no request sees half of it."""
+        from kcoord.server.control.reset import empty_log_dir
+
+        started = time.perf_counter()
+        # the parts a new server builds at their first use may not exist
+        parts = self.parts
+        coordinator, runtime, txn = parts.coordinator.built(), parts.runtime.built(), parts.txn.built()
+        dropped = {"topics": sum(1 for t in parts.topics.topics.values() if not t.internal),
+                   "groups": sum(1 for g in coordinator.groups() if not g.is_dead()) if coordinator is not None else 0,
+                   "connections": len(self.connections)}
+        for conn in list(self.connections):
+            conn.close()
+        self.stop_background()
+        parts.deleter.stop()
+        if runtime is not None:
+            runtime.stop_tasks()
+        # every timer of the old state (sessions, joins, long polls, commit timeouts) becomes a no-op
+        self.clock.close()
+        self.clock = SystemClock()
+        for name in set(parts.configs.cluster) | set(parts.configs.node):
+            self.config.apply(name, None)  # dynamic broker configs (AlterConfigs) go with the state
+        # the transaction coordinator's marker writes and periodic tasks stop before they can
+        # touch the new state; the rest of its stop (waiting for its writes) runs on its own
+        if txn is not None:
+            for task in list(txn.markers.in_flight):
+                task.cancel()
+            asyncio.ensure_future(txn.stop())
+        # writes staged this loop turn go to the old logs now (their answers go nowhere: the
+        # connections are closed); fsync rounds in flight use their own file descriptors
+        if runtime is not None:
+            runtime.writer.flush()
+        if txn is not None:
+            txn.runtime.writer.flush()
+        parts.logs.discard()
+        empty_log_dir(self.log_dir)
+        self.quotas.reset()  # client quotas go with the state (their file is removed above)
+        self.metrics = Metrics()
+        self.open_state()
+        # a server that is reset many times must not keep every earlier state frozen out of the
+        # garbage collector (start-up freezes what it loaded)
+        gc.unfreeze()
+        self.start_background(freeze=False)  # its load finishes, then removes the -delete directories
+        log.info("Reset: dropped %d topics, %d groups, %d connections in %.1f ms", dropped["topics"],
+                 dropped["groups"], dropped["connections"], (time.perf_counter() - started) * 1000)
+        return dropped
+
     def loading_future(self) -> asyncio.Future[None] | None:
         """__consumer_offsets' load, once start_background ran (None before)."""
         return self._loading
@@ -117,78 +164,14 @@ class Broker:
             loading.add_done_callback(lambda _: gc.freeze())
         self._loading = loading
         self._background.append(loading)  # first: tests and tools await the load through it
-        self._background.append(asyncio.ensure_future(self._adopt_swaps_after(loading)))
         self._background.append(asyncio.ensure_future(parts.deleter.finish_all_after(loading)))
-        self._background.append(asyncio.ensure_future(self._topic_retention()))
-        self._background.append(asyncio.ensure_future(self._log_flush()))
+        for loop in parts.loops:  # retention, flush.ms, compaction hand-off (server/node.py)
+            self._background.append(asyncio.ensure_future(loop(loading)))
         if runtime is not None:
             start_group_runtime(self.config, self.metrics, runtime)
         txn = parts.txn.built()
         if txn is not None:
             self._background.append(asyncio.ensure_future(txn.run(loading)))
-
-    async def _topic_retention(self) -> None:
-        """Topics' retention.ms / retention.bytes, every log.retention.check.interval.ms
-        (server/data_plane.py: its code loads at the first pass)."""
-        await asyncio.sleep(self.config["log.retention.check.interval.ms"] / 1000.0)
-        from kcoord.server.data_plane import topic_retention_loop
-
-        await topic_retention_loop(self)
-
-    async def _log_flush(self) -> None:
-        """flush.ms: data partitions' time-based flushes (server/log_flush.py)."""
-        from kcoord.server.log_flush import log_flush_loop
-
-        await log_flush_loop(self)
-
-    async def _adopt_swaps_after(self, loading: asyncio.Future[None]) -> None:
-        """Once __consumer_offsets is loaded, keep putting in place the segments the
-        compaction sidecar commits (storage/swap.py) for every topic whose cleanup.policy has
-        `compact`, __transaction_state's once it is loaded too. Not while loading: the loaders
-        read segments across awaits."""
-        await loading
-        interval = self.config["kcoord.compaction.handoff.check.ms"] / 1000
-        while True:
-            await asyncio.sleep(interval)
-            assert self.logs is not None
-            for topic in list(self.topics.topics.values()):
-                partitions = self.logs.partitions(topic.name)  # those with a log
-                txn = self.parts.txn.built()
-                if not partitions or (topic.name == TXN_TOPIC and (txn is None or not txn.loaded)):
-                    continue
-                from kcoord.server.data_plane import cleanup_policy
-
-                if "compact" not in cleanup_policy(self, topic):
-                    continue
-                for p in partitions:
-                    plog = self.logs.existing(topic.name, p)
-                    if plog is None:
-                        continue
-                    try:
-                        plog.adopt_swaps()
-                    except OSError as e:  # the old segments stay in place: nothing is lost
-                        log.error("Could not swap in compacted segments of %s: %s", plog.path, e)
-
-    def admit(self, conn: KafkaConnection) -> str | None:
-        """Count a new connection, or say why it is refused (max.connections,
-        max.connections.per.ip, as Kafka's SocketServer does)."""
-        if len(self.connections) >= self.config["max.connections"]:
-            return f"the broker has the configured maximum of {self.config['max.connections']} connections"
-        n = self._per_ip.get(conn.host, 0)
-        if n >= self.config["max.connections.per.ip"]:
-            return f"{conn.host} has the configured maximum of {self.config['max.connections.per.ip']} connections"
-        self._per_ip[conn.host] = n + 1
-        self.connections.add(conn)
-        return None
-
-    def release(self, conn: KafkaConnection) -> None:
-        if conn in self.connections:
-            self.connections.discard(conn)
-            n = self._per_ip.get(conn.host, 1) - 1
-            if n > 0:
-                self._per_ip[conn.host] = n
-            else:
-                self._per_ip.pop(conn.host, None)
 
     def _lock_log_dir(self) -> None:
         """Kafka's `.lock`: one server per log directory (the compactor checks it too)."""

@@ -62,6 +62,50 @@ class ConfigState:
     logs: LogManager
     group_configs: GroupConfigs  # the GROUP config resource (server/group_configs.py)
 
+class TopicsForConfigs:
+    """The topics the config APIs see. On a cluster node (`cluster()` set) every topic of the
+    cluster, with the configs /config/topics holds (the node's own registry object when it
+    hosts the topic: its configs follow the same changes); else the node's registry. `.topics`
+    and `save` are the registry's (what a commit changes is always the node's own)."""
+
+    def __init__(self, registry: TopicRegistry, cluster: Any) -> None:
+        self.registry = registry
+        self.cluster = cluster
+
+    def get(self, name: str) -> Any:
+        node = self.cluster()
+        if node is None:
+            return self.registry.get(name)
+        t = node.topic(name)
+        if t is None:
+            return None
+        local = self.registry.get(name)
+        if local is not None and local.topic_id == t.topic_id:
+            return local
+        from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+        from kcoord.server.topics import Topic
+
+        return Topic(name, t.topic_id, t.partitions, dict(node.cache.topic_configs.get(name, {})),
+                     name in (OFFSETS_TOPIC, TXN_TOPIC))
+
+    @property
+    def topics(self) -> dict[str, Any]:
+        return self.registry.topics
+
+    def save(self) -> None:
+        self.registry.save()
+
+
+def cluster_change(plan: Plan) -> tuple[str, str] | None:
+    """Where a plan goes on a cluster (server/cluster/config_changes.py): ("topics", T) or
+    ("brokers", id | "<default>"); None for what stays on the node (GROUP)."""
+    if plan.type == ResourceType.TOPIC:
+        return "topics", plan.name
+    if plan.type == ResourceType.BROKER:
+        return "brokers", plan.name or "<default>"
+    return None
+
+
 def _invalid_request(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST, message)
 

@@ -394,6 +394,8 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
        "batch even if larger).", at_least(0)),
     _b("replica.fetch.backoff.ms", INT, 1000, "Pause of a follower's fetcher after an error.", at_least(0)),
     _b("replica.socket.timeout.ms", INT, 30000, "Timeout of a follower's requests to its leader.", at_least(1)),
+    _b("replica.high.watermark.checkpoint.interval.ms", L, 5000, "How often the high watermarks are written to "
+       "replication-offset-checkpoint.", at_least(1)),
     _b("zookeeper.connect", S, None, "ZooKeeper connection string (host:port,...[/chroot]); unset: one node, "
        "no cluster."),
     _b("zookeeper.session.timeout.ms", INT, 18000, "ZooKeeper session timeout: a node silent this long is gone."),
@@ -403,6 +405,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     _b("inter.broker.listener.name", S, None, "Listener the brokers use between themselves; the first when null."),
     _b("offsets.topic.replication.factor", INT, 3, "Replication factor of __consumer_offsets (a cluster creates "
        "it once this many brokers are up).", at_least(1)),
+    _b("transaction.state.log.replication.factor", INT, 3, "Replication factor of __transaction_state (a "
+       "cluster creates it once this many brokers are up).", at_least(1)),
+    _b("transaction.state.log.min.isr", INT, 2, "min.insync.replicas of __transaction_state.", at_least(1)),
     _b("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred replicas in the background."),
     _b("leader.imbalance.check.interval.seconds", L, 300, "How often the controller checks for leader imbalance.",
        at_least(1)),

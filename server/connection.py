@@ -24,7 +24,7 @@ from kcoord.server.dispatch import CloseConnection, Dispatcher
 from kcoord.server.session import Session
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.connections import Connections
     from kcoord.server.listeners import Listener
     from kcoord.server.security.sasl import ExpiredSession, Reauthentication, SaslAuthenticator
 
@@ -42,9 +42,9 @@ class KafkaConnection(asyncio.Protocol):
     _muted_until = 0.0
     _mute_timer: asyncio.TimerHandle | None = None
 
-    def __init__(self, broker: Broker, dispatcher: Dispatcher, max_request_bytes: int,
-                 max_queued: int = 500, listener: Listener | None = None) -> None:
-        self._broker = broker
+    def __init__(self, connections: Connections, dispatcher: Dispatcher, max_request_bytes: int,
+                 max_queued: int = 500, listener: Listener | None = None, hook: Any = None) -> None:
+        self._connections = connections  # admits and releases this connection (server/connections.py)
         self._listener = listener
         self.session = Session(listener, "")
         self._dispatcher = dispatcher
@@ -73,7 +73,7 @@ class KafkaConnection(asyncio.Protocol):
         self.session.mute = self._mute
         # (connection, frame) -> what _answer returns, or None: the control API's interception
         # of this connection's requests; None when it intercepts nothing (one test per request)
-        self.hook: Any = dispatcher.connection_hook
+        self.hook: Any = hook
 
     # asyncio.Protocol
 
@@ -85,7 +85,7 @@ class KafkaConnection(asyncio.Protocol):
             self._peer = f"{peer[0]}:{peer[1]}"
             self.session.host = self._host
             self.session.port = int(peer[1])
-        refused = self._broker.admit(self)
+        refused = self._connections.admit(self)
         if refused:
             log.warning("Rejected connection from %s: %s", self._peer, refused)
             self._closed = True
@@ -172,7 +172,7 @@ class KafkaConnection(asyncio.Protocol):
             self._expiry.cancel()
             self._expiry = None
         if self._accepted:
-            self._broker.release(self)
+            self._connections.release(self)
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop taking requests until it does.

@@ -8,7 +8,6 @@ the log end offset; the last stable offset is the first offset of the oldest ope
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +16,7 @@ from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.config_catalogue import LONG_MAX
 from kcoord.server.fetch_sessions import FetchSessionCache
 from kcoord.server.partition_txns import PartitionTxnStates
-from kcoord.server.producers import PRODUCER_ID_EXPIRATION_MS, ProducerIdManager, ProducerStates
+from kcoord.server.producers import ProducerIdManager, ProducerStates
 from kcoord.server.purgatory import Purgatory
 from kcoord.server.topics import Topic
 
@@ -168,46 +167,9 @@ def log_of(logs: LogManager, topic: Topic, partition: int) -> PartitionLog | Non
 
 
 def run_topic_retention(broker: Broker, now_ms: int | None = None) -> int:
-    """One retention pass over every topic with cleanup.policy delete (not __consumer_offsets,
-    which the coordinator manages): time (retention.ms) and size (retention.bytes), topic
-    configs over broker defaults. Also expires idle producer state. Returns segments deleted."""
-    if broker.logs is None:
-        return 0
-    now = broker.clock.now_ms() if now_ms is None else now_ms
-    dp = data_plane(broker)
-    deleted = 0
-    for topic in list(broker.topics.topics.values()):
-        if topic.name == OFFSETS_TOPIC or "delete" not in cleanup_policy(broker, topic):
-            continue
-        r_ms, r_bytes = retention_ms(broker, topic), retention_bytes(broker, topic)
-        if r_ms < 0 and r_bytes < 0:
-            continue
-        for p in range(topic.partitions):
-            plog = broker.logs.get(topic.name, p)
-            if plog is None:
-                continue
-            n = plog.apply_retention(now, r_ms, r_bytes)
-            if n:
-                deleted += n
-                state = dp.producers.loaded(topic.name, p)
-                if state is not None:
-                    state.evict_before(plog.log_start_offset)
-                txns = dp.txns.loaded(topic.name, p)
-                if txns is not None:
-                    txns.evict_before(plog.log_start_offset)
-                dp.appended(topic.name, p)  # long polls below the new log start must answer
-    for _, state in dp.producers.items():
-        state.expire(now, PRODUCER_ID_EXPIRATION_MS)
-    return deleted
+    """One retention pass over the node's current parts (server/topic_retention.py, which the
+    composition root's retention loop runs)."""
+    from kcoord.server.topic_retention import TopicRetention
 
-
-async def topic_retention_loop(broker: Broker) -> None:
-    """A pass now, then one every log.retention.check.interval.ms (the broker starts it one
-    interval after start-up: Broker._topic_retention)."""
-    interval = broker.config["log.retention.check.interval.ms"] / 1000.0
-    while True:
-        try:
-            run_topic_retention(broker)
-        except Exception:  # noqa: BLE001 - retried at the next interval
-            log.exception("Topic retention pass failed")
-        await asyncio.sleep(interval)
+    parts = broker.parts
+    return TopicRetention(parts.topics, parts.configs, parts.logs, parts.data_plane.get, broker.clock).run(now_ms)

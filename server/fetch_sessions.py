@@ -126,13 +126,16 @@ class FetchSession:
 
     def candidates(self, altered: Iterable[CachedPartition]) -> list[CachedPartition]:
         """The partitions an incremental fetch must read, in session order: the ones the
-        request added or altered and the ready ones that may still answer something."""
+        request added or altered (a new fetch offset or leader epoch is checked even when the
+        log did not move) and the ready ones that may still answer something."""
         ready = self.ready
+        asked = set()
         for cp in altered:
             ready[cp] = None
+            asked.add(cp)
         out = []
         for cp in list(ready):
-            if cp.may_answer():
+            if cp in asked or cp.may_answer():
                 out.append(cp)
             else:
                 del ready[cp]

@@ -18,27 +18,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kcoord.server.config_catalogue import LONG_MAX
 from kcoord.storage.flusher import group_commit
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
-    from kcoord.server.topics import Topic
+    from kcoord.server.config_layers import BrokerConfigs
+    from kcoord.server.topics import TopicRegistry
     from kcoord.storage.log import PartitionLog
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.flush")
 
 
-def flush_messages(broker: Broker, topic: Topic) -> int:
-    """The topic's flush.messages (else log.flush.interval.messages; LONG_MAX: never)."""
-    return broker.configs.topic_values(topic)["flush.messages"]
-
-
 def needs_flush(values: dict[str, Any], plog: PartitionLog) -> bool:
     """Kafka's UnifiedLog.append: flush once flush.messages records are unflushed (`values`:
-    the topic's effective configs, broker.configs.topic_values)."""
+    the topic's effective configs, BrokerConfigs.topic_values)."""
     limit = values["flush.messages"]
     return limit < LONG_MAX and plog.log_end_offset - plog.durable_offset >= limit
 
@@ -56,19 +53,28 @@ def _report(plog: PartitionLog, exc: BaseException | None) -> None:
         log.error("Scheduled flush of %s failed: %r", plog.name, exc)
 
 
-def flush_dirty_logs(broker: Broker, now_ms: int) -> int:
+class _LogState(Protocol):
+    logs: LogManager | None
+    topics: TopicRegistry
+    configs: BrokerConfigs
+
+
+def flush_dirty_logs(state: _LogState, now_ms: int) -> int:
+    """flush_dirty over the logs, topics and configs `state` holds (a node's Parts)."""
+    return 0 if state.logs is None else flush_dirty(state.logs, state.topics, state.configs, now_ms)
+
+
+def flush_dirty(logs: LogManager, topics: TopicRegistry, configs: BrokerConfigs, now_ms: int) -> int:
     """LogManager.flushDirtyLogs: start a flush of every data partition whose unflushed
     records are flush.ms old or older (measured from its last flush). Returns how many."""
-    if broker.logs is None:
-        return 0
     started = 0
-    for (name, _), plog in list(broker.logs):
+    for (name, _), plog in list(logs):
         if plog.deleted or plog.durable_offset >= plog.log_end_offset:
             continue
-        topic = broker.topics.get(name)
+        topic = topics.get(name)
         if topic is None or topic.internal:  # kcoord's own state is fsynced before every answer
             continue
-        flush_ms = broker.configs.topic_values(topic)["flush.ms"]
+        flush_ms = configs.topic_values(topic)["flush.ms"]
         if flush_ms >= LONG_MAX or now_ms - plog.last_flush_ms < flush_ms:
             continue
         try:
@@ -79,16 +85,17 @@ def flush_dirty_logs(broker: Broker, now_ms: int) -> int:
     return started
 
 
-async def log_flush_loop(broker: Broker) -> None:
+async def log_flush_loop(logs: LogManager, topics: TopicRegistry, configs: BrokerConfigs,
+                         now_ms: Callable[[], int]) -> None:
     """Check every log.flush.scheduler.interval.ms (never when that is Long.MAX, Kafka's
     default); the interval is read again after each pass, so a dynamic change applies."""
     while True:
-        interval = broker.configs.value("log.flush.scheduler.interval.ms")
+        interval = configs.value("log.flush.scheduler.interval.ms")
         if interval is None or interval >= LONG_MAX:
             await asyncio.sleep(60.0)  # nothing scheduled; look again for a dynamic change
             continue
         await asyncio.sleep(max(interval, 1) / 1000.0)
         try:
-            flush_dirty_logs(broker, broker.clock.now_ms())
+            flush_dirty(logs, topics, configs, now_ms())
         except Exception:  # noqa: BLE001 - retried at the next interval
             log.exception("Scheduled log flush failed")

@@ -18,13 +18,15 @@ import asyncio
 import functools
 import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from kcoord.server.config_layers import BrokerConfigs
+from kcoord.server.connection import KafkaConnection
 from kcoord.server.group_configs import GroupConfigs
 from kcoord.server.lazy import Lazy
+from kcoord.server.security.setup import build_listener
 from kcoord.server.topic_deletion import TopicDeleter
 from kcoord.server.topics import Topic, TopicRegistry
 from kcoord.storage.log_manager import LogManager
@@ -34,14 +36,19 @@ if TYPE_CHECKING:
     from kcoord.server.broker import Broker
     from kcoord.server.clock import Clock
     from kcoord.server.config import Config
+    from kcoord.server.control.plane import ControlPlane
+    from kcoord.server.control.ports import NodeState
     from kcoord.server.coordinator.runtime import CoordinatorRuntime
     from kcoord.server.data_plane import DataPlane
+    from kcoord.server.dispatch import Dispatcher
     from kcoord.server.group.config import GroupConfig
     from kcoord.server.group.coordinator import GroupCoordinator
     from kcoord.server.group.txn_offsets import PendingTxnOffsets
+    from kcoord.server.listeners import Listener, ListenerSpec
     from kcoord.server.metrics import Metrics
     from kcoord.server.share.manager import ShareManager
     from kcoord.server.txn.service import TxnService
+    from kcoord.server.virtual.cluster import VirtualCluster
 
 log = logging.getLogger("kcoord.broker")
 
@@ -116,6 +123,8 @@ class Parts:
         self.share_state = share_state  # the share manager when share state exists, else None
         self.state_stored = False  # whether the directory held coordinator state to load
         self.areas: dict[str, Lazy[Any]] = {}  # handler areas by class name (_areas)
+        # the node's own loops over these parts (_loops), each given __consumer_offsets' load
+        self.loops: list[Callable[[asyncio.Future[None]], Coroutine[Any, Any, None]]] = []
         self._started = started
 
     @property
@@ -155,7 +164,8 @@ def build_parts(node: Broker) -> Parts:
     coordinator: Lazy[GroupCoordinator] = Lazy("coordinator", lambda: runtime.get().shard)  # type: ignore[arg-type,return-value]
     txn = Lazy("txn", lambda: _txn_service(cfg, clock, metrics, logs, topics, topic_logs.create_topic,
                                            data_plane.get(), runtime.get(), coordinator.get(),
-                                           txn_offsets.get(), parts.loading, node.add_background))
+                                           txn_offsets.get(), parts.loading, node.add_background,
+                                           lambda: node.cluster, lambda: node.replicas))
     share: Lazy[ShareManager] = Lazy("share", lambda: _share_manager(
         cfg, clock, logs, topics, topic_logs.create_topic, data_plane.get(), group_configs, coordinator.get(),
         share_member_left))
@@ -180,8 +190,9 @@ def build_parts(node: Broker) -> Parts:
 
     parts = Parts(topics, configs, group_configs, topic_logs, logs, deleter, data_plane, runtime, coordinator, txn,
                   share, share_state, node.loading_future)
-    # 4. the handler areas, each with the parts its handlers use
+    # 4. the handler areas, each with the parts its handlers use; the node's loops
     parts.areas = _areas(node, parts)
+    parts.loops = _loops(cfg, clock, topics, configs, logs, data_plane, txn)
     # 5. a coordinator with records to load is built now (the transaction coordinator with
     # the group's and the data plane it needs)
     parts.state_stored = topics.get(TXN_TOPIC) is not None or any(
@@ -215,9 +226,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         return importlib.import_module("kcoord.server.handlers." + name)
 
     def config_state() -> Any:
-        from kcoord.server.config_admin import ConfigState
+        from kcoord.server.config_admin import ConfigState, TopicsForConfigs
 
-        return ConfigState(cfg, topics, configs, logs, group_configs)
+        return ConfigState(cfg, TopicsForConfigs(topics, cluster), configs, logs, group_configs)
 
     return dict((
         # the cluster
@@ -230,9 +241,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         area("DescribeLogDirsApi", lambda: module("describe_log_dirs").DescribeLogDirsApi(logs, node.log_dir)),
         area("ElectLeadersApi", lambda: module("elect_leaders").ElectLeadersApi(topics, cluster)),
         area("ListPartitionReassignmentsApi",
-             lambda: module("list_partition_reassignments").ListPartitionReassignmentsApi()),
+             lambda: module("list_partition_reassignments").ListPartitionReassignmentsApi(cluster)),
         area("AlterPartitionReassignmentsApi",
-             lambda: module("alter_partition_reassignments").AlterPartitionReassignmentsApi(topics, cfg)),
+             lambda: module("alter_partition_reassignments").AlterPartitionReassignmentsApi(topics, cfg, cluster)),
         # groups
         area("FindCoordinatorApi", lambda: module("find_coordinator").FindCoordinatorApi(cfg, txn, cluster)),
         area("GroupApis", lambda: module("groups").GroupApis(coordinator.get(), parts.runtime.get(), topics,
@@ -254,8 +265,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
              lambda: module("add_partitions_to_txn").AddPartitionsToTxnApi(txn, logs, topics)),
         area("AddOffsetsToTxnApi", lambda: module("add_offsets_to_txn").AddOffsetsToTxnApi(txn, coordinator)),
         area("EndTxnApi", lambda: module("end_txn").EndTxnApi(txn)),
+        area("WriteTxnMarkersApi", lambda: module("write_txn_markers").WriteTxnMarkersApi(txn)),
         area("TxnOffsetCommitApi", lambda: module("txn_offset_commit").TxnOffsetCommitApi(
-            txn, coordinator, logs, topics, cfg, clock)),
+            txn, coordinator, logs, topics, cfg, clock, cluster)),
         area("DescribeTransactionsApi", lambda: module("describe_transactions").DescribeTransactionsApi(txn)),
         area("ListTransactionsApi", lambda: module("list_transactions").ListTransactionsApi(txn)),
         # topics
@@ -267,9 +279,9 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
                                                                                 cluster)),
         # configs
         area("DescribeConfigsApi", lambda: module("describe_configs").DescribeConfigsApi(config_state())),
-        area("AlterConfigsApi", lambda: module("alter_configs").AlterConfigsApi(config_state())),
+        area("AlterConfigsApi", lambda: module("alter_configs").AlterConfigsApi(config_state(), cluster)),
         area("IncrementalAlterConfigsApi",
-             lambda: module("incremental_alter_configs").IncrementalAlterConfigsApi(config_state())),
+             lambda: module("incremental_alter_configs").IncrementalAlterConfigsApi(config_state(), cluster)),
         # security and quotas
         area("SaslApis", lambda: module("sasl").SaslApis()),
         area("ScramCredentialApis", lambda: module("scram_credentials").ScramCredentialApis(security)),
@@ -279,6 +291,41 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         area("ShareFetchApis", lambda: module("share_fetch").ShareFetchApis(cfg.node_id, share)),
         area("ShareOffsetsApis", lambda: module("share_offsets").ShareOffsetsApis(topics, share)),
     ))
+
+
+def _loops(cfg: Config, clock: Clock, topics: TopicRegistry, configs: BrokerConfigs, logs: LogManager,
+           data_plane: Lazy[DataPlane], txn: Lazy[TxnService],
+           ) -> list[Callable[[asyncio.Future[None]], Coroutine[Any, Any, None]]]:
+    """The node's own background loops over these parts, started with its background tasks
+    (Broker.start_background), each given __consumer_offsets' load. Their code loads when
+    they first run, after start-up."""
+
+    async def topic_retention(loading: asyncio.Future[None]) -> None:
+        """retention.ms / retention.bytes, every log.retention.check.interval.ms."""
+        interval = cfg["log.retention.check.interval.ms"]
+        await asyncio.sleep(interval / 1000.0)
+        from kcoord.server.topic_retention import TopicRetention
+
+        await TopicRetention(topics, configs, logs, data_plane.get, clock).loop(interval)
+
+    async def log_flush(loading: asyncio.Future[None]) -> None:
+        """flush.ms: data partitions' time-based flushes."""
+        from kcoord.server.log_flush import log_flush_loop
+
+        await log_flush_loop(logs, topics, configs, clock.now_ms)
+
+    async def adopt_swaps(loading: asyncio.Future[None]) -> None:
+        """The compaction sidecar's committed segments, once __consumer_offsets is loaded."""
+        from kcoord.server.swap_adoption import adopt_swaps_after
+
+        def txn_loaded() -> bool:
+            service = txn.built()
+            return service is not None and service.loaded
+
+        await adopt_swaps_after(loading, cfg["kcoord.compaction.handoff.check.ms"], topics, configs, logs,
+                                txn_loaded)
+
+    return [adopt_swaps, topic_retention, log_flush]
 
 
 # ---- the builders of the lazy parts
@@ -350,14 +397,16 @@ def _txn_service(cfg: Config, clock: Clock, metrics: Metrics, logs: LogManager, 
                  create_topic: Callable[..., Topic], data_plane: DataPlane,
                  group_runtime: CoordinatorRuntime[CoordinatorRecord], coordinator: GroupCoordinator,
                  txn_offsets: PendingTxnOffsets, loading: asyncio.Future[None] | None,
-                 background: Callable[[asyncio.Future[None]], None]) -> TxnService:
+                 background: Callable[[asyncio.Future[None]], None], cluster: Callable[[], Any],
+                 replicas: Callable[[], Any]) -> TxnService:
     """The transaction coordinator, beside the group's (built first: it writes its offsets and
-    markers to __consumer_offsets)."""
+    markers to __consumer_offsets); on a cluster node (`cluster`, `replicas`: the node's
+    ClusterNode and replica manager, None on one node) its markers go to each partition's leader."""
     from kcoord.server.txn.group_log import GroupTxnLog
     from kcoord.server.txn.service import TxnService
 
-    group_log = GroupTxnLog(cfg, clock, metrics, logs, data_plane, group_runtime, coordinator, txn_offsets)
-    service = TxnService(cfg, clock, logs, topics, create_topic, data_plane, group_log)
+    group_log = GroupTxnLog(cfg, clock, metrics, logs, data_plane, group_runtime, coordinator, txn_offsets, replicas)
+    service = TxnService(cfg, clock, logs, topics, create_topic, data_plane, group_log, cluster, replicas)
     if loading is not None:  # built after start-up: runs once __consumer_offsets is loaded
         background(asyncio.ensure_future(service.run(loading)))
     return service
@@ -424,3 +473,121 @@ def _within(cfg: Config, name: str) -> int:
         raise ValueError(f"{name} must be between group.consumer.min.{stem} ({lo}) and "
                          f"group.consumer.max.{stem} ({hi}), not {value}")
     return value
+
+
+# ---- the process's parts around the node: listeners and their connections (server/app.py
+# binds them)
+
+
+def configured_listener(spec: ListenerSpec, node: Broker) -> Listener:
+    """A configured listener, with its TLS context and SASL settings (server/security/setup.py):
+    a SASL listener is given the node's SCRAM credentials."""
+    security = node.security
+    return build_listener(spec, node.config, lambda: security.credentials)
+
+
+def connection_factory(node: Broker, dispatcher: Dispatcher, listener: Listener,
+                       hook: Any = None) -> Callable[[], KafkaConnection]:
+    """One KafkaConnection per accepted socket of `listener`: admitted and released by the
+    node's connections (their limits), answered by the dispatcher; `hook`: the control API's
+    interceptor when it is on (server/control/intercept.py), which sees a connection's first
+    request."""
+    connections, cfg = node.connections, node.config
+    max_bytes, max_queued = cfg["socket.request.max.bytes"], cfg["queued.max.requests"]
+
+    def connection() -> KafkaConnection:
+        return KafkaConnection(connections, dispatcher, max_bytes, max_queued, listener, hook)
+
+    return connection
+
+
+# ---- the test harness around the node: the control API (server/control/) and virtual
+# brokers (server/virtual/), imported only when they are on
+
+
+def node_state(node: Broker) -> NodeState:
+    """The node's current parts, each read at its use (a reset builds them anew)."""
+    from kcoord.server.control.ports import NodeState
+
+    cfg = node.config
+    return NodeState(topics=lambda: node.parts.topics, coordinator=lambda: node.parts.coordinator.get(),
+                     runtime=lambda: node.parts.runtime.get(),
+                     offsets_partitions=lambda: node.parts.topic_logs.offsets_partitions(
+                         cfg["offsets.topic.num.partitions"]))
+
+
+def control_plane(node: Broker, dispatcher: Dispatcher, bound: Callable[[], list[tuple[str, int]]]) -> ControlPlane:
+    """The control API's state and operations; `bound`: every listener's bound address."""
+    from kcoord.server.control.plane import ControlPlane
+
+    cfg = node.config
+
+    def identity() -> dict[str, Any]:
+        return {"cluster_id": node.cluster_id, "node_id": cfg.node_id,
+                "listeners": [f"{h}:{p}" for h, p in bound()]}
+
+    return ControlPlane(dispatcher, node.connections, node_state(node), node.loaded, node.reset, identity)
+
+
+def virtual_cluster(node: Broker, count: int, state: NodeState, listeners: list[Listener], servers: list[Any],
+                    bind: Callable[[Listener], Awaitable[list[Any]]]) -> VirtualCluster:
+    """kcoord.virtual.brokers=count: the first node is this one on `listeners` (served by
+    `servers`); `bind` serves another node's listener and returns its asyncio servers."""
+    from kcoord.server.virtual.cluster import VirtualCluster
+
+    return VirtualCluster(node.config.node_id, count, listeners, servers, bind, node.connections, state)
+
+
+# ---- a cluster node (zookeeper.connect set; docs/cluster.md): nothing of server/cluster/,
+# server/replication/ or kazoo is imported otherwise
+
+
+async def start_cluster_node(node: Broker, listeners: list[Listener]) -> Any:
+    """Join the cluster once the listeners are bound (their advertised endpoints register):
+    the ClusterNode (server/cluster/builder.py) with this node's replicas (LocalReplicas, the
+    replica manager) and its group runtime. From then on `node.cluster` answers for the
+    cluster (the areas' `cluster()`), `node.replicas` is the replica manager the Produce and
+    Fetch areas consult, and the node's cluster id is the cluster's."""
+    from kcoord.server.cluster.builder import start_cluster
+    from kcoord.server.cluster.config_changes import config_applier
+    from kcoord.server.cluster.local_replicas import LocalReplicas
+    from kcoord.server.cluster.replicas import replicated_replicas
+
+    def replicas(cluster: Any) -> Any:
+        def manager_for(alter_isr: Any) -> Any:
+            manager = node.replicas = replica_manager_for(node, alter_isr)
+            return manager
+
+        local = LocalReplicas(cluster.cache, lambda: node.parts.topics, lambda: node.parts.topic_logs,
+                              lambda: node.parts.logs, lambda topic: node.parts.deleter.delete_topic(topic),
+                              lambda: node.parts.data_plane.get(), str(node.log_dir), lambda: cluster.cluster_id,
+                              node.config["cluster.id"] or "")
+        return replicated_replicas(cluster, local, manager_for)
+
+    def answering(cluster: Any) -> None:
+        node.cluster = cluster
+
+    def config_state() -> Any:  # the node's own registry: what a config change is applied to
+        from kcoord.server.config_admin import ConfigState
+
+        parts = node.parts
+        return ConfigState(node.config, parts.topics, parts.configs, parts.logs, parts.group_configs)
+
+    cluster = await start_cluster(node.config, listeners, replicas, lambda: node.parts.runtime.get(),
+                                  lambda: node.parts.txn.get().managed_runtime(),
+                                  lambda take: node.parts.data_plane.get().producer_ids.use_blocks(take),
+                                  node.cluster_id, answering, config_applier(config_state))
+    node.cluster_id = cluster.cluster_id
+    return cluster
+
+
+def replica_manager_for(node: Broker, alter_isr: Any, settings: Any = None) -> Any:
+    """The node's replica manager (server/replication/wiring.py), proposing ISR changes
+    through `alter_isr`; `settings`: ReplicationSettings, else the configuration's."""
+    from kcoord.server.replication.replica_manager import ReplicationSettings
+    from kcoord.server.replication.wiring import replica_manager
+
+    return replica_manager(node.config.node_id, node.clock, alter_isr,
+                           settings or ReplicationSettings.from_config(node.config),
+                           lambda: node.parts.topics, lambda: node.parts.logs, lambda: node.parts.data_plane.get(),
+                           str(node.log_dir))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +74,7 @@ class ProducerIdManager:
         self._next = 0
         self._block_end = 0  # ids below this are reserved on disk
         self.epochs: dict[int, int] = {}  # producer id -> latest epoch handed out (this run)
+        self._take: Callable[[], int] | None = None  # a cluster node's ids (use_blocks)
         if self.path.exists():
             try:
                 data = json.loads(self.path.read_text())
@@ -84,14 +86,26 @@ class ProducerIdManager:
     def next_id(self) -> int:
         return self._next
 
+    def use_blocks(self, take: Callable[[], int]) -> None:
+        """A cluster node: ids come from `take`, the blocks the cluster hands out
+        (server/cluster/producer_ids.py), not from this node's file; ids found in logs, which
+        other nodes may have handed out, no longer move the next one."""
+        self._take = take
+
     def ensure_above(self, producer_id: int) -> None:
         """Never hand out ids at or below one found in the logs (e.g. a lost id file)."""
+        if self._take is not None:
+            return
         if producer_id >= self._next:
             self._next = producer_id + 1
             if self._next > self._block_end:
                 self._block_end = self._next  # next generate() persists a new block
 
     def generate(self) -> int:
+        if self._take is not None:
+            pid = self._take()
+            self._next = max(self._next, pid + 1)
+            return pid
         if self._next >= self._block_end:
             end = self._next + self.block_size
             self._persist(end)
@@ -220,6 +234,15 @@ class PartitionProducerState:
                 ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"Out of order sequence number for {where}: {h.base_sequence} (incoming seq. number), "
                 f"{entry.last_seq} (current end sequence number)",
+            )
+        elif not entry.batches and entry.epoch != NO_PRODUCER_EPOCH and h.base_sequence != 0:
+            # a known producer with no batch at this epoch (a marker bumped it to this epoch,
+            # transactions v2): its first batch starts at 0, as Kafka's checkSequence wants; a
+            # later batch arriving before a retried first one must wait for it
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"Out of order sequence number for {where}: {h.base_sequence} (incoming seq. number), "
+                f"0 expected at epoch {entry.epoch}",
             )
         return None
 

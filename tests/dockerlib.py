@@ -7,6 +7,8 @@
 - build_images: the base images are root filesystems debootstrap made from Debian's packages
   (scripts/setup-docker.sh, cached in .cache/docker); the project's wheels and its
   dependencies' are built on the host and installed inside the build, which has no network.
+  ZooKeeper's image (docker/zookeeper) is built on its own base, Debian's ZooKeeper in it.
+  Built once per test process: the test modules share the images.
 - Compose: `docker compose` (the CLI plugin) where the machine has it, else Debian's
   docker-compose (v1.29), on a project name of its own.
 """
@@ -33,6 +35,9 @@ CONTEXT = ["pyproject.toml", "README.md", "Dockerfile", ".dockerignore", "protoc
            "sidecar", "kcoord", "examples/python"]
 IMAGES = {"kcoord": "kcoord:latest", "demo-python": "kcoord-demo-python:latest",
           "compactor": "kcoord-compactor:latest"}
+ZOOKEEPER_IMAGE = "kcoord-zookeeper:latest"
+# the bases scripts/setup-docker.sh makes (rerun when its listing lacks one)
+BASES = ("kcoord-base", "kcoord-jre-base", "kcoord-zookeeper-base")
 
 
 def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
@@ -54,6 +59,22 @@ def wait_for(cond, timeout: float, what: str, interval: float = 0.2):
 
 class Unavailable(Exception):
     """No Docker engine can run here (the reason is the message)."""
+
+
+def engine_for_tests(workdir: Path) -> Engine:
+    """The engine a test module uses: skipped where none can run, a failure under CI; its
+    default bridge checked to be link-local."""
+    import pytest
+
+    try:
+        eng = Engine.ensure(workdir)
+    except Unavailable as e:
+        if os.environ.get("CI"):
+            raise AssertionError(f"CI must run the Docker tests: {e}") from None
+        pytest.skip(f"no Docker engine here: {e}")
+    # nothing in a private range: the default bridge is link-local
+    assert all(n.subnet_of(LINK_LOCAL) for n in subnets("bridge")), subnets("bridge")
+    return eng
 
 
 @dataclass
@@ -129,13 +150,26 @@ class Built:
 def bases() -> dict[str, str]:
     """name -> tarball, from scripts/setup-docker.sh (run here when it has not been)."""
     listing = ROOT / ".cache" / "docker" / "bases"
-    if not listing.exists():
+
+    def read() -> dict[str, str]:
+        if not listing.exists():
+            return {}
+        return dict(line.split(" ", 1) for line in listing.read_text().splitlines() if line.strip())
+
+    if not set(BASES) <= read().keys():
         subprocess.run(["bash", str(ROOT / "scripts" / "setup-docker.sh")], check=True, timeout=1200)
-    return dict(line.split(" ", 1) for line in listing.read_text().splitlines() if line.strip())
+    return read()
+
+
+_built: Built | None = None  # this process's images (the test modules share them)
 
 
 def build_images(workdir: Path) -> Built:
-    """kcoord, kcoord-demo-python and kcoord-compactor, from the local bases, offline."""
+    """kcoord, kcoord-demo-python, kcoord-compactor and kcoord-zookeeper, from the local bases,
+    offline; once per process."""
+    global _built
+    if _built is not None and all(map(image_exists, [*IMAGES.values(), ZOOKEEPER_IMAGE])):
+        return _built
     built = Built({})
     t = time.monotonic()
     for name, tarball in bases().items():
@@ -167,9 +201,15 @@ def build_images(workdir: Path) -> Built:
         docker("build", "--network", "none", "--target", target, "-t", tag, *args, str(context), timeout=1800)
         built.seconds[f"build {target}"] = time.monotonic() - t
         built.sizes[tag] = image_size(tag)
+    t = time.monotonic()
+    docker("build", "--network", "none", "-t", ZOOKEEPER_IMAGE, "--build-arg",
+           f"BASE={built.bases['kcoord-zookeeper-base']}", str(ROOT / "docker" / "zookeeper"), timeout=600)
+    built.seconds["build zookeeper"] = time.monotonic() - t
+    built.sizes[ZOOKEEPER_IMAGE] = image_size(ZOOKEEPER_IMAGE)
     shutil.rmtree(context / "wheels", ignore_errors=True)
     # the images these tags named before, and the build stages: no pile-up over reruns
     docker("image", "prune", "-f", timeout=300, check=False)
+    _built = built
     return built
 
 

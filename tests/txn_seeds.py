@@ -17,13 +17,14 @@ from kafka.protocol.producer.transaction import (
     AddPartitionsToTxnRequest,
     EndTxnRequest,
     TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
 )
 
 from kcoord.protocol.api import ApiKey
 
 TXN_APIS = frozenset({ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
                       ApiKey.TXN_OFFSET_COMMIT, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,
-                      ApiKey.LIST_TRANSACTIONS})
+                      ApiKey.LIST_TRANSACTIONS, ApiKey.WRITE_TXN_MARKERS})
 # seeds answered with an error by design (the id is unknown, or no transaction coordinator yet)
 ERROR_BY_DESIGN = ("ADD_PARTITIONS_TO_TXN", "ADD_OFFSETS_TO_TXN", "END_TXN", "TXN_OFFSET_COMMIT",
                    "DESCRIBE_TRANSACTIONS", "LIST_TRANSACTIONS")
@@ -61,4 +62,9 @@ def txn_request(api: int, v: int, topic: str, group: str) -> Any:
         return DescribeTransactionsRequest(version=v, transactional_ids=[TID])
     if api == ApiKey.LIST_TRANSACTIONS:
         return ListTransactionsRequest(version=v, state_filters=[], producer_id_filters=[], duration_filter=-1)
+    if api == ApiKey.WRITE_TXN_MARKERS:  # another node's coordinator: an ABORT marker, written here
+        M = WriteTxnMarkersRequest.WritableTxnMarker
+        return WriteTxnMarkersRequest(version=v, markers=[M(
+            producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+            topics=[M.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])])
     raise AssertionError(f"not a transaction API: {api}")

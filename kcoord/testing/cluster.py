@@ -13,6 +13,14 @@ loopback ports. `kcoord cluster` runs one for a person; the pytest plugin's
 
 Settings: `overrides` for every node, `node_overrides={id: {...}}` for one node (its listeners, say).
     cluster.close()
+
+With `netns=True` (Linux, root) every node runs in a network namespace of its own on a bridge
+in link-local space (kcoord/testing/netns.py), with a ZooKeeper of the cluster's own on the
+bridge's address; clients (the test) reach every node at `node(id).bootstrap`:
+
+    cluster.cut_off(2)           node 2 loses ZooKeeper and the other nodes; clients still reach it
+    cluster.cut_off(2, clients=False)   nothing reaches it (its link down)
+    cluster.heal(2)
 """
 from __future__ import annotations
 
@@ -48,9 +56,13 @@ class KcoordCluster:
     def __init__(self, directory: Path, nodes: int = 3, zookeeper: str | None = None,
                  overrides: dict[str, str] | None = None, session_timeout_ms: int = 6000,
                  racks: dict[int, str] | None = None, control: bool = False, first_id: int = 1,
-                 ports: dict[int, int] | None = None,
+                 ports: dict[int, int] | None = None, netns: bool = False,
                  node_overrides: dict[int, dict[str, str]] | None = None) -> None:
+        if netns and control:
+            raise ValueError("the control API listens on 127.0.0.1: not reachable in a node's namespace")
         self.directory = Path(directory)
+        self.netns = netns
+        self.network: Any = None  # kcoord.testing.netns.Network when netns
         self.count = nodes
         self.session_timeout_ms = session_timeout_ms
         self._zk_server: Any = None
@@ -117,10 +129,16 @@ class KcoordCluster:
             self.nodes[broker_id].start(timeout)
             wait_for(lambda: broker_id in self.registered(), timeout, f"broker {broker_id} to register")
             return self
+        if self.netns:
+            from kcoord.testing.netns import Network
+
+            self.network = Network().create(self.ids)
+            self._zk_connect = None  # the nodes reach only a ZooKeeper on the bridge's address
         if self._zk_connect is None:
             from kcoord.server.cluster.zookeeper_server import ZooKeeperServer
 
-            self._zk_server = ZooKeeperServer(self.directory / "zookeeper").start()
+            host = self.network.host if self.network is not None else "127.0.0.1"
+            self._zk_server = ZooKeeperServer(self.directory / "zookeeper", host=host).start()
             self._zk_connect = self._zk_server.connect
         for i in self.ids:
             overrides = {
@@ -128,12 +146,16 @@ class KcoordCluster:
                 "zookeeper.connect": self.zookeeper,
                 "zookeeper.session.timeout.ms": str(self.session_timeout_ms),
                 "offsets.topic.replication.factor": str(min(3, self.count)),
+                "transaction.state.log.replication.factor": str(min(3, self.count)),
+                "transaction.state.log.min.isr": str(min(2, self.count)),
                 **({"broker.rack": self.racks[i]} if i in self.racks else {}),
                 **self.overrides,
                 **self.node_overrides.get(i, {}),
             }
+            net = {} if self.network is None else {"host": self.network.address(i),
+                                                   "prefix": self.network.prefix(i)}
             self.nodes[i] = KcoordProcess(self.directory / f"node-{i}" / "data", port=self.ports.get(i),
-                                          overrides=overrides, control=self.control)
+                                          overrides=overrides, control=self.control, **net)
         for i in self.ids:
             self.nodes[i].start(timeout)
         wait_for(lambda: set(self.ids) <= set(self.registered()), timeout, "every broker to register")
@@ -145,7 +167,22 @@ class KcoordCluster:
     def stop(self, broker_id: int, timeout: float = 60.0) -> int:
         return self.nodes[broker_id].stop(signal.SIGTERM, timeout)
 
+    # ---- partitions (netns=True)
+
+    def cut_off(self, broker_id: int, clients: bool = True) -> None:
+        """Cut the node off from ZooKeeper and the other nodes (packets dropped in its
+        namespace); clients keep reaching it unless clients=False."""
+        assert self.network is not None and self._zk_server is not None, "KcoordCluster(netns=True)"
+        self.network.cut_off(broker_id, zk_port=self._zk_server.port, clients=clients)
+
+    def heal(self, broker_id: int) -> None:
+        assert self.network is not None, "KcoordCluster(netns=True)"
+        self.network.heal(broker_id)
+
     def close(self) -> None:
+        if self.network is not None:
+            for i in list(self.network._cut):
+                self.network.heal(i)  # a cut-off node's controlled shutdown needs ZooKeeper
         for n in self.nodes.values():
             if n.alive():
                 n.stop(signal.SIGTERM, 30.0)
@@ -159,6 +196,9 @@ class KcoordCluster:
         if self._zk_server is not None:
             self._zk_server.stop()
             self._zk_server = None
+        if self.network is not None:
+            self.network.close()
+            self.network = None
 
 
 __all__ = ["KcoordCluster", "free_port", "wait_for"]

@@ -16,7 +16,10 @@ Fixtures
     kcoord_factory   more servers of the test's own (overrides, log_dir), stopped after it.
     kcoord_cluster   a three-node cluster through ZooKeeper (kcoord/testing/cluster.py):
                      .bootstrap, kill(id) / stop(id) / start(id), controller(), state(t, p);
-                     kcoord_cluster_factory(nodes, overrides=..) for other sizes.
+                     kcoord_cluster_factory(nodes, overrides=..) for other sizes;
+                     kcoord_cluster_factory(nodes, netns=True): each node in a network
+                     namespace of its own, with cut_off(id) / heal(id) (root; skipped
+                     otherwise).
 
 Markers
     @pytest.mark.kcoord_error("OffsetCommit", "NOT_COORDINATOR", count=3, group_id="g")
@@ -250,15 +253,25 @@ def kcoord_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def kcoord_cluster_factory(tmp_path: Path, kcoord_zookeeper: str, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """make(nodes=3, overrides=None, session_timeout_ms=6000, racks=None) -> a started
-    KcoordCluster (kcoord/testing/cluster.py) in its own ZooKeeper chroot; closed after the test."""
+    """make(nodes=3, overrides=None, session_timeout_ms=6000, racks=None, netns=False) -> a
+    started KcoordCluster (kcoord/testing/cluster.py) in its own ZooKeeper chroot; closed after
+    the test. netns=True: every node in a network namespace of its own and a ZooKeeper of the
+    cluster's own on the namespaces' bridge (cut_off(id) / heal(id)); the test is skipped
+    where namespaces cannot be made (not root, no `ip` or `nft`)."""
     from kcoord.testing.cluster import KcoordCluster
 
     made: list[KcoordCluster] = []
 
     def make(nodes: int = 3, **kwargs: Any) -> KcoordCluster:
         chroot = f"/kcoord-{request.node.name[:60]}-{len(made)}".replace("[", "_").replace("]", "_")
-        cluster = KcoordCluster(tmp_path / f"cluster{len(made)}", nodes, zookeeper=kcoord_zookeeper + chroot, **kwargs)
+        zookeeper: str | None = kcoord_zookeeper + chroot
+        if kwargs.get("netns"):
+            from kcoord.testing.netns import available
+
+            if (why := available()) is not None:
+                pytest.skip(f"network namespaces: {why}")
+            zookeeper = None  # the nodes reach only a ZooKeeper on their bridge
+        cluster = KcoordCluster(tmp_path / f"cluster{len(made)}", nodes, zookeeper=zookeeper, **kwargs)
         made.append(cluster)
         return cluster.start()
 

@@ -39,8 +39,10 @@ class KcoordProcess:
     control API's client when `control=True` (the default of the pytest plugin's servers)."""
 
     def __init__(self, log_dir: Path, port: int | None = None, overrides: dict[str, str] | None = None,
-                 control: bool = False, cwd: Path | None = None, host: str = "127.0.0.1") -> None:
+                 control: bool = False, cwd: Path | None = None, host: str = "127.0.0.1",
+                 prefix: list[str] | None = None) -> None:
         self.log_dir = Path(log_dir)
+        self.prefix = list(prefix or [])  # runs the server under it (`ip netns exec NS`, say)
         self.host = host  # the Kafka listener's address (another local address, say)
         self.port = port or free_port()
         self.control_port = free_port() if control else None
@@ -79,7 +81,7 @@ class KcoordProcess:
         """Start and return once the Kafka listener accepts connections (and the control API
         answers, when on)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        args = kcoord_command() + ["serve"]
+        args = self.prefix + kcoord_command() + ["serve"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
         with open(self.output, "ab") as out:

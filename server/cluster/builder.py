@@ -6,12 +6,13 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.server.cluster.config_changes import Apply, ClusterConfigs
 from kcoord.server.cluster.controller import ControllerSettings
 from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership
 from kcoord.server.cluster.node import ClusterNode
 from kcoord.server.cluster.ports import ReplicaManagerPort
-from kcoord.server.cluster.replicas import replicated_replicas
+from kcoord.server.cluster.producer_ids import ZkProducerIdBlocks
 from kcoord.server.cluster.zk import Zk
 from kcoord.server.cluster.znodes import BrokerInfo
 
@@ -35,18 +36,32 @@ def controller_settings(config: Any, topic_configs: Any) -> ControllerSettings:
     offsets = (config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"],
                {"cleanup.policy": "compact", "compression.type": "producer",
                 "segment.bytes": str(config["offsets.topic.segment.bytes"])})
+    # Kafka's TransactionLog.loadPartitions configs: compact, uncompressed, its own min ISR
+    txn = (config["transaction.state.log.num.partitions"], config["transaction.state.log.replication.factor"],
+           {"cleanup.policy": "compact", "compression.type": "uncompressed",
+            "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+            "unclean.leader.election.enable": "false",
+            "segment.bytes": str(config["transaction.state.log.segment.bytes"])})
     return ControllerSettings(unclean, config["auto.leader.rebalance.enable"],
                               config["leader.imbalance.check.interval.seconds"],
-                              config["leader.imbalance.per.broker.percentage"], {OFFSETS_TOPIC: offsets})
+                              config["leader.imbalance.per.broker.percentage"], {OFFSETS_TOPIC: offsets, TXN_TOPIC: txn})
 
 
-async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
-                        replicas: Callable[[ClusterNode], ReplicaManagerPort] | None = None) -> ClusterNode:
-    """Connect, register and join; the broker answers from the cluster's metadata
-    (broker.cluster) and its cluster id becomes the cluster's. Raises TimeoutError when
+async def start_cluster(config: Any, listeners: Iterable[Any], replicas: Callable[[ClusterNode], ReplicaManagerPort],
+                        group_runtime: Callable[[], Any], txn_runtime: Callable[[], Any],
+                        use_producer_id_blocks: Callable[[Callable[[], Any]], None], cluster_id: str,
+                        answering: Callable[[ClusterNode | None], None],
+                        config_changes: Apply | None = None) -> ClusterNode:
+    """Connect, register and join (the composition root calls this, server/node.py); the
+    node's cluster id becomes the cluster's (`node.cluster_id`). Raises TimeoutError when
     ZooKeeper cannot be reached in zookeeper.connection.timeout.ms. `replicas` builds the
-    node's replica port (it is given the node, whose `alter_isr` it calls); without one, the
-    node's logs and its replica manager (server/cluster/replicas.py), started here."""
+    node's replica port (it is given the node, whose `alter_isr` it calls), started here;
+    `group_runtime` / `txn_runtime`: the group and transaction coordinators' runtimes (the
+    node's current ones); `use_producer_id_blocks(take)`: the node's producer ids come from the
+    blocks `take` claims in ZooKeeper from now on; `answering(node)`:
+    the broker answers from the cluster's metadata from now on (None: it could not join);
+    `config_changes(kind, name, configs)`: applies a topic or broker config change to this
+    node (server/cluster/config_changes.py)."""
     session_ms = config["zookeeper.session.timeout.ms"]
     connect_ms = config["zookeeper.connection.timeout.ms"]
     zk = Zk(config["zookeeper.connect"], session_ms, session_ms if connect_ms < 0 else connect_ms,
@@ -55,19 +70,34 @@ async def start_cluster(config: Any, broker: Any, listeners: Iterable[Any],
     node = ClusterNode(zk, config.node_id, broker_info(config, listeners), config["inter.broker.listener.name"]
                        or None, controller_settings(config, lambda t: node.cache.topic_configs.get(t, {})),
                        session_ms)
-    inner = replicas(node) if replicas is not None else replicated_replicas(broker, node)
+    inner = replicas(node)
     start = getattr(inner, "start", None)
     if start is not None:
         start()
-    # the group coordinator loads and unloads its partitions as this node's leadership changes
-    node.replicas = CoordinatorsFollowLeadership(inner, lambda: broker.parts.runtime.get(), node)
+    # the group and transaction coordinators load and unload their partitions as this node's
+    # leadership changes
+    node.replicas = CoordinatorsFollowLeadership(inner, [
+        (OFFSETS_TOPIC, group_runtime),
+        (TXN_TOPIC, txn_runtime),
+    ], node)
+    # producer ids from the blocks the cluster's nodes claim in ZooKeeper, never this node's own
+    blocks = ZkProducerIdBlocks(zk, config.node_id)
+    use_producer_id_blocks(blocks.take)
     # answering from the cluster from now on: until it is read, no broker and no leader (clients
     # retry), never this node alone as a single-node server would
-    broker.cluster = node
+    answering(node)
     try:
-        broker.cluster_id = await node.start(broker.cluster_id)
+        await node.start(cluster_id)
+        await blocks.start()
+        # the metadata is read: topics deleted while this node was down go (stray_logs.py)
+        local = getattr(inner, "local", None)
+        if local is not None:
+            local.remove_strays()
+        if config_changes is not None:  # topic and broker configs through /config/changes
+            node.configs = ClusterConfigs(zk, config.node_id, node.cache, config_changes)
+            await node.configs.start()
     except BaseException:
-        broker.cluster = None
+        answering(None)
         stop = getattr(node.replicas, "stop", None)
         if stop is not None:
             await stop()

@@ -19,6 +19,7 @@ from kcoord.server.cluster import election, znodes
 from kcoord.server.cluster.assignment import AssignmentError, assign_replicas
 from kcoord.server.cluster.metadata_cache import MetadataCache
 from kcoord.server.cluster.partition_state import NO_LEADER, PartitionState
+from kcoord.server.cluster.reassignment import Reassignments, reassigning
 from kcoord.server.cluster.zk import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, Zk
 
 log = logging.getLogger("kcoord.cluster.controller")
@@ -49,17 +50,20 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._rebalance: asyncio.Task[None] | None = None
         self.active = True
+        self.reassignments = Reassignments(self)
+        self._others: set[asyncio.Task[Any]] = set()
 
     def start(self) -> None:
         self.cache.on_change(self.poke)
         self._task = asyncio.ensure_future(self._run())
+        self.spawn(self.reassignments.watch_legacy())
         if self.settings.auto_rebalance:
             self._rebalance = asyncio.ensure_future(self._rebalance_loop())
         self.poke()
 
     def stop(self) -> None:
         self.active = False
-        for t in (self._task, self._rebalance):
+        for t in (self._task, self._rebalance, *self._others):
             if t is not None:
                 t.cancel()
         try:
@@ -69,6 +73,17 @@ class Controller:
 
     def poke(self) -> None:
         self._dirty.set()
+
+    def spawn(self, coro: Any) -> None:
+        """A task of this controller's (cancelled when it stops)."""
+        task = asyncio.ensure_future(coro)
+        self._others.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._others.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("Controller task failed: %r", task.exception())
 
     async def _run(self) -> None:
         while self.active:
@@ -110,6 +125,9 @@ class Controller:
                 continue
             for p, replicas in topic.replicas.items():
                 await self._partition(name, p, replicas, live)
+        for name, p in reassigning(cache):  # resumed from the topic znodes after a failover too
+            if name not in cache.deleting:
+                await self.reassignments.maybe_complete(name, p)
 
     async def _partition(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int]) -> None:
         st = self.cache.state(topic, p)
@@ -180,7 +198,10 @@ class Controller:
                 replicas = assign_replicas({b: self.cache.brokers[b].rack for b in live}, partitions, rf)
             except AssignmentError:
                 continue
-            await create_topic_znodes(self.zk, name, replicas, configs)
+            try:
+                await create_topic_znodes(self.zk, name, replicas, configs)
+            except NodeExistsError:
+                pass  # created by an earlier pass whose change the cache has not read yet
 
     async def _delete_topic(self, name: str) -> None:
         """/admin/delete_topics/T: the topic's znodes go (the nodes hosting it see it gone and
@@ -214,7 +235,9 @@ class Controller:
     async def rebalance(self, only: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
         """Move leadership back to the preferred replicas (of `only`, else of the partitions
         past leader.imbalance.per.broker.percentage). Returns the partitions moved."""
-        states = {k: s for k, s in self.cache.states.items() if s.replicas and k[0] not in self.cache.deleting}
+        moving = set(reassigning(self.cache))  # Kafka leaves partitions being reassigned alone
+        states = {k: s for k, s in self.cache.states.items()
+                  if s.replicas and k[0] not in self.cache.deleting and k not in moving}
         todo = only if only is not None else election.imbalanced(
             {k: s.leader for k, s in states.items()}, {k: s.preferred_leader for k, s in states.items()},
             self.settings.imbalance_percentage)

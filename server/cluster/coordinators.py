@@ -1,7 +1,10 @@
-"""Coordinators follow partition leadership (Kafka's GroupCoordinator onElection /
-onResignation): the node that leads a __consumer_offsets partition loads its groups and
-offsets into the group coordinator's runtime; the node that stops leading it unloads them
+"""Coordinators follow partition leadership (Kafka's GroupCoordinator and
+TransactionCoordinator onElection / onResignation): the node that leads a __consumer_offsets
+partition loads its groups and offsets into the group coordinator's runtime, the node that
+leads a __transaction_state partition loads its transactional ids into the transaction
+coordinator's; the node that stops leading a partition unloads it
 (server/coordinator/runtime.py `load` / `unload`, fenced by the partition's leader epoch).
+Each coordinator is one (topic, runtime) pair of the list this is built with.
 
 It sits in front of the node's replica manager (ReplicaManagerPort, server/cluster/ports.py):
 every `apply` the cluster layer makes reaches the replica manager first (the partition's log
@@ -16,12 +19,11 @@ replica manager, and so this, again."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kazoo.protocol.states import KazooState
 
-from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.cluster.partition_state import PartitionState
 from kcoord.server.cluster.ports import ReplicaManagerPort
 
@@ -29,35 +31,43 @@ log = logging.getLogger("kcoord.cluster.coordinators")
 
 
 class CoordinatorsFollowLeadership:
-    """A ReplicaManagerPort that hands every call to `replicas`, then loads the group
-    coordinator's partitions this node leads and unloads those it no longer leads."""
+    """A ReplicaManagerPort that hands every call to `replicas`, then loads the coordinators'
+    partitions this node leads and unloads those it no longer leads."""
 
-    def __init__(self, replicas: ReplicaManagerPort, group_runtime: Callable[[], Any], node: Any) -> None:
-        """group_runtime: the group coordinator's runtime (built at its first use; the node's
-        current parts', server/node.py); node: the ClusterNode (broker_id, leads, zk.on_state),
-        built before this."""
+    def __init__(self, replicas: ReplicaManagerPort, runtimes: Sequence[tuple[str, Callable[[], Any]]],
+                 node: Any) -> None:
+        """runtimes: (topic, the runtime of the coordinator living in it) pairs, each runtime
+        given by a function (the node's current parts', server/node.py: built at its first
+        use); node: the ClusterNode (broker_id, leads, zk.on_state), built before this."""
         self.replicas = replicas
-        self._group_runtime = group_runtime
+        self._runtimes = dict(runtimes)
         self.node = node
         self.broker_id = node.broker_id
-        self._states: dict[int, PartitionState] = {}  # the last state told of each offsets partition
-        self.runtime.managed()  # requests before the first apply: NOT_COORDINATOR, never this node alone
+        # the last state told of each coordinator partition, by topic
+        self._states: dict[str, dict[int, PartitionState]] = {topic: {} for topic in self._runtimes}
+        for topic in self._runtimes:
+            # requests before the first apply: NOT_COORDINATOR, never this node alone
+            self.runtime_of(topic).managed()
         node.zk.on_state(self._on_session_state)  # after the node's own listener: its fencing is set
 
-    @property
-    def runtime(self) -> Any:
-        return self._group_runtime()
+    def runtime_of(self, topic: str) -> Any:
+        return self._runtimes[topic]()
 
     def apply(self, states: list[PartitionState], endpoints: Mapping[int, tuple[str, int]]) -> None:
         self.replicas.apply(states, endpoints)
-        self._follow([s for s in states if s.topic == OFFSETS_TOPIC])
+        for topic in self._runtimes:
+            mine = [s for s in states if s.topic == topic]
+            if mine:
+                self._follow(topic, mine)
 
-    def _follow(self, states: list[PartitionState]) -> None:
-        runtime = self.runtime
+    def _follow(self, topic: str, states: list[PartitionState], again: bool = False) -> None:
+        """`again`: states told before, to act on anew (the same session back)."""
+        runtime = self.runtime_of(topic)
+        told = self._states[topic]
         for s in states:
-            if s.partition >= runtime.shard.num_partitions:
-                continue
-            self._states[s.partition] = s
+            if s.partition >= runtime.shard.num_partitions or (not again and told.get(s.partition) == s):
+                continue  # the node tells every hosted state at each change: only changes count
+            told[s.partition] = s
             if s.leader == self.broker_id:
                 runtime.load(s.partition, s.leader_epoch)
             else:
@@ -72,20 +82,25 @@ class CoordinatorsFollowLeadership:
     def stop_replicas(self, topic_partitions: Iterable[tuple[str, int]], delete: bool) -> None:
         topic_partitions = list(topic_partitions)
         self.replicas.stop_replicas(topic_partitions, delete)
-        runtime = self.runtime
         for topic, p in topic_partitions:
-            if topic == OFFSETS_TOPIC and p < runtime.shard.num_partitions:
-                self._states.pop(p, None)
+            if topic not in self._runtimes:
+                continue
+            runtime = self.runtime_of(topic)
+            if p < runtime.shard.num_partitions:
+                self._states[topic].pop(p, None)
                 runtime.unload(p, -1)  # no longer hosted here: whatever the epoch
 
     def _on_session_state(self, state: str) -> None:
-        runtime = self.runtime
         if state in (KazooState.SUSPENDED, KazooState.LOST):
-            fenced = [p for p in range(runtime.shard.num_partitions) if runtime.state(p)[0] != "unloaded"]
-            for p in fenced:
-                runtime.unload(p, -1)
-            if fenced:
-                log.warning("ZooKeeper connection %s: unloaded %d __consumer_offsets partitions", state.lower(),
-                            len(fenced))
+            for topic in self._runtimes:
+                runtime = self.runtime_of(topic)
+                fenced = [p for p in range(runtime.shard.num_partitions) if runtime.state(p)[0] != "unloaded"]
+                for p in fenced:
+                    runtime.unload(p, -1)
+                if fenced:
+                    log.warning("ZooKeeper connection %s: unloaded %d %s partitions", state.lower(), len(fenced),
+                                topic)
         elif state == KazooState.CONNECTED and self.node.leads_anything():
-            self._follow(list(self._states.values()))  # the same session: what it still leads
+            for topic, told in self._states.items():  # the same session: what it still leads
+                if told:
+                    self._follow(topic, list(told.values()), again=True)

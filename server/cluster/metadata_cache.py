@@ -60,10 +60,26 @@ class MetadataCache:
     def put_state(self, state: PartitionState) -> None:
         """A state this node wrote (the controller, a leader's ISR change): known before the
         watch brings it; an older version never replaces a newer one."""
+        topic = self.topics.get(state.topic)
+        replicas = topic.replicas.get(state.partition) if topic is not None else None
+        if replicas is not None and replicas != state.replicas:  # the assignment as this cache has it
+            state = _with_replicas(state, replicas)
         old = self.states.get((state.topic, state.partition))
         if old is None or old.zk_version <= state.zk_version:
             self.states[(state.topic, state.partition)] = state
             self._changed()
+
+    def put_topic(self, assignment: TopicAssignment) -> None:
+        """An assignment this node wrote to /brokers/topics/T (a reassignment's step): known
+        before the watch brings it; the partitions' states take its replicas."""
+        if assignment.name not in self.topics:
+            return  # not read yet (or deleted): the watch brings it
+        self.topics[assignment.name] = assignment
+        for p, replicas in assignment.replicas.items():
+            st = self.states.get((assignment.name, p))
+            if st is not None and st.replicas != replicas:
+                self.states[(assignment.name, p)] = _with_replicas(st, replicas)
+        self._changed()
 
     # ---- keeping it
 

@@ -48,6 +48,7 @@ class ClusterNode:
         self.cache = MetadataCache(zk)
         self.replicas: ReplicaManagerPort | None = None
         self.controller: Controller | None = None
+        self.configs: Any = None  # config_changes.ClusterConfigs, set by the builder
         self.cluster_id = ""
         self._session: int | None = None  # the session our registration belongs to
         self._fenced = True
@@ -158,6 +159,8 @@ class ClusterNode:
         self._fenced = True
         self._resign_controller()
         self.cache.stop()
+        if self.configs is not None:
+            self.configs.stop()
         for t in list(self._tasks):
             t.cancel()
         await self.zk.stop()
@@ -236,10 +239,14 @@ class ClusterNode:
         gone = [k for k in self._hosted if k not in hosted]
         self._hosted = hosted
         if gone:
-            deleted = [k for k in gone if k[0] not in self.cache.topics]
-            moved = [k for k in gone if k[0] in self.cache.topics]
-            if deleted:
-                self.replicas.stop_replicas(deleted, delete=True)
+            topics = self.cache.topics
+            deleted = [k for k in gone if k[0] not in topics]
+            # reassigned away (the assignment no longer lists this node): Kafka's StopReplica
+            # with delete, the log goes; a partition merely without a state stops only
+            removed = [k for k in gone if k[0] in topics and me not in topics[k[0]].replicas.get(k[1], (me,))]
+            moved = [k for k in gone if k not in deleted and k not in removed]
+            if deleted or removed:
+                self.replicas.stop_replicas(deleted + removed, delete=True)
             if moved:
                 self.replicas.stop_replicas(moved, delete=False)
         self.replicas.apply(sorted(hosted.values(), key=lambda s: (s.topic, s.partition)), self.endpoints())
@@ -277,6 +284,8 @@ class ClusterNode:
         self._hosted = {}  # the replica manager is told every state again (it may have been fenced)
         await self._register()
         await self.cache.start()
+        if self.configs is not None:  # the changes made while the session was lost
+            await self.configs.start()
         self._fenced = False
         await self._elect()
 
@@ -333,6 +342,8 @@ class ClusterNode:
         if got is None or name in self.cache.deleting:
             raise ClusterError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {name} does not exist.")
         topic = znodes.decode_topic(name, got[0])
+        if topic.adding or topic.removing:  # Kafka refuses while any partition of it is moving
+            raise ClusterError("REASSIGNMENT_IN_PROGRESS", f"A partition reassignment is in progress for the topic '{name}'.")
         rf = len(topic.replicas[0])
         live = {b.broker_id: b.rack for b in self.cache.brokers.values()}
         first = topic.partitions

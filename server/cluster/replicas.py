@@ -4,7 +4,7 @@ partition's topic and log exist locally, deleted topics' logs go), then the Repl
 through the node's `alter_isr`). Started with the node, stopped before the broker stops."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from kcoord.server.cluster.local_replicas import LocalReplicas
@@ -44,6 +44,10 @@ class ReplicatedReplicas:
         for key in topic_partitions:
             self.applied.pop(key, None)
         self.manager.stop_replicas(topic_partitions, delete=False)
+        checkpoint = getattr(self.manager, "hw_checkpoint", None)
+        if delete and checkpoint is not None:  # their logs go: so do their checkpointed high watermarks
+            for key in topic_partitions:
+                checkpoint.forget(key)
         self.local.stop_replicas(topic_partitions, delete)
 
     def start(self) -> None:
@@ -53,11 +57,12 @@ class ReplicatedReplicas:
         await self.manager.stop()
 
 
-def replicated_replicas(broker: Any, node: Any) -> ReplicatedReplicas:
-    """The node's replicas: its logs, and a replica manager that proposes ISR changes through
-    the node (the state znode, fenced by its version). `broker.replicas` is the manager the
-    Produce and Fetch handlers consult."""
-    from kcoord.server.replication.wiring import replica_manager_for
+def replicated_replicas(node: Any, local: LocalReplicas,
+                        manager_for: Callable[[Callable[..., Awaitable[PartitionState | None]]], Any],
+                        ) -> ReplicatedReplicas:
+    """The node's replicas: its logs (`local`), and the replica manager `manager_for` builds
+    (server/replication/wiring.py, from the composition root), which proposes ISR changes
+    through the node (the state znode, fenced by its version)."""
 
     async def alter_isr(state: PartitionState, new_isr: tuple[int, ...]) -> PartitionState | None:
         """A broker joins the ISR only while registered (Kafka's ISR eligibility): a node in
@@ -67,6 +72,4 @@ def replicated_replicas(broker: Any, node: Any) -> ReplicatedReplicas:
             return None
         return await node.alter_isr(state, new_isr)
 
-    manager = replica_manager_for(broker, alter_isr)
-    broker.replicas = manager
-    return ReplicatedReplicas(LocalReplicas(broker, node.cache), manager)
+    return ReplicatedReplicas(local, manager_for(alter_isr))

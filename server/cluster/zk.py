@@ -104,6 +104,10 @@ class Zk:
         except NoNodeError:
             return None
 
+    async def stat(self, path: str) -> Any:
+        """The znode's ZnodeStat (ctime, mtime, version...), None when absent."""
+        return await self._wrap(self.client.exists_async(path))
+
     async def children(self, path: str, watch: Callable[[Any], None] | None = None) -> list[str]:
         try:
             return list(await self._wrap(self.client.get_children_async(path, watch=self._watch(watch))))

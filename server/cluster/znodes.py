@@ -33,7 +33,8 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 ISR_CHANGES = "/isr_change_notification"
 # what a Kafka broker creates at start-up (KafkaZkClient's persistent paths)
-PERSISTENT = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, "/admin/reassign_partitions", DELETE_TOPICS,
+# (not /admin/reassign_partitions: its existence is a reassignment request for the controller)
+PERSISTENT = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
               "/brokers/seqid", ISR_CHANGES, "/latest_producer_id_block", "/log_dir_event_notification",
               CONFIG_TOPICS, "/config/clients", "/config/users", "/config/brokers", "/config/ips")
 
@@ -131,6 +132,24 @@ def decode_epoch(data: bytes) -> int:
     return int(data.decode().strip())
 
 
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+
+def encode_producer_id_block(broker_id: int, first: int, last: int) -> bytes:
+    """/latest_producer_id_block: the last block of producer ids a broker claimed (both ends
+    inclusive, as decimal strings: Kafka's ProducerIdBlockZNode)."""
+    return json.dumps({"version": 1, "broker": broker_id, "block_start": str(first),
+                       "block_end": str(last)}).encode()
+
+
+def decode_producer_id_block(data: bytes) -> tuple[int, int, int] | None:
+    """(broker, first, last) of the block, None when no block was claimed yet (empty znode)."""
+    if not data.strip():
+        return None
+    d = json.loads(data)
+    return int(d["broker"]), int(d["block_start"]), int(d["block_end"])
+
+
 def encode_cluster_id(cluster_id: str) -> bytes:
     return _dump({"version": "1", "id": cluster_id})
 
@@ -156,19 +175,26 @@ class TopicAssignment:
 
     name: str
     topic_id: uuid.UUID
-    replicas: dict[int, tuple[int, ...]]  # partition -> replicas
+    replicas: dict[int, tuple[int, ...]]  # partition -> replicas (during a reassignment: target + origin)
+    # a reassignment in progress (Kafka 2.4+): partition -> the replicas being added / removed
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def partitions(self) -> int:
         return len(self.replicas)
+
+    def reassigning(self, partition: int) -> bool:
+        return bool(self.adding.get(partition) or self.removing.get(partition))
 
 
 def encode_topic(t: TopicAssignment) -> bytes:
     return _dump({
         "partitions": {str(p): list(r) for p, r in sorted(t.replicas.items())},
         "topic_id": topic_id_to_text(t.topic_id),
-        "adding_replicas": {},
-        "removing_replicas": {},
+        # only the partitions being reassigned, as Kafka writes them
+        "adding_replicas": {str(p): list(r) for p, r in sorted(t.adding.items()) if r},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(t.removing.items()) if r},
         "version": 3,
     })
 
@@ -177,8 +203,13 @@ def decode_topic(name: str, data: bytes) -> TopicAssignment:
     obj = json.loads(data)
     tid = obj.get("topic_id")
     topic_id = topic_id_from_text(tid) if tid else uuid.UUID(int=0)
-    replicas = {int(p): tuple(int(b) for b in r) for p, r in obj.get("partitions", {}).items()}
-    return TopicAssignment(name, topic_id, dict(sorted(replicas.items())))
+    def by_partition(key: str) -> dict[int, tuple[int, ...]]:
+        got = {int(p): tuple(int(b) for b in r) for p, r in (obj.get(key) or {}).items()
+               if r or key == "partitions"}
+        return dict(sorted(got.items()))
+
+    return TopicAssignment(name, topic_id, by_partition("partitions"), by_partition("adding_replicas"),
+                           by_partition("removing_replicas"))
 
 
 def encode_state(s: PartitionState) -> bytes:

@@ -34,8 +34,13 @@ from kcoord.server.control.recorder import Recorder
 from kcoord.server.deferred import Deferred
 
 if TYPE_CHECKING:
-    from kcoord.server.app import Server
+    from collections.abc import Awaitable, Callable
+
     from kcoord.server.connection import KafkaConnection
+    from kcoord.server.connections import Connections
+    from kcoord.server.control.ports import NodeState
+    from kcoord.server.dispatch import Dispatcher
+    from kcoord.server.virtual.cluster import VirtualCluster
 
 log = logging.getLogger("kcoord.control")
 
@@ -48,9 +53,19 @@ class NotFound(LookupError):
 
 
 class ControlPlane:
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.dispatcher = server.dispatcher
+    """Built by the composition root (server/node.py, `control_plane`) with what it uses of the
+    node: the dispatcher (the answer of a request nothing injected), its connections, its
+    current parts (NodeState), and the node's load, reset and identity."""
+
+    def __init__(self, dispatcher: Dispatcher, connections: Connections, state: NodeState,
+                 loaded: Callable[[], Awaitable[None]], reset: Callable[[], dict[str, int]],
+                 identity: Callable[[], dict[str, Any]]) -> None:
+        self.dispatcher = dispatcher
+        self._connections = connections
+        self.state = state
+        self._loaded = loaded  # until __consumer_offsets is loaded
+        self._reset = reset  # the node's reset: its state anew from an emptied directory (reset.py)
+        self._identity = identity  # cluster id, node id, the listeners' bound addresses
         self.errors: list[ErrorRule] = []
         self.latency: list[LatencyRule] = []
         self.stalls: list[StallRule] = []
@@ -63,17 +78,15 @@ class ControlPlane:
         self.routing: Any = None  # kcoord.server.virtual.routing.Routing, beside it
         self._routed: frozenset[ApiKey] = frozenset()
         self.intercept = Interceptor(self)
-        self.dispatcher.connection_hook = self.intercept
 
-    async def start_virtual(self, count: int) -> None:
+    async def start_virtual(self, cluster: VirtualCluster) -> None:
         """kcoord.virtual.brokers > 1: the other nodes' listeners, and every request routed
         (server/virtual/), so every connection stays hooked."""
-        from kcoord.server.virtual.cluster import VirtualCluster
         from kcoord.server.virtual.routing import ROUTED, Routing
 
-        self.virtual = VirtualCluster(self.server, count)
-        await self.virtual.start()
-        self.routing = Routing(self.virtual, self.dispatcher.handle)
+        self.virtual = cluster
+        await cluster.start()
+        self.routing = Routing(cluster, self.dispatcher.handle, self.state.topics)
         self._routed = ROUTED
         self._refresh()
 
@@ -85,14 +98,10 @@ class ControlPlane:
         spec, version, _, _, _, body_at = parsed
         return self.routing.serve(conn, frame, spec, version, body_at, request)
 
-    @property
-    def broker(self) -> Any:
-        return self.server.broker
-
     # ---------------------------------------------------------------- the per-request side
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        t = self.broker.topics.by_id.get(topic_id)
+        t = self.state.topics().by_id.get(topic_id)
         return t.name if t is not None else None
 
     def needs_body(self, api: ApiKey) -> bool:
@@ -138,7 +147,7 @@ class ControlPlane:
             if lat.match.needs_body:
                 needs.add(lat.match.api)
         self._needs_body = frozenset(needs)
-        for conn in self.broker.connections:
+        for conn in self._connections:
             conn.hook = self.intercept if self.active or conn.client_id is None else None
 
     # ---------------------------------------------------------------- faults
@@ -195,7 +204,7 @@ class ControlPlane:
 
     def connections(self) -> list[dict[str, Any]]:
         return [{"id": c.id, "peer": c.peer, "port": c.local_port, "client_id": c.client_id,
-                 "stalled": c.stalled} for c in sorted(self.broker.connections, key=lambda c: c.id)]
+                 "stalled": c.stalled} for c in sorted(self._connections, key=lambda c: c.id)]
 
     def _select(self, body: dict[str, Any]) -> list[KafkaConnection]:
         client_id, conn_id = body.get("client_id"), body.get("connection")
@@ -205,7 +214,7 @@ class ControlPlane:
             raise BadRule("'client_id' must be a string")
         if conn_id is not None and (isinstance(conn_id, bool) or not isinstance(conn_id, int)):
             raise BadRule("'connection' must be a connection id (GET /connections lists them)")
-        return [c for c in self.broker.connections
+        return [c for c in self._connections
                 if (client_id is None or c.client_id == client_id) and (conn_id is None or c.id == conn_id)]
 
     def close_connections(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -222,7 +231,7 @@ class ControlPlane:
             raise BadRule("'client_id' is required: the client whose connections stop being read")
         rule = StallRule(client_id)
         self.stalls.append(rule)
-        stalled = [c for c in self.broker.connections if c.client_id == client_id]
+        stalled = [c for c in self._connections if c.client_id == client_id]
         for c in stalled:
             c.stall()
         self._refresh()
@@ -234,7 +243,7 @@ class ControlPlane:
         held back."""
         self.stalls[:] = [s for s in self.stalls if client_id is not None and s.client_id != client_id]
         resumed = []
-        for c in list(self.broker.connections):
+        for c in list(self._connections):
             if c.stalled and (client_id is None or c.client_id == client_id):
                 resumed.append(c.id)
                 held = self.held.pop(c, None)
@@ -293,18 +302,18 @@ class ControlPlane:
     def rebalance(self, group_id: str) -> dict[str, Any]:
         from kcoord.server.group import control as group_control
 
-        err = group_control.force_rebalance(self.broker.parts.coordinator.get(), group_id, "rebalance forced by the control API")
+        err = group_control.force_rebalance(self.state.coordinator(), group_id, "rebalance forced by the control API")
         if err == ErrorCode.GROUP_ID_NOT_FOUND:
             raise NotFound(f"group {group_id} has no members to rebalance")
         if err is not None:
             raise BadRule(f"group {group_id} cannot be made to rebalance now ({err.name})")
-        return {"group_id": group_id, "state": self.broker.parts.coordinator.get().group(group_id).state_name()}
+        return {"group_id": group_id, "state": self.state.coordinator().group(group_id).state_name()}
 
     def expire(self, group_id: str, member: str) -> dict[str, Any]:
         from kcoord.server.group import control as group_control
 
         err, member_id = group_control.expire_member(
-            self.broker.parts.coordinator.get(), group_id, member,
+            self.state.coordinator(), group_id, member,
             f"removing member {member} on heartbeat expiration (forced by the control API)")
         if err == ErrorCode.GROUP_ID_NOT_FOUND:
             raise NotFound(f"no group {group_id}")
@@ -312,11 +321,11 @@ class ControlPlane:
             raise NotFound(f"group {group_id} has no member or group.instance.id {member}")
         if err is not None:
             raise BadRule(f"group {group_id}: members cannot be expired ({err.name})")
-        g = self.broker.parts.coordinator.get().group(group_id)
+        g = self.state.coordinator().group(group_id)
         return {"group_id": group_id, "member_id": member_id, "state": g.state_name() if g is not None else "Dead"}
 
     def group(self, group_id: str) -> dict[str, Any]:
-        coordinator = self.broker.parts.coordinator.get()
+        coordinator = self.state.coordinator()
         g = coordinator.group(group_id)
         if g is None:
             raise NotFound(f"no group {group_id}")
@@ -345,7 +354,7 @@ class ControlPlane:
         task = self.loading.pop(partition, None)
         if task is not None:
             task.cancel()
-        runtime = self.broker.parts.runtime.get()
+        runtime = self.state.runtime()
         self.loading[partition] = t = asyncio.ensure_future(runtime.reload(partition, ms / 1000.0))
         t.add_done_callback(lambda _t: self.loading.pop(partition, None) if self.loading.get(partition) is _t
                             else None)
@@ -354,11 +363,11 @@ class ControlPlane:
 
     def _partition(self, body: dict[str, Any]) -> int:
         group, partition = body.get("group_id"), body.get("partition")
-        n = self.broker.offsets_partitions
+        n = self.state.offsets_partitions()
         if group is not None:
             if not isinstance(group, str):
                 raise BadRule("'group_id' must be a string")
-            return self.broker.parts.coordinator.get().partition_of(group)
+            return self.state.coordinator().partition_of(group)
         if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < n:
             raise BadRule(f"name a 'group_id' or a __consumer_offsets 'partition' (0 to {n - 1})")
         return partition
@@ -389,7 +398,7 @@ class ControlPlane:
 
     def move_leader(self, topic: str, partition: str, body: dict[str, Any]) -> dict[str, Any]:
         cluster = self._cluster()
-        t = self.broker.topics.get(topic)
+        t = self.state.topics().get(topic)
         if t is None:
             raise NotFound(f"no topic {topic}")
         if not partition.isdigit() or not int(partition) < t.partitions:
@@ -401,7 +410,7 @@ class ControlPlane:
     def move_coordinator(self, group_id: str, body: dict[str, Any]) -> dict[str, Any]:
         cluster = self._cluster()
         node = self._node(body.get("node"))
-        partition = self.broker.parts.coordinator.get().partition_of(group_id)
+        partition = self.state.coordinator().partition_of(group_id)
         before = cluster.move_leader(OFFSETS_TOPIC, partition, node)
         return {"group_id": group_id, "partition": partition, "coordinator": node, "previous": before}
 
@@ -419,11 +428,9 @@ class ControlPlane:
         self.loading.clear()
         if self.virtual is not None:
             await self.virtual.reset()
-        from kcoord.server.control.reset import reset_broker
-
-        dropped = reset_broker(self.broker)
+        dropped = self._reset()
         self._refresh()
-        await self.broker.loaded()
+        await self._loaded()
         return {"reset": True, "dropped": dropped, "took_ms": round((time.perf_counter() - started) * 1000, 2)}
 
     def shutdown(self) -> None:
@@ -440,11 +447,9 @@ class ControlPlane:
         self._refresh()
 
     def status(self) -> dict[str, Any]:
-        b = self.broker
-        return {"cluster_id": b.cluster_id, "node_id": b.config.node_id,
-                "listeners": [f"{h}:{p}" for h, p in self.server.bound],
-                "topics": sorted(t.name for t in b.topics.topics.values() if not t.internal),
-                "groups": sorted(g.group_id for g in b.parts.coordinator.get().groups() if not g.is_dead()),
-                "connections": len(b.connections), "faults": self.faults(),
+        return {**self._identity(),
+                "topics": sorted(t.name for t in self.state.topics().topics.values() if not t.internal),
+                "groups": sorted(g.group_id for g in self.state.coordinator().groups() if not g.is_dead()),
+                "connections": len(self._connections), "faults": self.faults(),
                 "recording": self.recorder is not None,
                 "virtual_brokers": self.virtual.ids() if self.virtual is not None else None}

@@ -3,13 +3,15 @@ become exactly those given (what is not named is removed). Checked in full befor
 written; validate_only stops there; applied durably before the answer."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.configs import AlterConfigsResponse
 
 from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
-from kcoord.server.config_admin import DUPLICATE_RESOURCE, commit, duplicates, plan_legacy
+from kcoord.server.config_admin import DUPLICATE_RESOURCE, cluster_change, commit, duplicates, plan_legacy
 from kcoord.server.context import RequestContext
+from kcoord.server.deferred import of_coroutine
 
 if TYPE_CHECKING:
     from kcoord.server.config_admin import ConfigState
@@ -20,10 +22,19 @@ Out = AlterConfigsResponse.AlterConfigsResourceResponse
 class AlterConfigsApi:
     """The handler of alter_configs.py, built by the composition root (server/node.py) with the config state (server/config_admin.py)."""
 
-    def __init__(self, state: ConfigState) -> None:
+    def __init__(self, state: ConfigState, cluster: Callable[[], Any] = lambda: None) -> None:
         self.state = state
+        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None
+
+    def _publisher(self) -> Any:
+        """On a cluster node, what writes topic and broker changes to ZooKeeper."""
+        node = self.cluster()
+        return None if node is None else node.configs
 
     def handle_alter_configs(self, ctx: RequestContext, req: Any, version: int) -> Any:
+        publisher = self._publisher()
+        if publisher is not None and not req.validate_only:
+            return of_coroutine(self._published(req, version, publisher), "AlterConfigs")
         dup = duplicates(req.resources)
         out = []
         for i, r in enumerate(req.resources):
@@ -39,3 +50,33 @@ class AlterConfigsApi:
             out.append(Out(error_code=code, error_message=message, resource_type=r.resource_type,
                            resource_name=r.resource_name))
         return AlterConfigsResponse(version=version, throttle_time_ms=0, responses=out)
+
+    async def _published(self, req: Any, version: int, publisher: Any) -> Any:
+        """On a cluster node: topic and broker changes written to ZooKeeper, every node applies
+        them (server/cluster/config_changes.py); group configs stay on this node."""
+        dup = duplicates(req.resources)
+        out = []
+        for i, r in enumerate(req.resources):
+            code, message = ErrorCode.NONE, None
+            try:
+                if i in dup:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
+                plan = plan_legacy(self.state, r)
+                change = cluster_change(plan)
+                if change is None:
+                    commit(self.state, plan)
+                else:
+                    await publish(publisher, change, plan.configs)
+            except (KafkaError, OSError) as e:
+                code, message = error_code_of(e), getattr(e, "message", None) or str(e)
+            out.append(Out(error_code=code, error_message=message, resource_type=r.resource_type,
+                           resource_name=r.resource_name))
+        return AlterConfigsResponse(version=version, throttle_time_ms=0, responses=out)
+
+
+async def publish(publisher: Any, change: tuple[str, str], configs: dict[str, str]) -> None:
+    """ZooKeeper's failures answer UNKNOWN_SERVER_ERROR for the resource (nothing applied)."""
+    try:
+        await publisher.publish(*change, configs)
+    except Exception as e:  # noqa: BLE001 - kazoo's connection and session errors
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Writing the config change failed: {e!r}") from None

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kcoord.protocol.data_fastpath import FetchResponseData
 from kcoord.protocol.errors import ErrorCode
@@ -46,6 +46,13 @@ if TYPE_CHECKING:
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
+
+
+class _Asked(NamedTuple):
+    """What _replica_error reads of a requested partition, for a session's cached one."""
+
+    current_leader_epoch: int
+    fetch_offset: int
 
 
 class _Part:
@@ -270,7 +277,8 @@ class FetchApi:
             return FetchResponseData(version, kind, 0, [])
         if not isinstance(kind, str):
             reader = fetch_session.SessionReader(dp.fetch_sessions, self.topics,
-                                                 lambda topic, p: log_of(self.logs, topic, p), _read, _Part, dp)
+                                                 lambda topic, p: log_of(self.logs, topic, p), _read,
+                                                 self._session_part(req, version), dp)
             answer = reader.incremental(kind, req, version)
             if answer is not None:
                 return answer
@@ -320,6 +328,28 @@ class FetchApi:
                 parts.append(part)
             out.append((t, parts))
         return out
+
+    def _session_part(self, req: Any, version: int) -> Callable[..., _Part]:
+        """The factory of a session read's parts: resolved as _resolve resolves a request's (a
+        replicated partition is served by its leader only, in its epoch, below its high
+        watermark to consumers; a fenced cluster node leads nothing)."""
+        replica_id = replica_id_of(req, version)
+        cluster = self.cluster()
+
+        def make(topic: str | None, index: int, offset: int, max_bytes: int, plog: PartitionLog | None,
+                 err: ErrorCode, leader_epoch: int = -1) -> _Part:
+            replica = plog.replica if plog is not None else None
+            if err == ErrorCode.NONE and topic is not None and cluster is not None and replica_id < 0 \
+                    and not_leader(cluster, topic, index):
+                err = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif err == ErrorCode.NONE and replica is not None:
+                err = self._replica_error(replica, _Asked(leader_epoch, offset), version, replica_id)
+            part = _Part(topic, index, offset, max_bytes, plog if err == ErrorCode.NONE else None, err)
+            if replica is not None and err == ErrorCode.NONE:
+                part.replica, part.consumer = replica, replica_id < 0
+            return part
+
+        return make
 
     def _replica_error(self, replica: Any, p: Any, version: int, replica_id: int) -> ErrorCode:
         """A replicated partition: only its leader serves it, in its epoch; a follower's fetch

@@ -166,10 +166,12 @@ class SessionReader:
             err = ErrorCode.NONE
             if cp.plog is None or cp.plog.deleted:
                 err = self.resolve(session, cp, version)
-            if err == ErrorCode.NONE and version >= 9:
+            # a replicated partition's epoch is its replica's: the part factory checks it
+            if err == ErrorCode.NONE and version >= 9 and getattr(cp.plog, "replica", None) is None:
                 err = leader_epoch_error(cp.leader_epoch) or ErrorCode.NONE
             parts.append(self.part(cp.topic, cp.index, cp.fetch_offset, cp.max_bytes,
-                                   cp.plog if err == ErrorCode.NONE else None, err))
+                                   cp.plog if err == ErrorCode.NONE else None, err,
+                                   cp.leader_epoch if version >= 9 else -1))
         rows, total, failed = self.read([(None, parts)], req.max_bytes, self.dp, req.isolation_level)
         return rows[0], total, failed
 
@@ -228,6 +230,12 @@ class DelayedSessionFetch(DelayedOperation):
             return -1
         if off == end:
             return 0
+        replica = getattr(plog, "replica", None)
+        if replica is not None:
+            if not replica.is_leader or replica.stopped:
+                return -1
+            if not self.session.privileged and replica.hw <= off:
+                return 0  # a consumer: nothing committed past its fetch offset yet
         if self.read_committed and fetch_txn.lso(self.reader.dp, cp.topic, cp.index, plog) <= off:
             return 0
         seg = plog.active

@@ -2,9 +2,10 @@
 
 A group key maps to the leader of __consumer_offsets partition
 abs(javaHash(group)) % offsets.topic.num.partitions, a transactional id (key type 1) to the
-leader of __transaction_state partition abs(javaHash(id)) % transaction.state.log.num.partitions:
-both are always this node. The first transaction key creates __transaction_state (Kafka creates
-it on that first lookup too).
+leader of __transaction_state partition abs(javaHash(id)) % transaction.state.log.num.partitions.
+On one node both are this node, and the first transaction key creates __transaction_state
+(Kafka creates it on that first lookup too); on a cluster node both are the partition's
+leader in the cluster's metadata, the controller creating both topics.
 """
 from __future__ import annotations
 
@@ -50,20 +51,20 @@ class FindCoordinatorApi:
         return ErrorCode.NONE, None
 
     def _cluster_lookup(self, ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
-        """On a cluster node: the leader of the key's __consumer_offsets partition (groups only;
-        transactions stay with the node asked until the coordinators follow partition leadership)."""
+        """On a cluster node: the leader of the key's partition of __consumer_offsets (a group)
+        or __transaction_state (a transactional id), which the controller creates once enough
+        nodes are up; COORDINATOR_NOT_AVAILABLE until then and while the partition has no leader."""
         from kcoord.protocol.partitioner import partition_for
-        from kcoord.protocol.topics import OFFSETS_TOPIC
+        from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
         from kcoord.server.cluster import answers
 
         node = self.cluster()
-        if key_type != GROUP:
-            err, msg = self._lookup(ctx, key, key_type)
-            host, port = ctx.advertised_on(self.config) or ("", -1)
-            return err, msg, self.node_id, host, port
-        topic = node.topic(OFFSETS_TOPIC)
+        if key_type not in (GROUP, TRANSACTION):
+            return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}", -1, "", -1
+        name = OFFSETS_TOPIC if key_type == GROUP else TXN_TOPIC
+        topic = node.topic(name)
         found = None if topic is None else answers.coordinator(
-            node, OFFSETS_TOPIC, partition_for(key, topic.partitions), answers.listener_name(ctx))
+            node, name, partition_for(key, topic.partitions), answers.listener_name(ctx))
         if found is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
         return ErrorCode.NONE, None, *found

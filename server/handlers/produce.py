@@ -186,7 +186,7 @@ class ProduceApi:
         self.logs = logs
         self.data_plane = data_plane
         self.txns = ProduceTxn(config["transaction.partition.verification.enable"], clock, topics, logs,
-                               data_plane, txn)
+                               data_plane, txn, cluster)
 
     def handle_produce(self, ctx: RequestContext, req: Any, version: int) -> Any:
         acks = req.acks
@@ -203,6 +203,10 @@ class ProduceApi:
                 return _close_or(acks, ctx, _whole_request_error(version, req, code, msg), code)
         if acks not in (-1, 0, 1):
             return _whole_request_error(version, req, ErrorCode.INVALID_REQUIRED_ACKS)
+        if req.transactional_id is not None and self.cluster() is not None:
+            asking = self.txns.remote_checks(req, version)
+            if asking is not None:  # another node coordinates the id: it verifies or adds first
+                return then(asking, lambda added: self._append_after_adds(req, version, acks, added))
         if version >= 12 and req.transactional_id is not None:
             adding = self.txns.implicit_adds(req)
             if adding is not None:  # transactions v2: the partitions join the transaction first

@@ -10,6 +10,9 @@ ReplicaManager / ProducerAppendInfo do:
   to the transaction") before v11 and TRANSACTION_ABORTABLE from v11 for a partition that is not
   in it, NOT_ENOUGH_REPLICAS for the retriable ones (CONCURRENT_TRANSACTIONS, the coordinator
   loading or unavailable), which older clients retry without refreshing metadata.
+- On a cluster node, for a transactional id another node coordinates, both are asked of that
+  node (remote_checks: AddPartitionsToTxn v5 as a broker sends it, server/cluster/
+  txn_verification.py) before anything is appended.
 - Produce v12 (transactions v2): the partitions are added to the transaction instead of
   verified (implicit_adds: one AddPartitions of the request's partitions, written durably
   before anything is appended), whatever transaction.partition.verification.enable says.
@@ -28,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.errors import ErrorCode
-from kcoord.server.deferred import Deferred
+from kcoord.server.deferred import Deferred, of_coroutine
 from kcoord.server.txn.settling import after_completion
 from kcoord.storage.batch import BatchHeader
 from kcoord.storage.log import PartitionLog
@@ -73,8 +76,12 @@ class ProduceTxn:
     transaction coordinator (built at the first transactional batch that needs it)."""
 
     def __init__(self, verification: bool, clock: Clock, topics: TopicRegistry, logs: LogManager,
-                 data_plane: DataPlane, txn: Lazy[TxnService]) -> None:
+                 data_plane: DataPlane, txn: Lazy[TxnService], cluster: Any = lambda: None) -> None:
         self.verification = verification  # transaction.partition.verification.enable
+        # the node's ClusterNode on a cluster node (else None): a transactional id another node
+        # coordinates is verified or added there (remote_checks)
+        self.cluster = cluster
+        self._remote: Any = None  # server/cluster/txn_verification.py, at its first use
         self.clock = clock
         self.topics = topics
         self.logs = logs
@@ -131,29 +138,38 @@ class ProduceTxn:
         return entry is not None and entry.epoch == producer_epoch
 
 
+    def remote_checks(self, req: Any, version: int) -> Deferred[dict[TopicPartition, ErrorCode]] | None:
+        """On a cluster node, for a transactional id another node coordinates: the partitions
+        whose transactional batch is the producer's first at its epoch there are added to its
+        transaction there (Produce v12) or verified there (below v12, with verification on), by
+        AddPartitionsToTxn to that node (server/cluster/txn_verification.py), before anything is
+        appended. None when there is nothing to ask another node; else a Deferred of each
+        partition's answer, which check_batch reads as it reads implicit_adds'."""
+        cluster = self.cluster()
+        if cluster is None or req.transactional_id is None:
+            return None
+        verify_only = version < 12
+        if verify_only and not self.verification:
+            return None
+        if self._remote is None:
+            from kcoord.server.cluster.txn_verification import RemoteTxnPartitions
+
+            self._remote = RemoteTxnPartitions(cluster)
+        remote = self._remote
+        if not remote.elsewhere(req.transactional_id):
+            return None
+        wanted, producer = self._first_batches(req)
+        if not wanted or producer is None:
+            return None
+        return of_coroutine(remote.add(req.transactional_id, producer[0], producer[1], wanted, verify_only),
+                            "AddPartitionsToTxn")
+
     def implicit_adds(self, req: Any) -> Deferred[dict[TopicPartition, ErrorCode]] | None:
         """Produce v12 (transactions v2, Kafka's AddPartitionsToTxnManager with addPartition): the
         partitions whose transactional batch is the producer's first at its epoch there are added
         to its transaction, durably, before the request appends anything. None when there are none;
         else a Deferred of each partition's answer (NONE: added)."""
-        wanted: list[TopicPartition] = []
-        producer: tuple[int, int] | None = None
-        for t in req.topic_data:
-            topic = self.topics.get(t.name)
-            if topic is None or topic.internal:
-                continue  # answered by the append (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION)
-            for p in t.partition_data:
-                r = p.records
-                if not (r and len(r) >= 61 and r[_MAGIC_OFFSET] == 2 and r[22] & _ATTR_TRANSACTIONAL):
-                    continue
-                plog = (self.logs.get(topic.name, p.index) if 0 <= p.index < topic.partitions else None)
-                if plog is None:
-                    continue
-                pid = int.from_bytes(r[_PID], "big", signed=True)
-                epoch = int.from_bytes(r[_EPOCH], "big", signed=True)
-                producer = (pid, epoch)
-                if not self._open_in_epoch(t.name, p.index, plog, pid, epoch):
-                    wanted.append((t.name, p.index))
+        wanted, producer = self._first_batches(req)
         if not wanted or producer is None:
             return None
         txn = self.txn.get()
@@ -174,3 +190,26 @@ class ProduceTxn:
         else:
             done(answer)
         return out
+
+    def _first_batches(self, req: Any) -> tuple[list[TopicPartition], tuple[int, int] | None]:
+        """The partitions where the request's transactional batch is its producer's first at
+        its epoch, and that (producer id, epoch)."""
+        wanted: list[TopicPartition] = []
+        producer: tuple[int, int] | None = None
+        for t in req.topic_data:
+            topic = self.topics.get(t.name)
+            if topic is None or topic.internal:
+                continue  # answered by the append (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION)
+            for p in t.partition_data:
+                r = p.records
+                if not (r and len(r) >= 61 and r[_MAGIC_OFFSET] == 2 and r[22] & _ATTR_TRANSACTIONAL):
+                    continue
+                plog = (self.logs.get(topic.name, p.index) if 0 <= p.index < topic.partitions else None)
+                if plog is None:
+                    continue
+                pid = int.from_bytes(r[_PID], "big", signed=True)
+                epoch = int.from_bytes(r[_EPOCH], "big", signed=True)
+                producer = (pid, epoch)
+                if not self._open_in_epoch(t.name, p.index, plog, pid, epoch):
+                    wanted.append((t.name, p.index))
+        return wanted, producer

@@ -117,6 +117,8 @@ _TABLE = (
     Declared(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn.AddOffsetsToTxnApi.handle_add_offsets_to_txn",
              policy="txn.add_offsets_to_txn"),
     Declared(ApiKey.END_TXN, "end_txn.EndTxnApi.handle_end_txn", policy="txn.end_txn"),
+    Declared(ApiKey.WRITE_TXN_MARKERS, "write_txn_markers.WriteTxnMarkersApi.handle_write_txn_markers",
+             policy="txn.write_txn_markers"),
     Declared(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit.TxnOffsetCommitApi.handle_txn_offset_commit",
              policy="txn.txn_offset_commit"),
     Declared(ApiKey.DESCRIBE_PRODUCERS, "describe_producers.DescribeProducersApi.handle_describe_producers",

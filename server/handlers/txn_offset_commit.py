@@ -25,7 +25,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.context import RequestContext
 from kcoord.server.data_plane import log_of
-from kcoord.server.deferred import Deferred, then
+from kcoord.server.deferred import Deferred, of_coroutine, then
 from kcoord.server.group.txn_offset_commit import Row, txn_offset_records, validate_txn_offset_commit
 from kcoord.server.txn.settling import after_completion
 
@@ -58,7 +58,10 @@ def _response(version: int, rows: list[Row]) -> Any:
 class TxnOffsetCommitApi:
     """TxnOffsetCommit's handler, built by the composition root (server/node.py) with the parts it uses."""
 
-    def __init__(self, txn: Lazy[TxnService], coordinator: Lazy[GroupCoordinator], logs: LogManager, topics: TopicRegistry, config: Config, clock: Clock) -> None:
+    def __init__(self, txn: Lazy[TxnService], coordinator: Lazy[GroupCoordinator], logs: LogManager, topics: TopicRegistry, config: Config, clock: Clock,
+                 cluster: Any = lambda: None) -> None:
+        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None
+        self._remote: Any = None  # server/cluster/txn_verification.py, at its first use
         self.txn = txn
         self.coordinator = coordinator
         self.logs = logs
@@ -69,10 +72,20 @@ class TxnOffsetCommitApi:
     def handle_txn_offset_commit(self, ctx: RequestContext, req: Any, version: int) -> Any:
         unknown: list[Row] = []
         known = []
+        cluster = self.cluster()
         for t in req.topics:
-            topic = self.topics.get(t.name)
+            topic = self.topics.get(t.name) if cluster is None else None
+            # on a cluster node, the cluster's partitions: a group's coordinator need not host
+            # the topics its groups commit (as OffsetCommit, server/handlers/groups.py)
+            in_cluster = None if cluster is None else cluster.topic(t.name)
             parts = []
             for p in t.partitions:
+                if in_cluster is not None:
+                    if p.partition_index in in_cluster.replicas:
+                        parts.append(p)
+                    else:
+                        unknown.append((t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
                 if topic is None or log_of(self.logs, topic, p.partition_index) is None:
                     unknown.append((t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 else:
@@ -91,6 +104,29 @@ class TxnOffsetCommitApi:
             return all_rows(ErrorCode.INVALID_GROUP_ID)
         partition = self.coordinator.get().partition_of(req.group_id)
         txn = self.txn.get()
+        remote = self._remote_for(req.transactional_id)
+        if remote is not None and (version >= 5 or self.config["transaction.partition.verification.enable"]):
+            # another node coordinates the transactional id: it adds (v5) or verifies the group's
+            # offsets partition, as Kafka's group coordinator asks it through AddPartitionsToTxn
+            out_remote: Deferred[Any] = Deferred()
+
+            async def ask() -> ErrorCode:
+                answer = await remote.add(req.transactional_id, req.producer_id, req.producer_epoch,
+                                          [(OFFSETS_TOPIC, partition)], verify_only=version < 5)
+                return answer[(OFFSETS_TOPIC, partition)]
+
+            def asked(code: ErrorCode) -> None:
+                code = _VERIFY_ERRORS.get(code, code)
+                if code == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
+                    code = ErrorCode.INVALID_TXN_STATE
+                answer = all_rows(code) if code != ErrorCode.NONE else self._commit(ctx, req, version, partition, unknown)
+                if isinstance(answer, Deferred):
+                    answer.add_callback(out_remote.complete)
+                else:
+                    out_remote.complete(answer)
+
+            of_coroutine(ask(), "AddPartitionsToTxn").add_callback(asked)
+            return out_remote
         if version >= 5:  # transactions v2: the group's offsets partition joins the transaction
             def add() -> Any:
                 result = txn.coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
@@ -118,6 +154,17 @@ class TxnOffsetCommitApi:
             if code != ErrorCode.NONE:
                 return all_rows(code)
         return self._commit(ctx, req, version, partition, unknown)
+
+    def _remote_for(self, transactional_id: str) -> Any:
+        """The way to the id's coordinator when another cluster node is it, else None."""
+        cluster = self.cluster()
+        if cluster is None:
+            return None
+        if self._remote is None:
+            from kcoord.server.cluster.txn_verification import RemoteTxnPartitions
+
+            self._remote = RemoteTxnPartitions(cluster)
+        return self._remote if self._remote.elsewhere(transactional_id) else None
 
     def _commit(self, ctx: RequestContext, req: Any, version: int, partition: int, unknown: list[Row]) -> Any:
         """The group's checks, then the offsets as one transactional batch, answered once durable."""

@@ -107,8 +107,16 @@ class PartitionReplica:
         self.hw = min(self.hw, self.plog.log_end_offset)
 
     def update_state(self, state: PartitionState) -> None:
-        """A newer version of the same epoch (an ISR change accepted)."""
+        """A newer version of the same epoch (an ISR change accepted, or the assignment changed
+        by a reassignment): the leader tracks every assigned replica, as Kafka's
+        updateAssignmentAndIsr."""
         self.state = state
+        if self.is_leader:
+            for rid in state.replicas:
+                if rid != self.broker_id and rid not in self.followers:
+                    self.followers[rid] = FollowerState(rid)
+            for rid in [r for r in self.followers if r not in state.replicas]:
+                del self.followers[rid]
         self.maybe_increment_hw()
 
     # ------------------------------------------------------------------ leader

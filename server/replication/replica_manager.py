@@ -24,6 +24,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.server.clock import Clock
 from kcoord.server.cluster.partition_state import NO_LEADER, PartitionState
 from kcoord.server.purgatory import Purgatory
+from kcoord.server.replication.hw_checkpoint import HighWatermarkCheckpoint
 from kcoord.server.replication.partition import PartitionReplica
 from kcoord.storage.leader_epoch import LeaderEpochCache
 from kcoord.storage.log import PartitionLog
@@ -45,6 +46,7 @@ class ReplicationSettings:
     replica_fetch_response_max_bytes: int = 10485760
     replica_fetch_backoff_ms: int = 1000
     replica_socket_timeout_ms: int = 30000
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
 
     @classmethod
     def from_config(cls, config: Any) -> ReplicationSettings:
@@ -65,8 +67,11 @@ class DataHooks:
 
 class ReplicaManager:
     def __init__(self, broker_id: int, clock: Clock, alter_isr: AlterIsr, hooks: DataHooks,
-                 settings: ReplicationSettings | None = None) -> None:
+                 settings: ReplicationSettings | None = None, hw_checkpoint: HighWatermarkCheckpoint | None = None,
+                 ) -> None:
         self.broker_id = broker_id
+        self.hw_checkpoint = hw_checkpoint  # replication-offset-checkpoint (hw_checkpoint.py)
+        self._hw_task: asyncio.Task | None = None
         self.clock = clock
         self.alter_isr = alter_isr
         self.hooks = hooks
@@ -86,17 +91,36 @@ class ReplicaManager:
         """The periodic ISR shrink check (every replica.lag.time.max.ms / 2, as Kafka)."""
         if self._isr_task is None:
             self._isr_task = asyncio.ensure_future(self._isr_loop())
+        if self._hw_task is None and self.hw_checkpoint is not None:
+            self._hw_task = asyncio.ensure_future(self._hw_loop())
 
     async def stop(self) -> None:
         if self._isr_task is not None:
             self._isr_task.cancel()
             self._isr_task = None
+        if self._hw_task is not None:
+            self._hw_task.cancel()
+            self._hw_task = None
         await self.fetchers.stop_all()
         for t in list(self._tasks):
             t.cancel()
+        self.checkpoint_high_watermarks()  # Kafka's last checkpoint at shutdown
         for r in self.replicas.values():  # parked acks=all produces answer NOT_LEADER_OR_FOLLOWER
             r.stopped = True
             self._answer_waiting(r)
+
+    async def _hw_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.replica_high_watermark_checkpoint_interval_ms / 1000.0)
+            self.checkpoint_high_watermarks()
+
+    def checkpoint_high_watermarks(self) -> None:
+        if self.hw_checkpoint is None:
+            return
+        try:
+            self.hw_checkpoint.write({k: r.hw for k, r in self.replicas.items()})
+        except OSError as e:  # Kafka marks the log directory offline; the next interval tries again
+            log.error("Writing the high watermark checkpoint failed: %s", e)
 
     async def _isr_loop(self) -> None:
         interval = self.settings.replica_lag_time_max_ms / 2000.0
@@ -132,7 +156,9 @@ class ReplicaManager:
                     errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
                     continue
                 current = PartitionReplica(self.broker_id, plog, _epoch_cache(plog), st)
-                current.hw = 0
+                # Kafka's Partition.createLog: the checkpointed high watermark, within the log
+                start = self.hw_checkpoint.initial(key) if self.hw_checkpoint is not None else 0
+                current.hw = max(plog.log_start_offset, min(start, plog.log_end_offset)) if start else 0
                 plog.replica = current
                 self.replicas[key] = current
             current.stopped = False
@@ -177,6 +203,8 @@ class ReplicaManager:
             # (a log without one would be served as a single node's)
             if delete:
                 self.hooks.deleted(*key)
+                if self.hw_checkpoint is not None:
+                    self.hw_checkpoint.forget(key)
 
     # ------------------------------------------------------------------ serving (handlers)
 

@@ -3,19 +3,21 @@ listeners, the SASL settings of SASL listeners (Kafka's per-listener settings)."
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kcoord.server.listeners import Listener, ListenerSpec, listener_setting
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
     from kcoord.server.config import Config
+    from kcoord.server.security.credentials import CredentialStore
     from kcoord.server.security.sasl import SaslSettings
 
 log = logging.getLogger("kcoord.security")
 
-def build_listener(spec: ListenerSpec, config: Config, broker: Broker) -> Listener:
-    """ValueError (with the listener's name) for a configuration that cannot be served."""
+def build_listener(spec: ListenerSpec, config: Config, credentials: Callable[[], CredentialStore]) -> Listener:
+    """ValueError (with the listener's name) for a configuration that cannot be served.
+    `credentials`: the node's SCRAM credentials, taken only for a SASL listener."""
     listener = Listener(spec.name, spec.protocol, spec.host, spec.port, spec.advertised)
     if spec.protocol.uses_tls:  # the TLS and SASL modules load for the listeners that use them
         from kcoord.server.security.principal import SslPrincipalMapper
@@ -28,11 +30,11 @@ def build_listener(spec: ListenerSpec, config: Config, broker: Broker) -> Listen
         except ValueError as e:
             raise ValueError(f"listener {spec.name}: ssl.principal.mapping.rules: {e}") from None
     if spec.protocol.uses_sasl:
-        listener.sasl = sasl_settings(spec, config, broker)
+        listener.sasl = sasl_settings(spec, config, credentials)
     return listener
 
 
-def sasl_settings(spec: ListenerSpec, config: Config, broker: Broker) -> SaslSettings:
+def sasl_settings(spec: ListenerSpec, config: Config, credentials: Callable[[], CredentialStore]) -> SaslSettings:
     from kcoord.server.security.jaas import JaasError, parse_jaas_config, plain_users
     from kcoord.server.security.sasl import SUPPORTED_MECHANISMS, SaslSettings
 
@@ -51,7 +53,7 @@ def sasl_settings(spec: ListenerSpec, config: Config, broker: Broker) -> SaslSet
         mechanisms=mechanisms,
         max_receive_size=listener_setting(config, name, "sasl.server.max.receive.size"),
         failure_delay_ms=config["connection.failed.authentication.delay.ms"],
-        credentials=broker.security.credentials,
+        credentials=credentials(),
     )
     for mech in mechanisms:
         reauth = listener_setting(config, name, "connections.max.reauth.ms", mech)

@@ -622,7 +622,9 @@ class TransactionCoordinator:
 
     def begin_loading(self, partition: int) -> None:
         """Ids of `partition` answer COORDINATOR_LOAD_IN_PROGRESS until end_loading; anything
-        held for it is dropped (the log is the truth)."""
+        held for it is dropped (the log is the truth). A coordinator loading a partition is
+        active (on a cluster node: it leads a __transaction_state partition)."""
+        self.active = True
         self._loading.add(partition)
         self._unloaded.discard(partition)
         for tid in [t for t in self._txns if self.partition_of(t) == partition]:
@@ -633,7 +635,9 @@ class TransactionCoordinator:
         """Another node coordinates `partition` (runtime.unload): its ids' state is dropped
         and they answer NOT_COORDINATOR until begin_loading. Markers already being written
         for them are not recalled (the next coordinator writes them again after its load)."""
+        active = self.active
         self.begin_loading(partition)
+        self.active = active
         self._loading.discard(partition)
         self._unloaded.add(partition)
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from aiokafka.record.default_records import DefaultRecordBatch
 
@@ -33,8 +34,8 @@ from kcoord.protocol.errors import ErrorCode, coordinator_append_error, error_co
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.deferred import Deferred
 from kcoord.server.group.txn_offsets import PendingTxnOffsets
+from kcoord.server.txn.leader_append import append_as_leader, when_written
 from kcoord.storage.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
-from kcoord.storage.flusher import group_commit
 from kcoord.storage.log import PartitionLog
 from kcoord.storage.segment import scan_batches
 from kcoord.storage.transactions import transaction_outcomes
@@ -51,13 +52,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.txn")
 
-COORDINATOR_EPOCH = 0  # one node: the __transaction_state leader epoch never changes
 
 
 class GroupTxnLog:
     def __init__(self, config: Config, clock: Clock, metrics: Metrics, logs: LogManager, data_plane: DataPlane,
                  group_runtime: CoordinatorRuntime[CoordinatorRecord], coordinator: GroupCoordinator,
-                 pending: PendingTxnOffsets) -> None:
+                 pending: PendingTxnOffsets, replicas: Callable[[], Any] = lambda: None) -> None:
+        """replicas: the node's replica manager on a cluster node (None on one node): appends
+        are made as the partition's leader and wait for its ISR (server/txn/leader_append.py)."""
         self.clock = clock
         self.metrics = metrics
         self.logs = logs
@@ -65,6 +67,7 @@ class GroupTxnLog:
         self.group_runtime = group_runtime
         self.coordinator = coordinator
         self.pending = pending
+        self.replicas = replicas
         self.commit_timeout_s = config["offsets.commit.timeout.ms"] / 1000.0
         self.max_message_bytes = config["message.max.bytes"]
 
@@ -77,7 +80,7 @@ class GroupTxnLog:
             raise OSError(f"{OFFSETS_TOPIC}-{partition} has no log")
         # the partition's transaction state sees the log as it was before this append
         self.data_plane.txns.get(OFFSETS_TOPIC, partition, plog)
-        base, last, _ = plog.append_batches(data)
+        base, last = append_as_leader(plog, data, self.replicas())
         log.debug("Appended %s to %s-%d at %d", what, OFFSETS_TOPIC, partition, base)
         self.data_plane.appended(OFFSETS_TOPIC, partition)
         return plog, base, last
@@ -96,16 +99,16 @@ class GroupTxnLog:
         timer = asyncio.get_running_loop().call_later(
             timeout_s, lambda: finish(coordinator_append_error(ErrorCode.REQUEST_TIMED_OUT)))
 
-        def on_durable(exc: BaseException | None) -> None:
+        def on_written(code: ErrorCode | None) -> None:
             timer.cancel()
-            if exc is not None:
-                log.error("fdatasync of %s failed: %r", plog.path, exc)
-                finish(coordinator_append_error(error_code_of(exc)))
+            if code is not None:
+                log.error("The batch ending at %d in %s is not written: %s", last, plog.path, code.name)
+                finish(coordinator_append_error(code))
                 return
             replay()  # the log has it, whoever still waits for the answer
             finish(None)
 
-        group_commit(plog).when_durable(last, on_durable)
+        when_written(plog, last, self.replicas(), int(timeout_s * 1000), on_written)
 
     def write_offsets(self, partition: int, producer_id: int, producer_epoch: int,
                       records: list[CoordinatorRecord]) -> Deferred[ErrorCode | None]:
@@ -132,10 +135,20 @@ class GroupTxnLog:
         self._when_durable(plog, last, replay, out.complete)
         return out
 
-    def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> Deferred[ErrorCode | None]:
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int = 0) -> Deferred[ErrorCode | None]:
+        """The marker of one transaction in one partition; the Deferred completes with None
+        once it is written and replayed. On a cluster node only the group coordinator that
+        holds the partition writes it (NOT_LEADER_OR_FOLLOWER elsewhere,
+        COORDINATOR_LOAD_IN_PROGRESS while it loads: the sender retries)."""
         out: Deferred[ErrorCode | None] = Deferred()
+        state, epoch = self.group_runtime.state(partition)
+        if state == "unloaded" or (state == "loading" and epoch >= 0):
+            out.complete(ErrorCode.NOT_LEADER_OR_FOLLOWER if state == "unloaded"
+                         else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            return out
         try:
-            data = build_marker(producer_id, producer_epoch, commit, COORDINATOR_EPOCH, self.clock.now_ms())
+            data = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, self.clock.now_ms())
             plog, base, last = self._append(partition, data, "COMMIT marker" if commit else "ABORT marker")
         except Exception as e:  # noqa: BLE001 - the marker writer retries
             log.error("Appending a marker to %s-%d failed: %r", OFFSETS_TOPIC, partition, e)

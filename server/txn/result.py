@@ -23,3 +23,6 @@ class MarkerJob:
     producer_epoch: int
     commit: bool
     partitions: frozenset[tuple[str, int]]
+    # the leader epoch of the transactional id's __transaction_state partition when its
+    # coordinator wrote the decision (Kafka's coordinatorEpoch; 0 on one node)
+    coordinator_epoch: int = 0

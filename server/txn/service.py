@@ -24,6 +24,7 @@ from kcoord.server.txn.shard import TxnRecords
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from kcoord.server.clock import Clock
     from kcoord.server.config import Config
@@ -41,9 +42,11 @@ class TxnService:
     producer ids) and `create_topic` for __transaction_state."""
 
     def __init__(self, config: Config, clock: Clock, logs: LogManager, topics: TopicRegistry,
-                 create_topic: Callable[..., Topic], data_plane: DataPlane, group_log: GroupTxnLog) -> None:
+                 create_topic: Callable[..., Topic], data_plane: DataPlane, group_log: GroupTxnLog,
+                 cluster: Callable[[], Any] = lambda: None, replicas: Callable[[], Any] = lambda: None) -> None:
         cfg = self.config = config
         self.topics = topics
+        self.cluster = cluster  # the node's ClusterNode on a cluster node: its controller creates the topic
         self._create_topic = create_topic
         self.group_log = group_log  # its on_partition_loaded runs as the group runtime's load hook
         ids = data_plane.producer_ids
@@ -58,9 +61,11 @@ class TxnService:
         records = TxnRecords(coordinator.partition_of, 1 if cfg["kcoord.transaction.version"] >= 1 else 0)
         self.runtime = CoordinatorRuntime(lambda _: coordinator, records, logs, clock,
                                           cfg["request.timeout.ms"], cfg["message.max.bytes"],
-                                          cfg["transaction.state.log.load.buffer.size"])
+                                          cfg["transaction.state.log.load.buffer.size"],
+                                          # followers' fetches (and kcat) parked on the partition wake
+                                          on_append=lambda p: data_plane.appended(TXN_TOPIC, p))
         self.markers = MarkerWriter(clock, topics, logs, data_plane, group_log, coordinator, self.runtime,
-                                    self.counters)
+                                    self.counters, cluster, replicas, cfg["request.timeout.ms"])
         self.coordinator.set_marker_writer(self.markers)
         self.loaded = False  # __transaction_state's records are replayed (or there are none)
         if topics.get(TXN_TOPIC) is not None:
@@ -76,9 +81,17 @@ class TxnService:
         t = self.topics.get(TXN_TOPIC)
         return t.partitions if t is not None else self.config["transaction.state.log.num.partitions"]
 
+    def managed_runtime(self) -> CoordinatorRuntime:
+        """The runtime as a cluster node's coordinators follow it (server/cluster/coordinators.py,
+        which makes it managed: only the partitions this node leads are loaded); the partition
+        count is the cluster's __transaction_state's once this node hosts it."""
+        self.coordinator.num_partitions = self.num_partitions
+        return self.runtime
+
     def ensure_topic(self) -> None:
-        """Create __transaction_state if it does not exist yet (nothing to load then)."""
-        if self.topics.get(TXN_TOPIC) is not None:
+        """Create __transaction_state if it does not exist yet (nothing to load then). On a
+        cluster node the controller creates it (server/cluster/builder.py)."""
+        if self.topics.get(TXN_TOPIC) is not None or self.cluster() is not None:
             return
         cfg = self.config
         self._create_topic(TXN_TOPIC, cfg["transaction.state.log.num.partitions"], {
@@ -117,4 +130,5 @@ class TxnService:
     async def stop(self) -> None:
         for t in list(self.markers.in_flight):
             t.cancel()
+        self.markers.close()
         await self.runtime.stop()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.listeners import EndPoint, Listener
 
 if TYPE_CHECKING:
-    from kcoord.server.app import Server
+    from kcoord.server.control.ports import NodeState
 
 log = logging.getLogger("kcoord.virtual")
 
@@ -46,9 +47,19 @@ class VirtualNode:
 
 
 class VirtualCluster:
-    def __init__(self, server: Server, count: int) -> None:
-        self.server = server
+    """Built by the composition root (server/node.py, `virtual_cluster`): the first node's id,
+    listeners and their asyncio servers, `bind` (serves a listener, returns its asyncio
+    servers), the node's connections and its current parts (NodeState)."""
+
+    def __init__(self, first_id: int, count: int, listeners: list[Listener], servers: list[Any],
+                 bind: Callable[[Listener], Awaitable[list[Any]]], connections: Iterable[Any],
+                 state: NodeState) -> None:
+        self.first_id = first_id
         self.count = count
+        self._configured, self._servers = listeners, servers  # the first node's
+        self._serve = bind
+        self._connections = connections
+        self.state = state
         self.nodes: dict[int, VirtualNode] = {}
         self.by_listener: dict[int, VirtualNode] = {}  # id(Listener) -> its node
         self.leaders: dict[tuple[str, int], int] = {}  # moved partitions only
@@ -58,12 +69,8 @@ class VirtualCluster:
 
     async def start(self) -> None:
         """After the configured listeners are bound: they are the first node's; bind the others."""
-        server = self.server
-        first = server.config.node_id
-        configured = list(server.listeners)
-        bound = {addr for lst in configured for addr in lst.bound}
-        self._add(VirtualNode(first, configured, servers=[
-            srv for srv in server._servers if any(sock.getsockname()[:2] in bound for sock in srv.sockets)]))
+        first, configured = self.first_id, self._configured
+        self._add(VirtualNode(first, configured, servers=self._servers))
         for i in range(1, self.count):
             node = VirtualNode(first + i, [self._twin(lst) for lst in configured])
             self._add(node)
@@ -84,20 +91,11 @@ class VirtualCluster:
                         lst.ssl_context, lst.sasl, lst.principal_mapper)
 
     async def _bind(self, node: VirtualNode) -> None:
-        server = self.server
         node.servers = []
         for lst in node.listeners:
             if lst.bound:  # a node coming back binds the port it had
                 lst.port = lst.bound_port
-                for addr in lst.bound:
-                    if addr in server.bound:
-                        server.bound.remove(addr)
-                lst.bound.clear()
-            if lst in server.listeners:
-                server.listeners.remove(lst)
-            before = len(server._servers)
-            await server.serve_listener(lst)
-            node.servers.extend(server._servers[before:])
+            node.servers.extend(await self._serve(lst))
 
     # ---------------------------------------------------------------- who leads what
 
@@ -121,7 +119,7 @@ class VirtualCluster:
         return node.node_id if node.up else None
 
     def coordinator_of(self, group_id: str) -> int:
-        return self.leader(OFFSETS_TOPIC, self.server.broker.parts.coordinator.get().partition_of(group_id))
+        return self.leader(OFFSETS_TOPIC, self.state.coordinator().partition_of(group_id))
 
     def up_nodes(self) -> list[VirtualNode]:
         return [self.nodes[i] for i in self.ids() if self.nodes[i].up]
@@ -135,7 +133,7 @@ class VirtualCluster:
         if topic == OFFSETS_TOPIC and before != node_id:
             # the new coordinator loads the partition: members' requests meanwhile get
             # COORDINATOR_LOAD_IN_PROGRESS, parked ones NOT_COORDINATOR, as in a fail-over
-            self._spawn(self.server.broker.parts.runtime.get().reload(partition))
+            self._spawn(self.state.runtime().reload(partition))
         log.info("Leader of %s-%d moved from node %d to node %d", topic, partition, before, node_id)
         return before
 
@@ -147,14 +145,14 @@ class VirtualCluster:
         for srv in node.servers:
             srv.close()
         closed = 0
-        for conn in list(self.server.broker.connections):
+        for conn in list(self._connections):
             if self.node_of(conn) is node:
                 conn.close()
                 closed += 1
         for srv in node.servers:
             await srv.wait_closed()
         node.servers = []
-        coordinator = self.server.broker.parts.coordinator.get()
+        coordinator = self.state.coordinator()
         for p in self._offsets_partitions_of(node_id):
             coordinator.begin_loading(p)  # its coordinator state is gone with it
         log.info("Node %d is down (%d connections closed)", node_id, closed)
@@ -167,12 +165,12 @@ class VirtualCluster:
         await self._bind(node)
         node.up = True
         for p in self._offsets_partitions_of(node_id):
-            self._spawn(self.server.broker.parts.runtime.get().reload(p))
+            self._spawn(self.state.runtime().reload(p))
         log.info("Node %d is up again", node_id)
         return {"node_id": node_id, "up": True}
 
     def _offsets_partitions_of(self, node_id: int) -> list[int]:
-        n = self.server.broker.offsets_partitions
+        n = self.state.offsets_partitions()
         return [p for p in range(n) if self.leader(OFFSETS_TOPIC, p) == node_id]
 
     def _spawn(self, coro: Any) -> None:
@@ -191,7 +189,7 @@ class VirtualCluster:
                 node.up = True
 
     def describe(self) -> list[dict[str, Any]]:
-        n = self.server.broker.offsets_partitions
+        n = self.state.offsets_partitions()
         return [{"node_id": node.node_id, "up": node.up,
                  "listeners": [{"name": lst.name, "bound": [f"{h}:{p}" for h, p in lst.bound],
                                 "advertised": "{}:{}".format(*lst.advertised) if lst.advertised else None}

@@ -26,6 +26,7 @@ from kcoord.server.deferred import Deferred
 from kcoord.server.handlers.routes import ROUTES
 
 if TYPE_CHECKING:
+    from kcoord.server.topics import TopicRegistry
     from kcoord.server.virtual.cluster import VirtualCluster, VirtualNode
 
 # API key -> how it is routed: the `virtual` of its route (server/handlers/routes.py)
@@ -38,9 +39,11 @@ _PARTITION_IDS = ("partition_index", "partition", "index")
 
 
 class Routing:
-    def __init__(self, cluster: VirtualCluster, handle: Callable[[bytes, Any], Any]) -> None:
+    def __init__(self, cluster: VirtualCluster, handle: Callable[[bytes, Any], Any],
+                 topics: Callable[[], TopicRegistry]) -> None:
         self.cluster = cluster
         self.handle = handle  # the dispatcher's: (frame, session) -> answer
+        self.topics = topics  # the node's current topic registry
 
     def serve(self, conn: Any, frame: bytes, spec: ApiSpec, version: int, body_at: int, request: Any) -> Any:
         node = self.cluster.node_of(conn)
@@ -133,7 +136,7 @@ class Routing:
 
     def _partitioned(self, conn: Any, frame: bytes, spec: ApiSpec, version: int, body_at: int, request: Any,
                      node: VirtualNode) -> Any:
-        names = self.cluster.server.broker.topics
+        names = self.topics()
 
         def here(topic_item: Any, part_item: Any) -> bool:
             name = present(topic_item, "name") or present(topic_item, "topic")

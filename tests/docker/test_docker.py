@@ -32,9 +32,8 @@ from dockerlib import (
     LINK_LOCAL,
     ROOT,
     Compose,
-    Engine,
-    Unavailable,
     docker,
+    engine_for_tests,
     image_size,
     subnets,
     wait_for,
@@ -56,14 +55,7 @@ def say(capsys, text: str) -> None:
 # module scope: a dockerd started here stops once this module's tests are done
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    try:
-        eng = Engine.ensure(tmp_path_factory.mktemp("dockerd"))
-    except Unavailable as e:
-        if os.environ.get("CI"):
-            raise AssertionError(f"CI must run the Docker tests: {e}") from None
-        pytest.skip(f"no Docker engine here: {e}")
-    # nothing in a private range: the default bridge is link-local
-    assert all(n.subnet_of(LINK_LOCAL) for n in subnets("bridge")), subnets("bridge")
+    eng = engine_for_tests(tmp_path_factory.mktemp("dockerd"))
     yield eng
     eng.stop()
 

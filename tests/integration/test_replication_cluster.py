@@ -21,8 +21,8 @@ from kcoord.protocol.errors import ErrorCode as E
 from kcoord.server.app import Server
 from kcoord.server.cluster.partition_state import PartitionState
 from kcoord.server.config import Config
+from kcoord.server.node import replica_manager_for
 from kcoord.server.replication.replica_manager import ReplicationSettings
-from kcoord.server.replication.wiring import replica_manager_for
 from kcoord.storage.leader_epoch import CHECKPOINT_FILE, parse_checkpoint
 
 TOPIC = "rep"

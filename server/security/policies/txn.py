@@ -181,3 +181,20 @@ def list_transactions(a: Access, req: Any, version: int) -> Guarded:
                                    if a.allowed(DESCRIBE, TXN, s.transactional_id, log=False)]
         return resp
     return Guarded(after=keep_describable)
+
+
+def write_txn_markers(a: Access, req: Any, version: int) -> Guarded:
+    """From a transaction coordinator on another broker: CLUSTER_ACTION (Kafka's
+    handleWriteTxnMarkersRequest)."""
+    from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
+
+    if a.cluster(AclOperation.CLUSTER_ACTION):
+        return PASS
+    Result = WriteTxnMarkersResponse.WritableTxnMarkerResult
+    TopicResult = Result.WritableTxnMarkerTopicResult
+    PartResult = TopicResult.WritableTxnMarkerPartitionResult
+    return Guarded(refusal=WriteTxnMarkersResponse(version=version, markers=[
+        Result(producer_id=m.producer_id, topics=[
+            TopicResult(name=t.name, partitions=[
+                PartResult(partition_index=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                for p in t.partition_indexes]) for t in m.topics]) for m in req.markers]))
