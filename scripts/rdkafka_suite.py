@@ -704,6 +704,10 @@ def doc_section(protocol: str) -> str:
         if not r.passing and d:
             r.reason, r.owner, r.kafka_differs = d.get("reason", ""), d.get("owner", ""), d.get("kafka_differs", "")
     notes = {name: n for name, n in conf.get("note", {}).items() if isinstance(n, str)}
+    for r in rows:  # a test that passed only on the rerun keeps its diagnosis in view
+        d = diagnosis(diagnoses, r.name, protocol)
+        if r.result == "flaky" and d.get("reason") and r.name not in notes:
+            notes[r.name] = d["reason"]
     return res.render_markdown(data["meta"], rows, data["excluded"], notes)
 
 
