@@ -191,6 +191,7 @@ class Row:
     reason: str = ""                # why, in kcoord's terms (tests/rdkafka/suite.toml)
     owner: str = ""                 # the issue/helper whose work it waits for, if any
     kafka_differs: str = ""         # evidence when the suite expects what Kafka would not do
+    brokers: int = 1                # the nodes of the kcoord it ran against (3: a cluster)
 
     @property
     def passing(self) -> bool:
@@ -231,8 +232,9 @@ def _cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(meta: dict, rows: list[Row], excluded: dict[str, str]) -> str:
-    """The docs/compatibility.md section: the count, every test not passing with its reason, the excluded."""
+def render_markdown(meta: dict, rows: list[Row], excluded: dict[str, str], notes: dict[str, str] | None = None) -> str:
+    """The docs/compatibility.md section: the count, the three-broker tests' count, every test not
+    passing with its reason, the passing tests with a note (suite.toml's [note]), the excluded."""
     ran = [r for r in rows]
     passing = [r for r in ran if r.passing]
     lines = [
@@ -242,6 +244,12 @@ def render_markdown(meta: dict, rows: list[Row], excluded: dict[str, str]) -> st
         f"{len(ran)} tests in {len({r.id for r in ran})} ids, {len(excluded)} excluded below).",
         "",
     ]
+    cluster = [r for r in ran if r.brokers > 1]
+    if cluster:
+        nodes = max(r.brokers for r in cluster)
+        lines += [f"The {len(cluster)} tests that need three brokers ({', '.join(sorted({r.id for r in cluster}))}) "
+                  f"ran against a {nodes}-node kcoord cluster (`[cluster]` in `tests/rdkafka/suite.toml`): "
+                  f"{sum(r.passing for r in cluster)} of {len(cluster)} pass.", ""]
     flaky = [r for r in ran if r.result == "flaky"]
     if flaky:
         lines += ["Passed on the rerun (failed first, then passed in a fresh runner process): "
@@ -256,7 +264,13 @@ def render_markdown(meta: dict, rows: list[Row], excluded: dict[str, str]) -> st
             if r.kafka_differs:
                 why += f" **The suite expects what Kafka does not do:** {r.kafka_differs}"
             secs = "" if r.seconds is None else f"{r.seconds:.0f}"
-            lines.append(f"| {r.name} | {r.result} | {secs} | {_cell(why)} |")
+            name = f"{r.name} ({r.brokers} nodes)" if r.brokers > 1 else r.name
+            lines.append(f"| {name} | {r.result} | {secs} | {_cell(why)} |")
+        lines.append("")
+    noted = [(r, notes[r.name]) for r in ran if r.passing and notes and r.name in notes]
+    if noted:
+        lines += ["Passing, with a note:", ""]
+        lines += [f"- {r.name}: {_cell(note)}" for r, note in noted]
         lines.append("")
     if excluded:
         lines += ["Not run (excluded in `tests/rdkafka/suite.toml`):", ""]

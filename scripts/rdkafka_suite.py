@@ -79,7 +79,11 @@ SCENARIO_SETTINGS = {"noautocreate": {"auto.create.topics.enable": "false"}}
 # settings besides log.dirs (suite.toml's [cleaner] settings are given to both).
 CLEANER_SETTINGS = ("log.cleaner.backoff.ms", "log.cleaner.min.cleanable.ratio", "log.cleaner.delete.retention.ms",
                     "offsets.topic.segment.bytes", "log.segment.bytes")
-KAFKA_VERSION = "3.9.0"        # TEST_KAFKA_VERSION: what the tests gate their features on
+# TEST_KAFKA_VERSION: what the tests gate their features on. kcoord answers as Kafka 4.x (Produce
+# v0-v2 removed by KIP-896, the GROUP config resource of KIP-848), so the suite is told 4.0.0:
+# 0052 then skips its Produce v0/v1 variants, 0081 expects the GROUP configs served, and 0092
+# skips itself (MsgVersion 1). --kafka-version 3.9.0 runs the older expectations.
+KAFKA_VERSION = "4.0.0"
 TIME_LIMIT = 600               # seconds for one test id in one process (a hang costs this once);
                                # suite.toml's [time_limit] raises it for ids that run longer
 SIDECAR_START_LIMIT = 300      # seconds for a cleaner server's sidecar to be up and warm
@@ -245,6 +249,116 @@ class Server:
                 self.start()
             return {p: f"127.0.0.1:{port}" for p, port in self.ports.items()}
 
+    def env(self, protocol: str) -> dict[str, str]:
+        return {"BROKER_ADDRESS_1": f"127.0.0.1:{self.ports[protocol]}"}
+
+
+class ClusterServer:
+    """A three-node kcoord cluster (kcoord.testing.cluster.KcoordCluster: ZooKeeper from Debian's
+    package and N `kcoord serve` processes, as `kcoord cluster` runs them) for the test ids that
+    need three brokers (suite.toml's [cluster]), set up as librdkafka's own clusters are
+    (tests/cluster_testing.py): every broker with the suite's settings and trivup's listeners,
+    broker.rack=RACK<id> and the rack-aware replica selector. Started when a test id first needs
+    it and stopped when none does; replaced by a fresh one (fresh directories) when a node stops
+    answering."""
+
+    cleaner = False
+
+    def __init__(self, scenario: str, workdir: Path, extra: dict[str, str], pki: sec.Pki | None,
+                 nodes: int, node_settings: dict[str, str]):
+        self.scenario = scenario
+        self.name = f"{scenario}+cluster"
+        self.workdir = workdir
+        self.extra = extra
+        self.pki = pki
+        self.nodes = nodes
+        self.node_settings = node_settings      # values may name the node: "RACK{id}"
+        self.cluster = None
+        self.ports: dict[int, dict[str, int]] = {}
+        self.generation = 0
+        self.restarts = 0
+        self.users = 0
+        self.started_at = 0.0
+        self.start_seconds: list[float] = []     # how long each start took (ZooKeeper and the nodes)
+        self.wall = 0.0                          # seconds the cluster was up
+        self.log = workdir
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        from kcoord.testing.cluster import KcoordCluster
+
+        t0 = time.monotonic()
+        self.generation += 1
+        protocols = sec.PROTOCOLS if self.pki is not None else sec.PROTOCOLS[:2]
+        ids = range(1, self.nodes + 1)
+        self.ports = {i: {p: free_port() for p in protocols} for i in ids}
+        directory = self.workdir / f"{self.name}-{self.generation}"
+        shutil.rmtree(directory, ignore_errors=True)
+        self.log = directory
+        settings = {**SERVER_SETTINGS, **sec.server_settings(self.pki), **SCENARIO_SETTINGS.get(self.scenario, {}),
+                    **self.extra}
+        per_node = {i: {"listeners": ",".join(f"{p}://127.0.0.1:{port}" for p, port in self.ports[i].items()),
+                        **{k: v.format(id=i) for k, v in self.node_settings.items()}} for i in ids}
+        self.cluster = KcoordCluster(directory, self.nodes, overrides=settings, node_overrides=per_node,
+                                     ports={i: self.ports[i]["PLAINTEXT"] for i in ids})
+        try:
+            self.cluster.start(timeout=120)
+            deadline = time.monotonic() + 60
+            while not all(answers(self.ports[i]["PLAINTEXT"], 2.0) for i in ids):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"a node of the cluster in {directory} did not answer within 60 s")
+                time.sleep(0.2)
+        except Exception:
+            self.cluster.close()
+            self.cluster = None
+            raise
+        self.started_at = time.monotonic()
+        self.start_seconds.append(round(self.started_at - t0, 1))
+
+    def healthy(self) -> bool:
+        return all(n.alive() for n in self.cluster.nodes.values()) and all(
+            answers(p["PLAINTEXT"]) for p in self.ports.values())
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.wall += time.monotonic() - self.started_at
+            self.cluster.close()
+            self.cluster = None
+
+    def acquire(self) -> dict[str, str]:
+        with self.lock:
+            self.users += 1
+        return self.ensure()
+
+    def release(self) -> None:
+        with self.lock:
+            self.users -= 1
+            if self.users == 0:
+                self.stop()
+
+    def ensure(self) -> dict[str, str]:
+        """The client's addresses: security.protocol -> every node's listener of it."""
+        with self.lock:
+            if self.cluster is None:
+                self.start()
+            elif not self.healthy():
+                print(f"  kcoord cluster ({self.scenario}) has a node not answering: replacing the cluster "
+                      f"with a fresh one (logs: {self.log})", flush=True)
+                self.restarts += 1
+                self.stop()
+                self.start()
+            protocols = next(iter(self.ports.values()))
+            return {p: ",".join(f"127.0.0.1:{ports[p]}" for ports in self.ports.values()) for p in protocols}
+
+    def env(self, protocol: str) -> dict[str, str]:
+        """What trivup's LibrdkafkaTestApp sets per broker: BROKER_ADDRESS_<id> (its listener of
+        the client's protocol), BROKER_PID_<id>, and ZK_ADDRESS."""
+        with self.lock:
+            out = {"ZK_ADDRESS": self.cluster.zookeeper}
+            for i, node in self.cluster.nodes.items():
+                out[f"BROKER_ADDRESS_{i}"] = f"127.0.0.1:{self.ports[i][protocol]}"
+                out[f"BROKER_PID_{i}"] = str(node.proc.pid)
+            return out
 
 def session_cpu_seconds(sid: int) -> float:
     """User + system CPU seconds of every live process in session `sid` (Linux /proc)."""
@@ -271,6 +385,7 @@ class Unit:
     time_limit: int = TIME_LIMIT
     security: str = "PLAINTEXT"     # the client's security.protocol (suite.toml's [security])
     cleaner: bool = False           # its server has a log cleaner beside it (suite.toml's [cleaner])
+    brokers: int = 1                # a cluster of this many nodes serves it (suite.toml's [cluster])
 
     @property
     def key(self) -> str:
@@ -295,6 +410,18 @@ def select(tests: list[res.SuiteTest], excluded: dict[str, str], only: set[str] 
             continue
         units.setdefault((t.id, t.run_scenario), Unit(t.id, t.run_scenario, [])).tests.append(t)
     return list(units.values())
+
+
+def configure(units: list[Unit], conf: dict) -> list[Unit]:
+    """Each unit's time limit, client security.protocol, log cleaner and number of brokers, from
+    suite.toml's [time_limit], [security], [cleaner] and [cluster]."""
+    cluster = conf.get("cluster", {})
+    for u in units:
+        u.time_limit = int(conf.get("time_limit", {}).get(u.id, TIME_LIMIT))
+        u.security = conf.get("security", {}).get(u.id, "PLAINTEXT")
+        u.cleaner = u.id in conf.get("cleaner", {}).get("ids", [])
+        u.brokers = int(cluster.get("nodes", 3)) if u.id in cluster.get("ids", []) else 1
+    return units
 
 
 def excluded_tests(tests: list[res.SuiteTest], conf: dict) -> dict[str, str]:
@@ -341,7 +468,7 @@ def kafka_home(out: Path) -> Path:
     return home
 
 
-def run_unit(unit: Unit, server: Server, attempt: int, env_base: dict, logs: Path) -> dict[str, res.Outcome]:
+def run_unit(unit: Unit, server: Server | ClusterServer, attempt: int, env_base: dict, logs: Path) -> dict[str, res.Outcome]:
     if STOPPING.is_set():
         return {t.name: res.Outcome() for t in unit.tests}
     addresses = server.acquire()
@@ -351,7 +478,7 @@ def run_unit(unit: Unit, server: Server, attempt: int, env_base: dict, logs: Pat
         server.release()
 
 
-def _run_unit(unit: Unit, server: Server, addresses: dict[str, str], attempt: int, env_base: dict,
+def _run_unit(unit: Unit, server: Server | ClusterServer, addresses: dict[str, str], attempt: int, env_base: dict,
               logs: Path) -> dict[str, res.Outcome]:
     bootstrap = addresses[unit.security]
     work = logs / f"{unit.key}.{attempt}"
@@ -363,7 +490,7 @@ def _run_unit(unit: Unit, server: Server, addresses: dict[str, str], attempt: in
     conf.write_text("\n".join([f"bootstrap.servers={bootstrap}", "broker.address.family=v4",
                                "test.timeout.multiplier=2", *lines]) + "\n")
     env = {**env_base, **sec_env, "TESTS": unit.id, "TEST_SCENARIO": unit.scenario, "RDKAFKA_TEST_CONF": str(conf),
-           "BROKERS": addresses["PLAINTEXT"], "BROKER_ADDRESS_1": bootstrap, "TEST_REPORT": str(work / "report.json")}
+           "BROKERS": addresses["PLAINTEXT"], **server.env(unit.security), "TEST_REPORT": str(work / "report.json")}
     log = work / "test-runner.log"
     t0 = time.monotonic()
     with open(log, "wb") as f:
@@ -419,12 +546,11 @@ def run(args: argparse.Namespace) -> int:
     group_tests = None
     if args.group_protocol == "consumer":
         group_tests = {t.id for t in tests if not t.local and uses_groups(BUILD, t.id)}
-    units = select(tests, excluded, only, group_tests)
-    for u in units:
-        u.time_limit = int(conf.get("time_limit", {}).get(u.id, TIME_LIMIT))
-        u.security = conf.get("security", {}).get(u.id, "PLAINTEXT")
-        u.cleaner = u.id in conf.get("cleaner", {}).get("ids", [])
-    out = OUT / args.group_protocol
+    units = configure(select(tests, excluded, only, group_tests), conf)
+    if args.no_cluster:
+        units = [u for u in units if u.brokers == 1]
+    cluster_conf = conf.get("cluster", {})
+    out = (args.out.resolve() if args.out else OUT) / args.group_protocol
     shutil.rmtree(out, ignore_errors=True)
     logs = out / "logs"
     logs.mkdir(parents=True)
@@ -434,20 +560,24 @@ def run(args: argparse.Namespace) -> int:
         return 2
     home = kafka_home(out)
     env_base = {k: v for k, v in os.environ.items() if k not in ("CI", "TESTS", "SUBTESTS", "TESTS_SKIP")}
-    env_base.update({"LD_LIBRARY_PATH": f"{BUILD / 'src'}:{BUILD / 'src-cpp'}", "TEST_KAFKA_VERSION": KAFKA_VERSION,
+    env_base.update({"LD_LIBRARY_PATH": f"{BUILD / 'src'}:{BUILD / 'src-cpp'}", "TEST_KAFKA_VERSION": args.kafka_version,
                      "KAFKA_PATH": str(home), "TEST_CONSUMER_GROUP_PROTOCOL": args.group_protocol,
                      "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"})
     extra = {"kcoord.virtual.brokers": str(args.virtual_brokers)} if args.virtual_brokers > 1 else {}
     cleaner_extra = {k: str(v) for k, v in conf.get("cleaner", {}).get("settings", {}).items()}
-    servers = {(s, c): Server(s, out / "servers", {**extra, **(cleaner_extra if c else {})}, pki, cleaner=c)
-               for s, c in sorted({(u.scenario, u.cleaner) for u in units})}
+    cluster_extra = {k: str(v) for k, v in cluster_conf.get("settings", {}).items()}
+    cluster_node = {k: str(v) for k, v in cluster_conf.get("node_settings", {}).items()}
+    servers: dict[tuple[str, bool, int], Server | ClusterServer] = {
+        (s, c, b): (ClusterServer(s, out / "servers", {**extra, **cluster_extra}, pki, b, cluster_node) if b > 1 else
+                    Server(s, out / "servers", {**extra, **(cleaner_extra if c else {})}, pki, cleaner=c))
+        for s, c, b in sorted({(u.scenario, u.cleaner, u.brokers) for u in units})}
     attempts: dict[str, list[res.Outcome]] = {}
     lock = threading.Lock()
     t_start = time.monotonic()
     n_done = [0]
 
     def one(unit: Unit, attempt: int) -> bool:
-        got = run_unit(unit, servers[(unit.scenario, unit.cleaner)], attempt, env_base, logs)
+        got = run_unit(unit, servers[(unit.scenario, unit.cleaner, unit.brokers)], attempt, env_base, logs)
         with lock:
             n_done[0] += 1
             for name, o in got.items():
@@ -490,7 +620,7 @@ def run(args: argparse.Namespace) -> int:
             result = res.row_result(tries)
             last_bad = next((o for o in reversed(tries) if o.state != "passed"), tries[-1])
             d = diagnosis(diagnoses, t.name, args.group_protocol) if result not in ("passed",) else {}
-            rows.append(res.Row(id=t.id, name=t.name, scenario=u.scenario, result=result,
+            rows.append(res.Row(id=t.id, name=t.name, scenario=u.scenario, brokers=u.brokers, result=result,
                                 seconds=tries[-1].seconds if result != "flaky" else tries[-1].seconds,
                                 attempts=[o.state for o in tries],
                                 failure=last_bad.failure if result != "passed" else "",
@@ -499,10 +629,12 @@ def run(args: argparse.Namespace) -> int:
     rows.sort(key=lambda r: r.name)
     meta = {"librdkafka": LIBRDKAFKA, "date": datetime.now(UTC).strftime("%Y-%m-%d"),
             "group_protocol": args.group_protocol, "jobs": args.jobs, "wall_seconds": round(wall),
-            "cores": os.cpu_count(), "kafka_version": KAFKA_VERSION,
+            "cores": os.cpu_count(), "kafka_version": args.kafka_version,
             "server_restarts": {v.name: v.restarts for v in servers.values()},
             "cleaner": {v.name: {"cpu_seconds": round(v.sidecar_cpu), "wall_seconds": round(v.sidecar_wall)}
                         for v in servers.values() if v.cleaner},
+            "cluster": {v.name: {"nodes": v.nodes, "start_seconds": v.start_seconds, "wall_seconds": round(v.wall)}
+                        for v in servers.values() if isinstance(v, ClusterServer)},
             "selection": "all" if not only else sorted(only)}
     table = {"meta": meta, "excluded": excluded, "tests": [r.to_json() for r in rows]}
     (out / "results.json").write_text(json.dumps(table, indent=1) + "\n")
@@ -565,12 +697,18 @@ def doc_section(protocol: str) -> str:
     data = json.loads(COMMITTED[protocol].read_text())
     rows = [res.Row(**t) for t in data["tests"]]
     # Reasons are re-read from suite.toml so a diagnosis can be written after the run.
-    diagnoses = load_suite_toml().get("diagnosis", {})
+    conf = load_suite_toml()
+    diagnoses = conf.get("diagnosis", {})
     for r in rows:
         d = diagnosis(diagnoses, r.name, protocol)
         if not r.passing and d:
             r.reason, r.owner, r.kafka_differs = d.get("reason", ""), d.get("owner", ""), d.get("kafka_differs", "")
-    return res.render_markdown(data["meta"], rows, data["excluded"])
+    notes = {name: n for name, n in conf.get("note", {}).items() if isinstance(n, str)}
+    for r in rows:  # a test that passed only on the rerun keeps its diagnosis in view
+        d = diagnosis(diagnoses, r.name, protocol)
+        if r.result == "flaky" and d.get("reason") and r.name not in notes:
+            notes[r.name] = d["reason"]
+    return res.render_markdown(data["meta"], rows, data["excluded"], notes)
 
 
 def update_doc(protocol: str, check: bool = False) -> int:
@@ -592,9 +730,10 @@ def list_cmd(args: argparse.Namespace) -> int:
     conf = load_suite_toml()
     tests = res.catalog((BUILD / "tests" / "test.c").read_text(errors="replace"))
     excluded = excluded_tests(tests, conf)
-    for u in select(tests, excluded, None, None):
+    for u in configure(select(tests, excluded, None, None), conf):
         grp = " [group]" if uses_groups(BUILD, u.id) else ""
-        print(f"{u.key}{grp}: {', '.join(t.name for t in u.tests)}")
+        nodes = f" [{u.brokers} nodes]" if u.brokers > 1 else ""
+        print(f"{u.key}{grp}{nodes}: {', '.join(t.name for t in u.tests)}")
     print("\nexcluded:")
     for name, why in excluded.items():
         print(f"  {name}: {why}")
@@ -621,6 +760,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="consumer: TEST_CONSUMER_GROUP_PROTOCOL=consumer (KIP-848), the group tests only")
     r.add_argument("--virtual-brokers", type=int, default=1,
                    help="kcoord.virtual.brokers: one kcoord answering as N brokers (librdkafka's clusters have 3)")
+    r.add_argument("--kafka-version", default=KAFKA_VERSION,
+                   help=f"TEST_KAFKA_VERSION, what the tests gate their features on (default {KAFKA_VERSION})")
+    r.add_argument("--out", type=Path, help=f"the run's directory (default {OUT.relative_to(ROOT)})")
+    r.add_argument("--no-cluster", action="store_true",
+                   help="leave out the test ids that run against a three-node cluster (suite.toml's [cluster])")
     r.add_argument("--build", type=Path, help="a librdkafka tree whose tests/test-runner to run instead of "
                    "the cached build (a scratch copy with one test patched, to check a diagnosis)")
     r.add_argument("--check", action="store_true", help="exit 1 on a regression against the committed table")

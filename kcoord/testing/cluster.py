@@ -10,6 +10,8 @@ loopback ports. `kcoord cluster` runs one for a person; the pytest plugin's
     cluster.start(2)             start it again and wait until it is registered
     cluster.controller()         the broker id in /controller (-1: none)
     cluster.state("t", 0)        /brokers/topics/t/partitions/0/state as a dict (None: absent)
+
+Settings: `overrides` for every node, `node_overrides={id: {...}}` for one node (its listeners, say).
     cluster.close()
 
 With `netns=True` (Linux, root) every node runs in a network namespace of its own on a bridge
@@ -87,7 +89,8 @@ class KcoordCluster:
     def __init__(self, directory: Path, nodes: int = 3, zookeeper: str | None = None,
                  overrides: dict[str, str] | None = None, session_timeout_ms: int = 6000,
                  racks: dict[int, str] | None = None, control: bool = False, first_id: int = 1,
-                 ports: dict[int, int] | None = None, netns: bool = False) -> None:
+                 ports: dict[int, int] | None = None, netns: bool = False,
+                 node_overrides: dict[int, dict[str, str]] | None = None) -> None:
         if netns and control:
             raise ValueError("the control API listens on 127.0.0.1: not reachable in a node's namespace")
         self.directory = Path(directory)
@@ -103,6 +106,7 @@ class KcoordCluster:
         self.control = control
         self.ids = list(range(first_id, first_id + nodes))
         self.ports = dict(ports or {})
+        self.node_overrides = {i: dict(o) for i, o in (node_overrides or {}).items()}  # one node's own settings
         self.nodes: dict[int, KcoordProcess] = {}
 
     # ---- ZooKeeper
@@ -182,6 +186,7 @@ class KcoordCluster:
                 "transaction.state.log.min.isr": str(min(2, self.count)),
                 **({"broker.rack": self.racks[i]} if i in self.racks else {}),
                 **self.overrides,
+                **self.node_overrides.get(i, {}),
             }
             net = {} if self.network is None else {"host": self.network.address(i),
                                                    "prefix": self.network.prefix(i)}

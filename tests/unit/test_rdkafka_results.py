@@ -180,3 +180,32 @@ def test_the_committed_table_and_the_doc_agree():
     import rdkafka_suite as suite
 
     assert suite.update_doc("classic", check=True) == 0, "run: python scripts/rdkafka_suite.py doc"
+
+
+def test_the_three_broker_tests_are_counted_apart_and_passing_tests_keep_their_notes():
+    meta = {"librdkafka": "2.14.2", "date": "2026-11-27", "group_protocol": "classic", "jobs": 3,
+            "wall_seconds": 900, "cores": 2}
+    txn, fff, one = row("0103_transactions", "failed"), row("0101_fetch_from_follower", "passed"), row("0001_a", "passed")
+    txn.brokers = fff.brokers = 3
+    txn.reason = "verification asks the local coordinator"
+    text = res.render_markdown(meta, [one, fff, txn], {}, {"0101_fetch_from_follower": "no preferred replica",
+                                                           "0001_a": "", "0999_gone": "not in the rows"})
+    assert text.startswith("**2 of 3**")
+    assert "(0101, 0103) ran against a 3-node kcoord cluster" in text and "1 of 2 pass" in text
+    assert "| 0103_transactions (3 nodes) | failed | 1 | verification asks the local coordinator |" in text
+    assert "- 0101_fetch_from_follower: no preferred replica" in text
+    assert "0999_gone" not in text
+    assert "three brokers" not in res.render_markdown(meta, [one], {})
+
+
+def test_suite_toml_sends_the_three_broker_ids_to_a_cluster():
+    import rdkafka_suite as suite
+
+    tests = res.catalog(TEST_C)
+    conf = {"cluster": {"ids": ["0103"], "nodes": 3}, "security": {"0103": "SASL_PLAINTEXT"},
+            "time_limit": {"0001": 50}}
+    units = {u.key: u for u in suite.configure(suite.select(tests, {}, None, None), conf)}
+    assert units["0103"].brokers == 3 and units["0103"].security == "SASL_PLAINTEXT"
+    assert units["0001"].brokers == 1 and units["0001"].time_limit == 50 and units["0001"].security == "PLAINTEXT"
+    real = suite.load_suite_toml()["cluster"]
+    assert set(real["ids"]) == {"0098", "0101", "0103", "0107", "0111", "0142"} and real["nodes"] == 3
