@@ -7,6 +7,10 @@ sessions; checked afterwards, as test_cluster_group_failover.py checks the other
 the members go on consuming and committing on the new coordinator, nothing below a commit
 acknowledged before the SIGKILL is delivered again, a fresh member starts at the committed
 offsets, and the group's commits reach the log end once the producer stops.
+
+Before dfb37e6 this failed on every run: an incremental fetch session checked a replicated
+partition's current_leader_epoch against 0, so after the failover (epoch 1) the fresh member's
+session fetches never returned the last records and its commits stopped short of the log end.
 """
 from __future__ import annotations
 
