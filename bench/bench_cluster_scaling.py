@@ -142,6 +142,9 @@ def spread_groups(cluster: KcoordCluster, per_node: int) -> dict[str, int]:
     count = {n.port: 0 for n in cluster.nodes.values()}
     i = 0
     while any(v < per_node for v in count.values()):
+        if i >= 1000:
+            leaders = {p: (cluster.state(OFFSETS, p) or {}).get("leader") for p in cluster.assignment(OFFSETS) or {}}
+            raise RuntimeError(f"no spread of coordinators after {i} group ids: {OFFSETS} leaders {leaders}")
         g = f"bench-scaling-{i}"
         i += 1
         port = coordinator(any_node, g)
@@ -190,7 +193,8 @@ def main() -> None:
         clusters += [two, one]
         two.start()
         one.start()
-        for cluster in (two, one):  # the first FindCoordinator creates __consumer_offsets
+        for cluster in (two, one):  # the first FindCoordinator creates __consumer_offsets: on every node
+            wait_for(lambda c=cluster: len(c.registered()) == c.count, 120, "every node registered")
             coordinator(next(iter(cluster.nodes.values())).port, "bench-scaling-probe")
             offsets_ready(cluster)
         groups = spread_groups(two, args.groups_per_node)
