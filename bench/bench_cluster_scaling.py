@@ -125,6 +125,31 @@ def offsets_ready(cluster: KcoordCluster) -> None:
         120, "__consumer_offsets led")
 
 
+def precreate_offsets(connect: str, chroot: str, nodes: list[int], partitions: int = 50) -> None:
+    """__consumer_offsets with its partitions alternating between `nodes`, written before any node
+    starts (Kafka's admin path: the config znode, then the topic znode). A cluster's controller
+    creates the topic itself as soon as offsets.topic.replication.factor nodes are live, which
+    with replication factor 1 is the first node alone, so every partition would land on it."""
+    import uuid
+
+    from kazoo.client import KazooClient
+
+    from kcoord.server.cluster import znodes
+
+    zk = KazooClient(hosts=connect)
+    zk.start()
+    try:
+        a = znodes.TopicAssignment(OFFSETS, uuid.uuid4(), {p: (nodes[p % len(nodes)],) for p in range(partitions)})
+        zk.ensure_path(chroot + znodes.CONFIG_TOPICS)
+        zk.ensure_path(chroot + znodes.TOPICS)
+        zk.create(f"{chroot}{znodes.CONFIG_TOPICS}/{OFFSETS}", znodes.encode_topic_config(
+            {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}))
+        zk.create(chroot + znodes.topic_path(OFFSETS), znodes.encode_topic(a))
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def coordinator(port: int, group: str) -> int:
     c = SyncClient(port)
     try:
@@ -191,6 +216,7 @@ def main() -> None:
         two = KcoordCluster(root / "two", 2, zookeeper=f"{zk.connect}/two", overrides=overrides)
         one = KcoordCluster(root / "one", 1, zookeeper=f"{zk.connect}/one", overrides=overrides)
         clusters += [two, one]
+        precreate_offsets(zk.connect, "/two", two.ids)
         two.start()
         one.start()
         for cluster in (two, one):  # the first FindCoordinator creates __consumer_offsets: on every node
