@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -207,6 +208,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    warnings.filterwarnings("ignore", message="No chroot path exists")  # kazoo, before the nodes make it
     root = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
     zk = ZooKeeperServer(root / "zookeeper").start()
     procs = []
