@@ -272,7 +272,10 @@ def main() -> None:
              " ".join(f"{x:,.0f}" for x in rates[name])] for name, _, _ in setups]))
         ceiling = med[setups[1][0]] / med[setups[0][0]]
         kcoord = med[setups[3][0]] / med[setups[2][0]]
-        print(f"2 nodes / 1 node: {kcoord:.2f}x the commits/s (the ceiling's 2 processes / 1: {ceiling:.2f}x)")
+        paired = statistics.median(a / b for a, b in zip(rates[setups[3][0]], rates[setups[2][0]], strict=True))
+        paired_ceiling = statistics.median(a / b for a, b in zip(rates[setups[1][0]], rates[setups[0][0]], strict=True))
+        print(f"2 nodes / 1 node: {kcoord:.2f}x the commits/s (the ceiling's 2 processes / 1: {ceiling:.2f}x); "
+              f"median of the per-round ratios: {paired:.2f}x (ceiling {paired_ceiling:.2f}x)")
     finally:
         for cluster in clusters:
             cluster.close()
