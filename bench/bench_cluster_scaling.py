@@ -9,7 +9,10 @@ way: two bare uvloop append+fdatasync servers (group commit) in parallel vs one.
 single-threaded for its event loop, so two nodes can use both cores; the load generator (one
 uvloop process) and ZooKeeper share those cores too, and the table shows every process's CPU
 use during the measured windows. The four setups run alternately, so machine noise hits each
-alike; the ratio is the 2-node median over the 1-node median.
+alike; the ratio is the 2-node median over the 1-node median, with the median of the
+per-round ratios beside it. __consumer_offsets of the 2-node cluster is written (partitions
+alternating between the nodes) before the nodes start: a controller creates an internal topic
+as soon as replication-factor nodes are live, so with factor 1 the first node would get it all.
 
 Usage: python bench/bench_cluster_scaling.py [--connections 100] [--groups-per-node 2]
                                              [--seconds 3] [--rounds 3]
