@@ -50,6 +50,7 @@ EXPECTED_RANGES.update({48: (0, 1), 49: (0, 1)})  # DescribeClientQuotas, AlterC
 # transactions (issue 11)
 EXPECTED_RANGES.update({24: (0, 5), 25: (0, 4), 26: (0, 5), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 1)})
 EXPECTED_RANGES[23] = (2, 4)  # OffsetForLeaderEpoch (issue 23: replication)
+EXPECTED_RANGES[27] = (1, 2)  # WriteTxnMarkers (between cluster nodes; Kafka's brokers advertise it too)
 
 
 @pytest.fixture(scope="module")
