@@ -66,7 +66,8 @@ async def test_a_node_still_joining_the_cluster_acknowledges_no_produce(tmp_path
             assert not starting.done(), starting.exception()
             assert time.monotonic() < deadline, "the listener was never bound"
             await asyncio.sleep(0.01)
-        bootstrap = "%s:%d" % srv.bound[0][:2]
+        host, port = srv.bound[0][:2]
+        bootstrap = f"{host}:{port}"
         try:
             answer = await asyncio.to_thread(_produce_all, bootstrap)
         except OSError:
@@ -88,7 +89,8 @@ async def test_a_node_serves_once_it_has_joined(tmp_path, kcoord_zookeeper):
                          "zookeeper.connect": f"{kcoord_zookeeper}/join-{uuid.uuid4().hex[:8]}"}))
     await asyncio.wait_for(srv.start(), 120)
     try:
-        bootstrap = "%s:%d" % srv.bound[0][:2]
+        host, port = srv.bound[0][:2]
+        bootstrap = f"{host}:{port}"
         resp = await asyncio.to_thread(call, bootstrap, ApiVersionsRequest(version=3, client_software_name="t",
                                                                            client_software_version="1"), 3)
         assert resp.error_code == 0 and resp.api_keys
