@@ -127,6 +127,7 @@ class Server:
             await self._start_control_http(control_at)
         if joining:  # a cluster node (docs/cluster.md); its code is imported only then
             await start_cluster_node(self.broker, list(self.listeners))
+            await asyncio.sleep(0)  # the metadata cache's first notification (call_soon) applies the states
             for srv in self._servers:
                 if not srv.is_serving():
                     await srv.start_serving()
