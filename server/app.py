@@ -102,8 +102,13 @@ class Server:
         virtual = self.config["kcoord.virtual.brokers"]
         if control_at or virtual > 1:  # before the Kafka listeners: every connection's first request is seen
             self.control = control_plane(self.broker, self.dispatcher, lambda: self.bound)
+        # a cluster node binds its listeners (their addresses register) but serves them only once
+        # it has joined: until then it knows neither the cluster's metadata nor its replicas, and
+        # a request answered then would be answered as a single node's (Kafka's
+        # enableRequestProcessing at the end of its startup)
+        joining = bool(self.config["zookeeper.connect"])
         for spec in listener_specs(self.config):
-            await self.serve_listener(configured_listener(spec, self.broker))
+            await self.serve_listener(configured_listener(spec, self.broker), serving=not joining)
         metrics_at = self.config["kcoord.metrics.listener"]
         if metrics_at:
             parts = urlsplit(metrics_at if "//" in metrics_at else "http://" + metrics_at)
@@ -120,14 +125,19 @@ class Server:
                                                              servers, self.rebind))
         if control_at:  # last: once it answers, every listener is up
             await self._start_control_http(control_at)
-        if self.config["zookeeper.connect"]:  # a cluster node (docs/cluster.md); its code is imported only then
+        if joining:  # a cluster node (docs/cluster.md); its code is imported only then
             await start_cluster_node(self.broker, list(self.listeners))
+            await asyncio.sleep(0)  # the metadata cache's first notification (call_soon) applies the states
+            for srv in self._servers:
+                if not srv.is_serving():
+                    await srv.start_serving()
         self.broker.start_background()
         log.info("kcoord listening on %s", ", ".join(lst.describe() for lst in self.listeners))
 
-    async def serve_listener(self, listener: Listener) -> Listener:
+    async def serve_listener(self, listener: Listener, serving: bool = True) -> Listener:
         """Bind one listener and serve Kafka connections on it (its `bound` addresses are filled
-        in); usable for listeners beyond the configured ones."""
+        in); usable for listeners beyond the configured ones. `serving` False: bound only (not
+        listening: connections are refused) until its server's start_serving."""
         loop = asyncio.get_running_loop()
         connection = connection_factory(self.broker, self.dispatcher, listener,
                                         self.control.intercept if self.control is not None else None)
@@ -142,6 +152,7 @@ class Server:
             port=listener.port,
             reuse_address=True,
             backlog=1024,
+            start_serving=serving,
         )
         self._servers.append(srv)
         for sock in srv.sockets:
