@@ -45,8 +45,10 @@ run: setup
 	$(BIN)/kcoord serve $(ARGS)
 
 # pytest, then librdkafka's own test suite against kcoord (both run; either failing fails).
+# pytest (the cluster tests in a second process beside the rest: scripts/run-tests.sh), then
+# librdkafka's suite.
 test: setup clients zookeeper-setup docker-setup rdkafka-setup bytecode
-	@rc=0; $(BIN)/python -m pytest -q -p no:cacheprovider tests || rc=$$?; \
+	@rc=0; PY=$(BIN)/python bash scripts/run-tests.sh || rc=$$?; \
 	$(MAKE) --no-print-directory rdkafka-suite ARGS=--check || rc=$$?; exit $$rc
 
 # Every server a test starts imports the project: compiled once here, not per process (the

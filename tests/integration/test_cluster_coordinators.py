@@ -140,6 +140,14 @@ def test_a_coordinator_paused_past_its_session_answers_not_coordinator_when_it_r
     assert "unloaded" in c.node(paused).log_text()
 
 
+def wait_for_state(cond, timeout: float) -> bool:
+    """cond() within `timeout` seconds: True, or False (not an error: the caller tries again)."""
+    try:
+        return bool(wait_for(cond, timeout, "a state"))
+    except AssertionError:
+        return False
+
+
 def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_cluster_factory):
     """The old coordinator stays up: once a preferred leader election (ElectLeaders, through
     the controller) moves the partition it answers NOT_COORDINATOR for the group at once, and
@@ -171,9 +179,16 @@ def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_
         assert offset_fetch_error(c.node(middle).bootstrap, group) == 0
         # the preferred replica catches up and rejoins the ISR (replication), then is elected
         wait_for(lambda: preferred in c.state(OFFSETS, p)["isr"], 60, "the preferred replica back in the ISR")
-        a = admin(c.bootstrap)
-        a.elect_leaders(ElectionType.PREFERRED, [TopicPartition(OFFSETS, p)]).result(30)
-        wait_for(lambda: c.state(OFFSETS, p)["leader"] == preferred, 60, "the preferred election")
+
+        def elected() -> bool:
+            # a fresh Admin each time: the controller may have moved with the node's restart,
+            # and an election sent to the old one is refused NOT_CONTROLLER (per partition)
+            if c.state(OFFSETS, p)["leader"] == preferred:
+                return True
+            admin(c.bootstrap).elect_leaders(ElectionType.PREFERRED, [TopicPartition(OFFSETS, p)]).result(30)
+            return wait_for_state(lambda: c.state(OFFSETS, p)["leader"] == preferred, 5)
+
+        wait_for(elected, 90, "the preferred election", interval=1.0)
         wait_for(lambda: offset_fetch_error(c.node(middle).bootstrap, group) == 16, 30,
                  "the old coordinator to answer NOT_COORDINATOR")
         assert committed(consumer, TopicPartition(topic, 0), FAILOVER_S) == 3  # replicated to the new leader
