@@ -62,7 +62,7 @@ def test_unknown_setting_is_reported_like_kafka(kcoord_factory):
     """Only a name Kafka does not know is warned about: Kafka's own names that kcoord does not
     use (a server.properties written for Kafka carries many) are ignored quietly."""
     kafka_names = {"offsets.topic.replication.factor": "3", "log.cleaner.threads": "2", "num.network.threads": "3",
-                   "zookeeper.connect": "localhost:2181", "listener.name.plaintext.ssl.keymanager.algorithm": "PKIX"}
+                   "background.threads": "10", "listener.name.plaintext.ssl.keymanager.algorithm": "PKIX"}
     srv = kcoord_factory({**kafka_names, "no.such.setting": "1", "listener.name.plaintext.no.such.thing": "x"})
     assert srv.alive()  # listening: the start-up's warnings are written
     log = srv.log_text().splitlines()
