@@ -185,7 +185,9 @@ def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_
             # and an election sent to the old one is refused NOT_CONTROLLER (per partition)
             if c.state(OFFSETS, p)["leader"] == preferred:
                 return True
-            admin(c.bootstrap).elect_leaders(ElectionType.PREFERRED, [TopicPartition(OFFSETS, p)]).result(30)
+            a = admin(c.bootstrap)  # held: a handle collected mid-call fails the call with _DESTROY
+            errors = a.elect_leaders(ElectionType.PREFERRED, [TopicPartition(OFFSETS, p)]).result(30)
+            print(f"ElectLeaders({OFFSETS}-{p}): {errors}")
             return wait_for_state(lambda: c.state(OFFSETS, p)["leader"] == preferred, 5)
 
         wait_for(elected, 90, "the preferred election", interval=1.0)
