@@ -26,7 +26,7 @@ def request() -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def _read(sock: socket.socket, n: int) -> bytes:
+def read_exactly(sock: socket.socket, n: int) -> bytes:
     out = b""
     while len(out) < n:
         chunk = sock.recv(n - len(out))
@@ -48,10 +48,10 @@ def check(host: str, port: int, tls: bool = False, timeout: float = 5.0) -> None
             ctx.verify_mode = ssl.CERT_NONE
             sock = ctx.wrap_socket(raw, server_hostname=host)
         sock.sendall(request())
-        (size,) = struct.unpack(">i", _read(sock, 4))
+        (size,) = struct.unpack(">i", read_exactly(sock, 4))
         if not 10 <= size <= 1 << 20:
             raise ValueError(f"an answer of {size} bytes is not ApiVersions v0")
-        payload = _read(sock, size)
+        payload = read_exactly(sock, size)
         correlation, error, count = struct.unpack(">ihi", payload[:10])
         if correlation != CORRELATION_ID:
             raise ValueError(f"correlation id {correlation} answered, {CORRELATION_ID} sent")

@@ -43,6 +43,7 @@ def metadata_brokers(bootstrap: str) -> set[int] | None:
     from kafka.protocol.metadata import MetadataRequest
 
     from kcoord.protocol.api import API_TABLE
+    from kcoord.server.healthcheck import read_exactly
 
     request = MetadataRequest[1](topics=[])
     spec = API_TABLE[request.API_KEY]
@@ -52,21 +53,11 @@ def metadata_brokers(bootstrap: str) -> set[int] | None:
     try:
         with socket.create_connection((host, int(port)), timeout=5) as s:
             s.sendall(struct.pack(">i", len(payload)) + payload)
-            size = struct.unpack(">i", _read_exactly(s, 4))[0]
-            body = _read_exactly(s, size)[4 + spec.response_header_version(1):]
+            size = struct.unpack(">i", read_exactly(s, 4))[0]
+            body = read_exactly(s, size)[4 + spec.response_header_version(1):]
     except OSError:
         return None
     return {b[0] for b in spec.response.decode(body, version=1).brokers}
-
-
-def _read_exactly(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        buf += chunk
-    return buf
 
 
 def wait_for(cond: Callable[[], T], timeout: float, what: str = "condition", interval: float = 0.1) -> T:
