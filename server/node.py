@@ -328,6 +328,15 @@ def _loops(cfg: Config, clock: Clock, topics: TopicRegistry, configs: BrokerConf
     return [adopt_swaps, topic_retention, log_flush]
 
 
+def run_topic_retention(node: Broker, now_ms: int | None = None) -> int:
+    """One retention pass over the node's current parts, as the retention loop runs it
+    (server/topic_retention.py); returns the segments deleted (tests and tools)."""
+    from kcoord.server.topic_retention import TopicRetention
+
+    parts = node.parts
+    return TopicRetention(parts.topics, parts.configs, parts.logs, parts.data_plane.get, node.clock).run(now_ms)
+
+
 # ---- the builders of the lazy parts
 
 
@@ -475,8 +484,44 @@ def _within(cfg: Config, name: str) -> int:
     return value
 
 
-# ---- the process's parts around the node: listeners and their connections (server/app.py
-# binds them)
+# ---- the process's parts around the node: the dispatcher, the metrics page, listeners and
+# their connections (server/app.py binds them)
+
+
+def dispatcher_for(node: Broker) -> Dispatcher:
+    """The dispatcher of the node's Kafka listeners (server/dispatch.py), told at every build
+    of the parts (start-up, each reset) what it serves with: a route binder over the new
+    handler areas, the request-latency metric of the node's metrics (a reset makes new ones)
+    and, when an authorizer is configured, what its policies read."""
+    from kcoord.server.dispatch import Dispatcher, Serving
+    from kcoord.server.handlers.routes import bind
+
+    cfg = node.config
+    authorizing = bool(cfg["authorizer.class.name"])
+
+    def serving(parts: Parts) -> Serving:
+        areas, policy_parts = parts.areas, None
+        if authorizing:
+            from kcoord.server.security.guard import PolicyParts
+
+            policy_parts = PolicyParts(cfg, parts.topics, parts.logs)
+        return Serving(lambda route: bind(route, areas), node.metrics.observe_request, policy_parts)
+
+    return Dispatcher(lambda told: node.watch_parts(lambda parts: told(serving(parts))),
+                      node.security if authorizing else None, node.quotas)
+
+
+def metrics_page(node: Broker) -> Callable[[], bytes]:
+    """The Prometheus /metrics page (server/metrics.py), read from the node's current parts at
+    each scrape: the parts built so far (a scrape builds none), the connections, the quotas."""
+    def page() -> bytes:
+        from kcoord.server.metrics import Scraped
+
+        parts = node.parts
+        return node.metrics.render(Scraped(
+            coordinator=parts.coordinator.built(), logs=parts.logs, topics=parts.topics, connections=node.connections,
+            txn=parts.txn.built(), quotas=node.quotas, share=parts.share.built(), data_plane=parts.data_plane.built()))
+    return page
 
 
 def configured_listener(spec: ListenerSpec, node: Broker) -> Listener:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.txn.service import TxnService
 
 
 class TxnCounters:
@@ -18,10 +18,10 @@ class TxnCounters:
         self.timed_out = 0
 
 
-def txn_metric_families(broker: Broker) -> Iterator[object]:
+def txn_metric_families(txn: TxnService | None) -> Iterator[object]:
+    """`txn`: the transaction coordinator, None until a transactional client came."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # at the first scrape
 
-    txn = broker.parts.txn.built()  # None until a transactional client came
     if txn is None:
         return
     states = GaugeMetricFamily("kcoord_transactions", "Transactional ids by the state of their transaction",

@@ -76,6 +76,7 @@ from kcoord.server.broker import Broker
 from kcoord.server.config import Config
 from kcoord.server.deferred import Deferred
 from kcoord.server.dispatch import CloseConnection, Dispatcher
+from kcoord.server.node import dispatcher_for
 
 TOPIC = "fuzz"
 GROUP = "fuzz-g"
@@ -501,7 +502,7 @@ def start_env(data) -> Env:
     loop.run_until_complete(boot())
     topic = broker.topics.get(TOPIC)
     assert topic is not None
-    return Env(loop, broker, Dispatcher(broker), make_seeds(topic.topic_id))
+    return Env(loop, broker, dispatcher_for(broker), make_seeds(topic.topic_id))
 
 
 def stop_env(e: Env) -> list[str]:
