@@ -247,13 +247,15 @@ def compare(name: str, unit: str, kcoord_port: int, ceiling_port: int, ceiling_n
     print(f"target: kcoord >= {target_pct:g}% of the ceiling -> {'met' if k >= target_pct / 100 * c else 'NOT met'}")
 
 
-def create_topic(port: int, topic: str, partitions: int) -> None:
-    """CreateTopics of one topic (replication factor 1), asserted created."""
+def create_topic(port: int, topic: str, partitions: int, timeout_ms: int = 5000, exists_ok: bool = False) -> None:
+    """CreateTopics of one topic (replication factor 1), asserted created (or, `exists_ok`,
+    there already: TOPIC_ALREADY_EXISTS)."""
     from kafka.protocol.admin import CreateTopicsRequest
 
     CT = CreateTopicsRequest.CreatableTopic
     c = SyncClient(port)
     r = c.call(CreateTopicsRequest(topics=[CT(name=topic, num_partitions=partitions, replication_factor=1,
-                                              assignments=[], configs=[])], timeout_ms=5000, validate_only=False), 5)
-    assert r.topics[0].error_code == 0, r
+                                              assignments=[], configs=[])], timeout_ms=timeout_ms,
+                                   validate_only=False), 5)
+    assert r.topics[0].error_code in ((0, 36) if exists_ok else (0,)), r  # 36: exists
     c.close()

@@ -1,7 +1,7 @@
 """Handlers receive the parts they use (issue 22): no part outside the composition root takes
-the node, no handler reaches the node through its
-RequestContext, the hot APIs' routes are methods of handler areas the composition root
-(server/node.py) builds with their parts, one object per area."""
+the node, no handler reaches the node through its RequestContext, the hot APIs' routes are
+methods of handler areas the composition root (server/node.py) builds with their parts, one
+object per area."""
 from __future__ import annotations
 
 import ast
@@ -21,34 +21,37 @@ ROOT_MODULES = {"node.py", "broker.py", "app.py"}
 WALKED = {ApiKey.OFFSET_COMMIT, ApiKey.HEARTBEAT, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.PRODUCE}
 
 
-def _reaches_the_node(path: Path) -> bool:
-    """A module naming Broker (a parameter's type) or reading `.broker` off anything."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
+def _node_references(path: Path) -> set[str]:
+    """How a module refers to the node: "Broker" (the class named: imported, a parameter's
+    type), "import" (its module imported), ".broker" (read off anything), "broker arg" (a
+    parameter so named), "parts" (a node's parts read: `broker.parts`, `node.parts`,
+    `x.broker.parts`)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Name) and node.id == "Broker":
-            return True
-        if isinstance(node, ast.Attribute) and node.attr == "broker":
-            return True
-        if isinstance(node, ast.arg) and node.arg == "broker":
-            return True
-    return False
-
-
-def _takes_the_node(path: Path) -> bool:
-    """A module naming Broker (importing it, a parameter's type) or reading a node's parts
-    (`broker.parts`, `node.parts`, `x.broker.parts`)."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == "Broker":
-            return True
-        if isinstance(node, ast.ImportFrom) and node.module == "kcoord.server.broker":
-            return True
-        if isinstance(node, ast.Attribute) and node.attr == "parts":
+            found.add("Broker")
+        elif isinstance(node, ast.ImportFrom) and node.module == "kcoord.server.broker":
+            found.add("import")
+        elif isinstance(node, ast.arg) and node.arg == "broker":
+            found.add("broker arg")
+        elif isinstance(node, ast.Attribute) and node.attr == "broker":
+            found.add(".broker")
+        elif isinstance(node, ast.Attribute) and node.attr == "parts":
             owner = node.value
             if (isinstance(owner, ast.Name) and owner.id in ("broker", "node")) or (
                     isinstance(owner, ast.Attribute) and owner.attr == "broker"):
-                return True
-    return False
+                found.add("parts")
+    return found
+
+
+def _reaches_the_node(path: Path) -> bool:
+    """A module naming Broker (a parameter's type) or reading `.broker` off anything."""
+    return bool(_node_references(path) & {"Broker", ".broker", "broker arg"})
+
+
+def _takes_the_node(path: Path) -> bool:
+    """A module naming Broker (importing it, a parameter's type) or reading a node's parts."""
+    return bool(_node_references(path) & {"Broker", "import", "parts"})
 
 
 def test_no_part_outside_the_composition_root_takes_the_node():
