@@ -1,14 +1,25 @@
 """Shared pieces of the durable-commit benchmarks (bench_commit.py, bench_durable_commits.py,
 bench_cluster_scaling.py): standalone OffsetCommit requests, and a closed-loop load generator
 that records each answer's latency, optionally with the servers' CPU use over the measured
-window."""
+window; and the temporary directory of a benchmark on kcoord clusters."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
+import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from _util import process_cpu_s, take_frames
+from _util import process_cpu_s, stop, take_frames
 from kafka.protocol.consumer import OffsetCommitRequest
+
+if TYPE_CHECKING:
+    from kcoord.server.cluster.zookeeper_server import ZooKeeperServer
+    from kcoord.testing.cluster import KcoordCluster
 
 
 def commit_request(group: str, topic: str, partition: int, offset: int) -> OffsetCommitRequest:
@@ -87,3 +98,27 @@ def pct(xs: list[float], q: float) -> float:
     """The q-quantile of latencies `xs` (seconds), in milliseconds."""
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
+
+
+@contextlib.contextmanager
+def cluster_run(prefix: str) -> Iterator[tuple[Path, ZooKeeperServer, list[subprocess.Popen[bytes]],
+                                               list[KcoordCluster]]]:
+    """(root, zk, procs, clusters): a new temporary directory with a ZooKeeper running in it,
+    and the lists the benchmark adds its server processes and kcoord clusters to; on the way
+    out every cluster is closed, every process stopped, ZooKeeper stopped and the directory
+    removed."""
+    from kcoord.server.cluster.zookeeper_server import ZooKeeperServer
+
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    zk = ZooKeeperServer(root / "zookeeper").start()
+    procs: list[subprocess.Popen[bytes]] = []
+    clusters: list[KcoordCluster] = []
+    try:
+        yield root, zk, procs, clusters
+    finally:
+        for cluster in clusters:
+            cluster.close()
+        for p in procs:
+            stop(p)
+        zk.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -21,20 +21,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _commits import commit_request, measure, pct  # noqa: E402
-from _util import SyncClient, create_topic, encode_request, start_bare, stop, table  # noqa: E402
+from _commits import cluster_run, commit_request, measure, pct  # noqa: E402
+from _util import SyncClient, create_topic, encode_request, start_bare, table  # noqa: E402
 from kafka.protocol.metadata import FindCoordinatorRequest  # noqa: E402
 
-from kcoord.server.cluster.zookeeper_server import ZooKeeperServer  # noqa: E402
 from kcoord.testing.cluster import KcoordCluster, wait_for  # noqa: E402
 
 TOPIC = "bench-scaling-topic"
@@ -120,11 +117,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     warnings.filterwarnings("ignore", message="No chroot path exists")  # kazoo, before the nodes make it
-    root = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
-    zk = ZooKeeperServer(root / "zookeeper").start()
-    procs = []
-    clusters: list[KcoordCluster] = []
-    try:
+    with cluster_run("bench-scaling-") as (root, zk, procs, clusters):
         overrides = {"offsets.topic.replication.factor": "1", "log.level": "WARNING"}
         two = KcoordCluster(root / "two", 2, zookeeper=f"{zk.connect}/two", overrides=overrides)
         one = KcoordCluster(root / "one", 1, zookeeper=f"{zk.connect}/one", overrides=overrides)
@@ -187,13 +180,6 @@ def main() -> None:
         paired_ceiling = statistics.median(a / b for a, b in zip(rates[setups[1][0]], rates[setups[0][0]], strict=True))
         print(f"2 nodes / 1 node: {kcoord:.2f}x the commits/s (the ceiling's 2 processes / 1: {ceiling:.2f}x); "
               f"median of the per-round ratios: {paired:.2f}x (ceiling {paired_ceiling:.2f}x)")
-    finally:
-        for cluster in clusters:
-            cluster.close()
-        for p in procs:
-            stop(p)
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

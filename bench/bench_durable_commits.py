@@ -16,20 +16,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _commits import commit_request, measure, pct  # noqa: E402
-from _util import SyncClient, create_topic, encode_request, start_bare, start_kcoord, stop, table  # noqa: E402
+from _commits import cluster_run, commit_request, measure, pct  # noqa: E402
+from _util import SyncClient, create_topic, encode_request, start_bare, start_kcoord, table  # noqa: E402
 from kafka.protocol.consumer import OffsetFetchRequest  # noqa: E402
 from kafka.protocol.metadata import FindCoordinatorRequest  # noqa: E402
 
-from kcoord.server.cluster.zookeeper_server import ZooKeeperServer  # noqa: E402
 from kcoord.testing.cluster import KcoordCluster, wait_for  # noqa: E402
 
 GROUP = "bench-durable"
@@ -74,11 +71,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     frames = [commit_frame(i, 1000 + i) for i in range(args.connections)]
-    root = Path(tempfile.mkdtemp(prefix="bench-durable-"))
-    zk = ZooKeeperServer(root / "zookeeper").start()
-    procs = []
-    clusters: list[KcoordCluster] = []
-    try:
+    with cluster_run("bench-durable-") as (root, zk, procs, clusters):
         (root / "bare").mkdir()
         bare, bare_port = start_bare("append", str(root / "bare"))
         procs.append(bare)
@@ -113,13 +106,6 @@ def main() -> None:
         r3 = statistics.median(rates[servers[3][0]])
         print(f"replication factor 3 / 1: {100.0 * r3 / r1:.1f}% of the throughput; p99 "
               f"{pct(lats[servers[3][0]], 0.99):.1f} ms vs {pct(lats[servers[2][0]], 0.99):.1f} ms")
-    finally:
-        for cluster in clusters:
-            cluster.close()
-        for p in procs:
-            stop(p)
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

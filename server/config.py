@@ -12,25 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from kcoord.server.config_catalogue import BROKER_CONFIGS, check_static
 from kcoord.server.kafka_config_names import known_to_kafka
-from kcoord.server.security.settings import LISTENER_SCOPED, MECHANISM_SCOPED, SECURITY_SETTINGS, SENSITIVE
+from kcoord.server.security.settings import (
+    LISTENER_SCOPED,
+    MECHANISM_SCOPED,
+    SECURITY_SETTINGS,
+    SENSITIVE,
+)
+from kcoord.server.security.settings import parse_bool as _bool
+from kcoord.server.security.settings import parse_str as _str
 
 if TYPE_CHECKING:
     from kcoord.server.listeners import EndPoint
-
-
-def _bool(v: Any) -> bool:
-    if isinstance(v, bool):
-        return v
-    s = str(v).strip().lower()
-    if s in ("true", "1", "yes"):
-        return True
-    if s in ("false", "0", "no"):
-        return False
-    raise ValueError(f"not a boolean: {v!r}")
-
-
-def _str(v: Any) -> str:
-    return str(v).strip()
 
 
 def _text(v: Any) -> str:

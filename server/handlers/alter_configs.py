@@ -23,8 +23,11 @@ from kcoord.server.deferred import of_coroutine
 if TYPE_CHECKING:
     from kcoord.server.config_admin import ConfigState
 
-class AlterConfigsApi:
-    """The handler of alter_configs.py, built by the composition root (server/node.py) with the config state (server/config_admin.py)."""
+
+class ConfigAlterations:
+    """What the AlterConfigs and IncrementalAlterConfigs areas are built with by the
+    composition root (server/node.py): the config state (server/config_admin.py) and, on a
+    cluster node, the ClusterNode, whose config publisher writes changes to ZooKeeper."""
 
     def __init__(self, state: ConfigState, cluster: Callable[[], Any] = lambda: None) -> None:
         self.state = state
@@ -34,6 +37,10 @@ class AlterConfigsApi:
         """On a cluster node, what writes topic and broker changes to ZooKeeper."""
         node = self.cluster()
         return None if node is None else node.configs
+
+
+class AlterConfigsApi(ConfigAlterations):
+    """The handler of alter_configs.py."""
 
     def handle_alter_configs(self, ctx: RequestContext, req: Any, version: int) -> Any:
         publisher = self._publisher()

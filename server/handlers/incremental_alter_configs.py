@@ -3,8 +3,7 @@ configs) on a topic's or the broker's dynamic configs, and log levels of BROKER_
 resource is checked in full, then applied durably (or not at all: validate_only, an error)."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
 
@@ -19,22 +18,11 @@ from kcoord.server.config_admin import (
 )
 from kcoord.server.context import RequestContext
 from kcoord.server.deferred import of_coroutine
-from kcoord.server.handlers.alter_configs import publish, response
+from kcoord.server.handlers.alter_configs import ConfigAlterations, publish, response
 
-if TYPE_CHECKING:
-    from kcoord.server.config_admin import ConfigState
 
-class IncrementalAlterConfigsApi:
-    """The handler of incremental_alter_configs.py, built by the composition root (server/node.py) with the config state (server/config_admin.py)."""
-
-    def __init__(self, state: ConfigState, cluster: Callable[[], Any] = lambda: None) -> None:
-        self.state = state
-        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None
-
-    def _publisher(self) -> Any:
-        """On a cluster node, what writes topic and broker changes to ZooKeeper."""
-        node = self.cluster()
-        return None if node is None else node.configs
+class IncrementalAlterConfigsApi(ConfigAlterations):
+    """The handler of incremental_alter_configs.py."""
 
     def handle_incremental_alter_configs(self, ctx: RequestContext, req: Any, version: int) -> Any:
         publisher = self._publisher()
