@@ -178,7 +178,7 @@ class _Framed(Deferred[bytes | None]):
 
 class Serving(NamedTuple):
     """What the dispatcher serves with, for one build of the node's parts: the composition root
-    (server/node.py, `dispatcher`) gives a new one at start-up and after every reset, whose
+    (server/node.py, `dispatcher_for`) gives a new one at start-up and after every reset, whose
     parts (handler areas, metrics) are new."""
 
     bind: Callable[[Route], Route]  # an API's route with its handler bound to its handler area
@@ -196,7 +196,7 @@ def _unobserved(api: str, seconds: float) -> None:
 
 class Dispatcher:
     """Answers the requests of every Kafka connection. Given narrow parts by the composition
-    root (server/node.py, `dispatcher`): `serving`, a subscription that tells it what it
+    root (server/node.py, `dispatcher_for`): `serving`, a subscription that tells it what it
     serves with (a Serving) when the node's parts are built, now if they are, and again after
     each reset; `security`, the authorizer's state when an authorizer is configured (None:
     nothing of authorization runs); `quotas`, the client quotas, whose watch puts the quota
