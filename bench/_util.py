@@ -6,6 +6,7 @@ and are driven by the same generator, so their numbers are comparable within one
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import socket
@@ -245,6 +246,16 @@ def compare(name: str, unit: str, kcoord_port: int, ceiling_port: int, ceiling_n
         ["kcoord", k, 100.0 * k / c, " ".join(f"{x:,.0f}" for x in k_samples)],
     ]))
     print(f"target: kcoord >= {target_pct:g}% of the ceiling -> {'met' if k >= target_pct / 100 * c else 'NOT met'}")
+
+
+def closed_loop_args(description: str | None = None) -> argparse.ArgumentParser:
+    """A closed-loop benchmark's command line: --connections (100, one request outstanding
+    each), --seconds (3, each measured run) and --rounds (3 alternating runs); add its own."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--connections", type=int, default=100)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    return ap
 
 
 def create_topic(port: int, topic: str, partitions: int, timeout_ms: int = 5000, exists_ok: bool = False) -> None:

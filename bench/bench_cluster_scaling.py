@@ -19,7 +19,6 @@ Usage: python bench/bench_cluster_scaling.py [--connections 100] [--groups-per-n
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _commits import cluster_run, commit_request, measure, pct  # noqa: E402
-from _util import SyncClient, create_topic, encode_request, start_bare, table  # noqa: E402
+from _util import SyncClient, closed_loop_args, create_topic, encode_request, start_bare, table  # noqa: E402
 from kafka.protocol.metadata import FindCoordinatorRequest  # noqa: E402
 
 from kcoord.testing.cluster import KcoordCluster, wait_for  # noqa: E402
@@ -110,11 +109,8 @@ def prepare(port: int, groups: list[str], partitions: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--connections", type=int, default=100)
+    ap = closed_loop_args()
     ap.add_argument("--groups-per-node", type=int, default=2)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     warnings.filterwarnings("ignore", message="No chroot path exists")  # kazoo, before the nodes make it
     with cluster_run("bench-scaling-") as (root, zk, procs, clusters):

@@ -8,12 +8,11 @@ lands in the same partition and shares its fdatasyncs.
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 
 from _commits import commit_request
-from _util import compare, create_topic, encode_request, start_bare, start_kcoord, stop
+from _util import closed_loop_args, compare, create_topic, encode_request, start_bare, start_kcoord, stop
 
 GROUP = "bench-commit"
 TOPIC = "bench-commit-topic"
@@ -24,10 +23,7 @@ def commit_frame(partition: int, offset: int) -> bytes:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--connections", type=int, default=100)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = closed_loop_args()
     args = ap.parse_args()
     frames = [commit_frame(i, 1000 + i) for i in range(args.connections)]
 

@@ -14,7 +14,6 @@ Usage: python bench/bench_durable_commits.py [--connections 100] [--seconds 3] [
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _commits import cluster_run, commit_request, measure, pct  # noqa: E402
-from _util import SyncClient, create_topic, encode_request, start_bare, start_kcoord, table  # noqa: E402
+from _util import SyncClient, closed_loop_args, create_topic, encode_request, start_bare, start_kcoord, table  # noqa: E402
 from kafka.protocol.consumer import OffsetFetchRequest  # noqa: E402
 from kafka.protocol.metadata import FindCoordinatorRequest  # noqa: E402
 
@@ -65,10 +64,7 @@ def cluster_coordinator(cluster: KcoordCluster, partitions: int) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--connections", type=int, default=100)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = closed_loop_args()
     args = ap.parse_args()
     frames = [commit_frame(i, 1000 + i) for i in range(args.connections)]
     with cluster_run("bench-durable-") as (root, zk, procs, clusters):

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _util import ROOT, SyncClient, encode_request, stop, table, take_frames, wait_listening
+from _util import ROOT, SyncClient, closed_loop_args, encode_request, stop, table, take_frames, wait_listening
 from kafka.protocol.admin import CreateAclsRequest, CreateTopicsRequest
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
@@ -623,10 +623,7 @@ def commit_route_cost(a: object, reps: int = 200_000) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--connections", type=int, default=100)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = closed_loop_args()
     ap.add_argument("--acls", type=int, default=1000)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-security-"))
