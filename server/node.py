@@ -517,7 +517,9 @@ def node_state(node: Broker) -> NodeState:
 
 
 def control_plane(node: Broker, dispatcher: Dispatcher, bound: Callable[[], list[tuple[str, int]]]) -> ControlPlane:
-    """The control API's state and operations; `bound`: every listener's bound address."""
+    """The control API's state and operations; `bound`: every listener's bound address. On a
+    cluster node (zookeeper.connect) its moves go through the controller
+    (server/control/cluster_moves.py) and its reset is refused."""
     from kcoord.server.control.plane import ControlPlane
 
     cfg = node.config
@@ -526,7 +528,12 @@ def control_plane(node: Broker, dispatcher: Dispatcher, bound: Callable[[], list
         return {"cluster_id": node.cluster_id, "node_id": cfg.node_id,
                 "listeners": [f"{h}:{p}" for h, p in bound()]}
 
-    return ControlPlane(dispatcher, node.connections, node_state(node), node.loaded, node.reset, identity)
+    moves = None
+    if cfg["zookeeper.connect"]:  # a cluster node: leaders move through the controller; no reset
+        from kcoord.server.control.cluster_moves import ClusterMoves
+
+        moves = ClusterMoves(lambda: node.cluster, f"kcoord-control-{cfg.node_id}")
+    return ControlPlane(dispatcher, node.connections, node_state(node), node.loaded, node.reset, identity, moves)
 
 
 def virtual_cluster(node: Broker, count: int, state: NodeState, listeners: list[Listener], servers: list[Any],

@@ -11,6 +11,14 @@ loopback ports. `kcoord cluster` runs one for a person; the pytest plugin's
     cluster.controller()         the broker id in /controller (-1: none)
     cluster.state("t", 0)        /brokers/topics/t/partitions/0/state as a dict (None: absent)
 
+With `control=True` (the pytest plugin's default) every node serves the control API, and:
+
+    cluster.move_coordinator("g", 2)   the group's coordinator moves to node 2 (a preferred-leader
+                                       election of its __consumer_offsets partition, through the
+                                       controller); returns once node 2 answers for the group
+    cluster.move_leader("t", 0, 2)     the same for a partition: returns once node 2 leads it
+    cluster.control(1)                 node 1's ControlClient
+
 Settings: `overrides` for every node, `node_overrides={id: {...}}` for one node (its listeners, say).
     cluster.close()
 
@@ -94,7 +102,7 @@ class KcoordCluster:
         self._zk: Any = None
         self.overrides = dict(overrides or {})
         self.racks = dict(racks or {})
-        self.control = control
+        self.control_on = control
         self.ids = list(range(first_id, first_id + nodes))
         self.ports = dict(ports or {})
         self.node_overrides = {i: dict(o) for i, o in (node_overrides or {}).items()}  # one node's own settings
@@ -182,7 +190,7 @@ class KcoordCluster:
             net = {} if self.network is None else {"host": self.network.address(i),
                                                    "prefix": self.network.prefix(i)}
             self.nodes[i] = KcoordProcess(self.directory / f"node-{i}" / "data", port=self.ports.get(i),
-                                          overrides=overrides, control=self.control, **net)
+                                          overrides=overrides, control=self.control_on, **net)
         for i in self.ids:
             self.nodes[i].start(timeout)
         wait_for(lambda: set(self.ids) <= set(self.registered()), timeout, "every broker to register")
@@ -200,6 +208,38 @@ class KcoordCluster:
             return True
 
         wait_for(agreed, timeout, "every node's Metadata to list every registered broker", interval=0.2)
+
+    # ---- moves through the control API (control=True)
+
+    def control(self, broker_id: int | None = None, timeout: float = 30.0) -> Any:
+        """A node's ControlClient (None: the first running node's)."""
+        from kcoord.server.control.client import ControlClient
+
+        if not self.control_on:
+            raise RuntimeError("this cluster was started without the control API (KcoordCluster(control=True))")
+        if broker_id is None:
+            running = [i for i, n in sorted(self.nodes.items()) if n.alive()]
+            if not running:
+                raise RuntimeError("no node of the cluster is running")
+            broker_id = running[0]
+        url = self.nodes[broker_id].control_url
+        assert url is not None
+        return ControlClient(url, timeout=timeout)
+
+    def move_coordinator(self, group: str, node_id: int, via: int | None = None, timeout: float = 30.0) -> Any:
+        """Move the group's coordinator to node `node_id` (its __consumer_offsets partition gets
+        the node as preferred leader and a preferred-leader election, through the controller),
+        asked of node `via`'s control API (default: the first running node); returns once the
+        node answers for the group: {"group_id", "partition", "coordinator", "previous"}.
+        ControlError: the node is not live or not in the partition's ISR (400, 409), or it did
+        not take over within `timeout` (504)."""
+        return self.control(via).move_coordinator(group, node_id, timeout_ms=int(timeout * 1000))
+
+    def move_leader(self, topic: str, partition: int, node_id: int, via: int | None = None,
+                    timeout: float = 30.0) -> Any:
+        """Move the partition's leader to node `node_id` as move_coordinator does; returns once
+        the node leads it: {"topic", "partition", "leader", "previous"}."""
+        return self.control(via).move_leader(topic, partition, node_id, timeout_ms=int(timeout * 1000))
 
     def kill(self, broker_id: int) -> None:
         self.nodes[broker_id].stop(signal.SIGKILL)
