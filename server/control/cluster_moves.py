@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.topics import OFFSETS_TOPIC
+from kcoord.server.cluster import znodes
 from kcoord.server.control.faults import BadRule
 from kcoord.server.control.refusals import NotFound, Refused
 
@@ -106,10 +107,15 @@ class ClusterMoves:
             raise BadRule(f"node {value} is not a live broker of the cluster (live brokers: {live})")
         return value
 
-    def _check(self, topic: str, partition: int, target: int) -> tuple[tuple[int, ...], int]:
-        """(replicas, leader) now; refused when the target cannot be made the leader."""
+    async def _check(self, topic: str, partition: int, target: int) -> tuple[tuple[int, ...], int]:
+        """(replicas, leader) now; refused when the target cannot be made the leader. The ISR
+        and leader as this node's metadata has them, or, where that says no, as ZooKeeper has
+        them now (a node's view lags ZooKeeper by a watch)."""
         node = self.node()
         assignment = node.topic(topic)
+        if assignment is None and topic not in node.cache.deleting:  # created a moment ago?
+            got = await node.zk.get_or_none(znodes.topic_path(topic))
+            assignment = None if got is None else znodes.decode_topic(topic, got[0])
         if assignment is None:
             raise NotFound(f"no topic {topic} in the cluster")
         if partition not in assignment.replicas:
@@ -122,6 +128,8 @@ class ClusterMoves:
             raise Refused(409, f"node {target} holds no replica of {tp} (replicas {list(replicas)}); "
                                f"reassign the partition to it first")
         st = node.cache.state(topic, partition)
+        if st is None or st.leader < 0 or target not in st.isr:
+            st = await self._stored_state(topic, partition, replicas) or st
         if st is None or st.leader < 0:
             raise Refused(409, f"{tp} has no leader now (its replicas {list(replicas)} are offline)")
         if target not in st.isr:
@@ -129,9 +137,13 @@ class ClusterMoves:
                                f"records as leader (wait until it has caught up)")
         return replicas, st.leader
 
+    async def _stored_state(self, topic: str, partition: int, replicas: tuple[int, ...]) -> Any:
+        got = await self.node().zk.get_or_none(znodes.state_path(topic, partition))
+        return None if got is None else znodes.decode_state(topic, partition, replicas, got[0], got[1])
+
     async def _move(self, topic: str, partition: int, target: int, deadline: float) -> int:
         """The target leads the partition (in this node's metadata); returns the leader before."""
-        replicas, previous = self._check(topic, partition, target)
+        replicas, previous = await self._check(topic, partition, target)
         if replicas[0] != target:
             order = (target, *(r for r in replicas if r != target))
             await self._reassign(topic, partition, order, deadline)
@@ -141,7 +153,7 @@ class ClusterMoves:
             st = node.cache.state(topic, partition)
             if st is not None and st.leader == target:
                 break
-            self._check(topic, partition, target)  # the target may have left the ISR meanwhile
+            await self._check(topic, partition, target)  # the target may have left the ISR meanwhile
             await self._elect(topic, partition, deadline)
             await self._until(lambda: (s := node.cache.state(topic, partition)) is not None and s.leader == target,
                               min(deadline, time.monotonic() + 1.0))

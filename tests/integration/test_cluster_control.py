@@ -20,11 +20,11 @@ import time
 
 import pytest
 from clientlib import wait_balanced
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from conftest import call, unique
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
-from test_cluster import all_online, create
+from test_cluster import FAILOVER_S, all_online, create
 from test_cluster_group_failover import (
     OFFSETS,
     PARTITIONS,
@@ -195,3 +195,55 @@ def test_moves_that_cannot_be_done_are_refused_and_reset_is_refused_on_a_cluster
     assert status["cluster"]["controller"] == c.controller() and status["cluster"]["brokers"] == [1, 2, 3]
     assert sorted(b["node_id"] for b in ctl.brokers()) == [1, 2, 3]
     assert c.move_leader(topic, 0, leader)["previous"] == follower
+
+
+def commit_until_done(consumer: Consumer, tp: TopicPartition, deadline_s: float) -> None:
+    """Commit through whatever the consumer meets (a coordinator moving, a node gone)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        consumer.poll(0.2)
+        try:
+            consumer.commit(offsets=[tp], asynchronous=False)
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+
+
+def test_a_coordinator_moved_to_a_node_that_is_then_killed_comes_back_to_it_once_it_restarts(kcoord_cluster):
+    """Move, SIGKILL, fail over, start, move back: the restarted node loads the group again
+    with every commit made meanwhile on the others."""
+    c = kcoord_cluster
+    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    topic, group = unique("back"), unique("g")
+    create(c.bootstrap, topic, 1, 3)
+    wait_for(lambda: all_online(c, topic, 1), 30, "a leader")
+    p = partition_for(group, 50)
+    wait_for(lambda: len(c.state(OFFSETS, p)["isr"]) == 3, 30, "a full ISR of the group's partition")
+    tp = lambda offset: TopicPartition(topic, 0, offset)  # noqa: E731
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.assign([tp(0)])
+        commit_until_done(consumer, tp(5), 30)
+        target = another(c, c.state(OFFSETS, p)["leader"])
+        assert c.move_coordinator(group, target)["coordinator"] == target
+        commit_until_done(consumer, tp(10), 30)
+        c.kill(target)
+        failover = wait_for(lambda: (s := c.state(OFFSETS, p))["leader"] not in (target, -1) and s["leader"],
+                            FAILOVER_S, "another leader of the group's partition")
+        commit_until_done(consumer, tp(15), FAILOVER_S)  # on the node the controller chose
+        c.start(target)
+        wait_for(lambda: target in c.state(OFFSETS, p)["isr"], 60, "the restarted node back in the ISR")
+        moved = c.move_coordinator(group, target)
+        assert moved["previous"] == failover and moved["coordinator"] == target
+        wait_for(lambda: {find_coordinator(n.bootstrap, group) for n in c.nodes.values()} == {target}, 30,
+                 "every node to name the restarted node")
+        r = call(c.node(target).bootstrap, OffsetFetchRequest(version=7, group_id=group, topics=None,
+                                                              require_stable=False), 7)
+        assert r.error_code == 0
+        assert [(t.name, [q.committed_offset for q in t.partitions]) for t in r.topics] == [(topic, [15])]
+        assert offset_fetch_error(c.node(failover).bootstrap, group) == 16  # NOT_COORDINATOR
+        commit_until_done(consumer, tp(20), 30)
+        assert consumer.committed([tp(0)], timeout=20)[0].offset == 20
+    finally:
+        consumer.close()
