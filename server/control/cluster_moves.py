@@ -108,12 +108,12 @@ class ClusterMoves:
         return value
 
     async def _check(self, topic: str, partition: int, target: int) -> tuple[tuple[int, ...], int]:
-        """(replicas, leader) now; refused when the target cannot be made the leader. The ISR
-        and leader as this node's metadata has them, or, where that says no, as ZooKeeper has
-        them now (a node's view lags ZooKeeper by a watch)."""
+        """(replicas, leader) now; refused when the target cannot be made the leader. The
+        replicas as ZooKeeper has them; the ISR and leader as this node's metadata has them, or,
+        where that says no, as ZooKeeper has them now (a node's view lags ZooKeeper by a watch)."""
         node = self.node()
-        assignment = node.topic(topic)
-        if assignment is None and topic not in node.cache.deleting:  # created a moment ago?
+        assignment = None
+        if topic not in node.cache.deleting:  # the replicas as ZooKeeper has them (what the reorder replaces)
             got = await node.zk.get_or_none(znodes.topic_path(topic))
             assignment = None if got is None else znodes.decode_topic(topic, got[0])
         if assignment is None:
