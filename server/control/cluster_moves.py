@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.cluster import znodes
 from kcoord.server.control.faults import BadRule
@@ -38,8 +39,12 @@ log = logging.getLogger("kcoord.control")
 
 DEFAULT_TIMEOUT_MS = 30_000
 _RETRY_S = 0.2  # between tries of a request to the controller (it moved, was not elected yet)
-_NOT_CONTROLLER = 41
-_LOADING = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+_NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
+_LOADING = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
+# an election answer the caller's loop decides again from the metadata (the controller's view
+# may lag: PREFERRED_LEADER_NOT_AVAILABLE while it has not seen the target join the ISR)
+_ELECT_RETRIED = (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED, ErrorCode.NOT_CONTROLLER,
+                  ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
 
 
 class ClusterMoves:
@@ -194,7 +199,7 @@ class ClusterMoves:
             return
         for t in r.replica_election_results:
             for p in t.partition_result:
-                if p.error_code not in (0, 84, _NOT_CONTROLLER, 80):  # NONE, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE
+                if p.error_code not in _ELECT_RETRIED:
                     raise Refused(409, f"the controller refused the election of {topic}-{partition}: "
                                        f"{_name(p.error_code)} {p.error_message or ''}".rstrip())
 
@@ -270,8 +275,6 @@ def _timeout_s(value: Any) -> float:
 
 
 def _name(code: int) -> str:
-    from kcoord.protocol.errors import ErrorCode
-
     try:
         return ErrorCode(code).name
     except ValueError:
