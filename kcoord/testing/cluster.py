@@ -11,7 +11,8 @@ loopback ports. `kcoord cluster` runs one for a person; the pytest plugin's
     cluster.controller()         the broker id in /controller (-1: none)
     cluster.state("t", 0)        /brokers/topics/t/partitions/0/state as a dict (None: absent)
 
-Settings: `overrides` for every node, `node_overrides={id: {...}}` for one node (its listeners, say).
+Settings: `overrides` for every node, `node_overrides={id: {...}}` for one node (its listeners, say);
+`node_env={id: {...}}` adds to one node's environment (KCOORD_STOP_AT, say).
     cluster.close()
 
 With `netns=True` (Linux, root) every node runs in a network namespace of its own on a bridge
@@ -20,6 +21,7 @@ bridge's address; clients (the test) reach every node at `node(id).bootstrap`:
 
     cluster.cut_off(2)           node 2 loses ZooKeeper and the other nodes; clients still reach it
     cluster.cut_off(2, clients=False)   nothing reaches it (its link down)
+    cluster.cut_off(2, nodes=False)     it loses ZooKeeper alone (the nodes still reach each other)
     cluster.heal(2)
 """
 from __future__ import annotations
@@ -81,7 +83,8 @@ class KcoordCluster:
                  overrides: dict[str, str] | None = None, session_timeout_ms: int = 6000,
                  racks: dict[int, str] | None = None, control: bool = False, first_id: int = 1,
                  ports: dict[int, int] | None = None, netns: bool = False,
-                 node_overrides: dict[int, dict[str, str]] | None = None) -> None:
+                 node_overrides: dict[int, dict[str, str]] | None = None,
+                 node_env: dict[int, dict[str, str]] | None = None) -> None:
         if netns and control:
             raise ValueError("the control API listens on 127.0.0.1: not reachable in a node's namespace")
         self.directory = Path(directory)
@@ -98,6 +101,7 @@ class KcoordCluster:
         self.ids = list(range(first_id, first_id + nodes))
         self.ports = dict(ports or {})
         self.node_overrides = {i: dict(o) for i, o in (node_overrides or {}).items()}  # one node's own settings
+        self.node_env = {i: dict(e) for i, e in (node_env or {}).items()}  # one node's own environment
         self.nodes: dict[int, KcoordProcess] = {}
 
     # ---- ZooKeeper
@@ -182,7 +186,8 @@ class KcoordCluster:
             net = {} if self.network is None else {"host": self.network.address(i),
                                                    "prefix": self.network.prefix(i)}
             self.nodes[i] = KcoordProcess(self.directory / f"node-{i}" / "data", port=self.ports.get(i),
-                                          overrides=overrides, control=self.control, **net)
+                                          overrides=overrides, control=self.control,
+                                          env=self.node_env.get(i), **net)
         for i in self.ids:
             self.nodes[i].start(timeout)
         wait_for(lambda: set(self.ids) <= set(self.registered()), timeout, "every broker to register")
@@ -209,11 +214,12 @@ class KcoordCluster:
 
     # ---- partitions (netns=True)
 
-    def cut_off(self, broker_id: int, clients: bool = True) -> None:
+    def cut_off(self, broker_id: int, clients: bool = True, nodes: bool = True) -> None:
         """Cut the node off from ZooKeeper and the other nodes (packets dropped in its
-        namespace); clients keep reaching it unless clients=False."""
+        namespace); clients keep reaching it unless clients=False; nodes=False: from ZooKeeper
+        alone."""
         assert self.network is not None and self._zk_server is not None, "KcoordCluster(netns=True)"
-        self.network.cut_off(broker_id, zk_port=self._zk_server.port, clients=clients)
+        self.network.cut_off(broker_id, zk_port=self._zk_server.port, clients=clients, nodes=nodes)
 
     def heal(self, broker_id: int) -> None:
         assert self.network is not None, "KcoordCluster(netns=True)"
