@@ -10,6 +10,7 @@ loopback ports. `kcoord cluster` runs one for a person; the pytest plugin's
     cluster.start(2)             start it again and wait until it is registered
     cluster.controller()         the broker id in /controller (-1: none)
     cluster.state("t", 0)        /brokers/topics/t/partitions/0/state as a dict (None: absent)
+    cluster.coordinator_topics() a FindCoordinator creates __consumer_offsets; wait for its leaders
 
 Settings: `overrides` for every node, `node_overrides={id: {...}}` for one node (its listeners, say);
 `node_env={id: {...}}` adds to one node's environment (KCOORD_STOP_AT, say).
@@ -40,26 +41,42 @@ from kcoord.testing.process import KcoordProcess, free_port
 T = TypeVar("T")
 
 
-def metadata_brokers(bootstrap: str) -> set[int] | None:
-    """The broker ids a node's Metadata (v1, no topics) lists; None when it cannot answer."""
-    from kafka.protocol.metadata import MetadataRequest
-
+def _ask(bootstrap: str, request: Any, version: int) -> Any:
+    """One request to one node, its decoded answer; None when it cannot answer."""
     from kcoord.protocol.api import API_TABLE
     from kcoord.server.healthcheck import read_exactly
 
-    request = MetadataRequest[1](topics=[])
     spec = API_TABLE[request.API_KEY]
-    header = struct.pack(">hhih", request.API_KEY, 1, 1, 7) + b"cluster"
-    payload = header + bytes(request.encode(version=1))
+    header = struct.pack(">hhih", request.API_KEY, version, 1, 7) + b"cluster"
+    if spec.request_header_version(version) >= 2:
+        header += b"\x00"  # no tagged fields
+    payload = header + bytes(request.encode(version=version))
     host, port = bootstrap.rsplit(":", 1)
     try:
         with socket.create_connection((host, int(port)), timeout=5) as s:
             s.sendall(struct.pack(">i", len(payload)) + payload)
             size = struct.unpack(">i", read_exactly(s, 4))[0]
-            body = read_exactly(s, size)[4 + spec.response_header_version(1):]
+            body = read_exactly(s, size)[4 + spec.response_header_version(version):]
     except OSError:
         return None
-    return {b[0] for b in spec.response.decode(body, version=1).brokers}
+    return spec.response.decode(body, version=version)
+
+
+def metadata_brokers(bootstrap: str) -> set[int] | None:
+    """The broker ids a node's Metadata (v1, no topics) lists; None when it cannot answer."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    r = _ask(bootstrap, MetadataRequest[1](topics=[]), 1)
+    return None if r is None else {b[0] for b in r.brokers}
+
+
+def find_coordinator(bootstrap: str, key: str, key_type: int = 0) -> tuple[int, int]:
+    """A node's FindCoordinator (v3) answer for a group (key_type 0) or a transactional id (1):
+    (error code, coordinator id); (-1, -1) when it cannot answer."""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    r = _ask(bootstrap, FindCoordinatorRequest(version=3, key=key, key_type=key_type), 3)
+    return (-1, -1) if r is None else (r.error_code, r.node_id)
 
 
 def wait_for(cond: Callable[[], T], timeout: float, what: str = "condition", interval: float = 0.1) -> T:
@@ -205,6 +222,25 @@ class KcoordCluster:
             return True
 
         wait_for(agreed, timeout, "every node's Metadata to list every registered broker", interval=0.2)
+
+    def coordinator_topics(self, transactions: bool = False, timeout: float = 120.0) -> None:
+        """Ask the nodes for a group's coordinator (and a transactional id's, transactions=True)
+        until one is named, then wait until every partition of __consumer_offsets (and
+        __transaction_state) has a leader: as on ZooKeeper-mode Kafka, a cluster creates them at
+        the first FindCoordinator that needs them (docs/cluster.md), not before."""
+        wanted = [(0, "__consumer_offsets")] + ([(1, "__transaction_state")] if transactions else [])
+        for key_type, topic in wanted:
+            def named(key_type: int = key_type) -> bool:
+                return any(find_coordinator(n.bootstrap, "kcoord-probe", key_type)[0] == 0
+                           for n in self.nodes.values() if n.alive())
+
+            wait_for(named, timeout, f"a coordinator in {topic}", interval=0.2)
+
+            def led(topic: str = topic) -> bool:
+                a = self.assignment(topic)
+                return bool(a) and all((self.state(topic, p) or {}).get("leader", -1) >= 0 for p in a)
+
+            wait_for(led, timeout, f"every partition of {topic} to have a leader", interval=0.2)
 
     def kill(self, broker_id: int) -> None:
         self.nodes[broker_id].stop(signal.SIGKILL)

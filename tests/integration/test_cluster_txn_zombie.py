@@ -75,7 +75,7 @@ def test_a_fenced_coordinator_drops_its_pending_markers_and_the_new_one_complete
                                node_env={COORDINATOR: {"KCOORD_STOP_AT": "txn:prepared"}})
     others = sorted(set(c.nodes) - {COORDINATOR})
     first = c.node(others[0]).bootstrap
-    wait_for(lambda: txn_coordinator(first, unique("probe")) >= 0, 90, "a transaction coordinator")
+    c.coordinator_topics(transactions=True)
     # an id whose __transaction_state partition the freezing node leads
     tid = next(t for t in (f"zombie-{uuid.uuid4().hex[:8]}" for _ in range(2000))
                if (s := c.state(TXN, partition_for(t, 50))) and s["leader"] == COORDINATOR and len(s["isr"]) == 3)
