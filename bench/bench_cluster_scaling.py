@@ -124,6 +124,7 @@ def measure(targets: list[tuple[int, bytes]], seconds: float,
 
 
 def offsets_ready(cluster: KcoordCluster) -> None:
+    cluster.coordinator_topics()  # the first FindCoordinator creates __consumer_offsets
     wait_for(lambda: (a := cluster.assignment(OFFSETS)) and all(
         (s := cluster.state(OFFSETS, p)) and s.get("leader", -1) in cluster.nodes for p in a),
         120, "__consumer_offsets led")

@@ -5,7 +5,11 @@ abs(javaHash(group)) % offsets.topic.num.partitions, a transactional id (key typ
 leader of __transaction_state partition abs(javaHash(id)) % transaction.state.log.num.partitions.
 On one node both are this node, and the first transaction key creates __transaction_state
 (Kafka creates it on that first lookup too); on a cluster node both are the partition's
-leader in the cluster's metadata, the controller creating both topics.
+leader in the cluster's metadata. There, as on a ZooKeeper-mode Kafka broker, the first
+lookup of a group (a transactional id) finds no __consumer_offsets (__transaction_state): the
+node writes the topic to ZooKeeper (server/cluster/node.py create_internal_topic_soon, once as
+many brokers are registered as its replication factor) and answers COORDINATOR_NOT_AVAILABLE
+until the controller has elected the partition's leader.
 """
 from __future__ import annotations
 
@@ -52,8 +56,8 @@ class FindCoordinatorApi:
 
     def _cluster_lookup(self, ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
         """On a cluster node: the leader of the key's partition of __consumer_offsets (a group)
-        or __transaction_state (a transactional id), which the controller creates once enough
-        nodes are up; COORDINATOR_NOT_AVAILABLE until then and while the partition has no leader."""
+        or __transaction_state (a transactional id), which this lookup creates when it does not
+        exist; COORDINATOR_NOT_AVAILABLE until then and while the partition has no leader."""
         from kcoord.protocol.partitioner import partition_for
         from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
         from kcoord.server.cluster import answers
@@ -63,6 +67,8 @@ class FindCoordinatorApi:
             return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}", -1, "", -1
         name = OFFSETS_TOPIC if key_type == GROUP else TXN_TOPIC
         topic = node.topic(name)
+        if topic is None:
+            node.create_internal_topic_soon(name)
         found = None if topic is None else answers.coordinator(
             node, name, partition_for(key, topic.partitions), answers.listener_name(ctx))
         if found is None:

@@ -216,6 +216,7 @@ KINDS = [("confluent", "classic"), ("confluent", "consumer"), ("aiokafka", "clas
 @pytest.mark.parametrize("kind", KINDS, ids=["-".join(k) for k in KINDS])
 def test_coordinator_killed_in_a_stream_of_commits(kcoord_cluster, kind):
     c = kcoord_cluster
+    c.coordinator_topics()  # created at the first FindCoordinator
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     topic, group = unique("failover"), unique("g")
     create(c.bootstrap, topic, PARTITIONS, 3)
@@ -258,6 +259,7 @@ def test_coordinator_killed_in_the_middle_of_a_rebalance(kcoord_cluster, kind):
     loads the group at the generation the old one had stored; the rebalance completes there at
     a later generation, with the three members."""
     c = kcoord_cluster
+    c.coordinator_topics()  # created at the first FindCoordinator
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     topic, group = unique("rebal"), unique("g")
     create(c.bootstrap, topic, PARTITIONS, 3)

@@ -41,6 +41,7 @@ KIND = ("kafka-python", "classic")
 
 def test_kafka_python_group_survives_its_leader_and_coordinator_killed(kcoord_cluster):
     c = kcoord_cluster
+    c.coordinator_topics()  # created at the first FindCoordinator
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     topic, group = unique("kp"), unique("g")
     create(c.bootstrap, topic, PARTITIONS, 3)
