@@ -66,6 +66,7 @@ KINDS = [("confluent", "classic"), ("confluent", "consumer")]
 @pytest.mark.parametrize("kind", KINDS, ids=["-".join(k) for k in KINDS])
 def test_a_groups_coordinator_moves_while_its_members_consume_and_commit(kcoord_cluster, kind):
     c = kcoord_cluster
+    c.coordinator_topics()  # created at the first FindCoordinator, as on ZooKeeper-mode Kafka
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     topic, group = unique("moving"), unique("g")
     create(c.bootstrap, topic, PARTITIONS, 3)
@@ -214,6 +215,7 @@ def test_a_coordinator_moved_to_a_node_that_is_then_killed_comes_back_to_it_once
     """Move, SIGKILL, fail over, start, move back: the restarted node loads the group again
     with every commit made meanwhile on the others."""
     c = kcoord_cluster
+    c.coordinator_topics()  # created at the first FindCoordinator, as on ZooKeeper-mode Kafka
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     topic, group = unique("back"), unique("g")
     create(c.bootstrap, topic, 1, 3)
