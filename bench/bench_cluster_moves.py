@@ -47,6 +47,7 @@ def main() -> None:
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
             admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
             p = partition_for(group, 50)
+            cluster.coordinator_topics()  # __consumer_offsets: created at the first FindCoordinator
             wait_for(lambda: len((cluster.state(topic, 0) or {}).get("isr", [])) == 3
                      and len((cluster.state("__consumer_offsets", p) or {}).get("isr", [])) == 3, 60, "full ISRs")
             consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
