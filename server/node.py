@@ -289,7 +289,8 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         area("ClientQuotaApis", lambda: module("client_quotas").ClientQuotaApis(quotas)),
         # share partitions
         area("ShareFetchApis", lambda: module("share_fetch").ShareFetchApis(cfg.node_id, share)),
-        area("ShareOffsetsApis", lambda: module("share_offsets").ShareOffsetsApis(topics, share)),
+        area("ShareOffsetsApis", lambda: module("share_offsets").ShareOffsetsApis(
+            topics, share, lambda group: _group_refused(parts.runtime.get(), group))),
         # the share coordinator's inter-broker APIs (other nodes' share partitions' state)
         area("ShareStateApis", lambda: module("share_state").ShareStateApis(share)),
     ))
@@ -437,7 +438,8 @@ def _share_manager(cfg: Config, clock: Clock, logs: LogManager, topics: TopicReg
         create_state_topic=None if clustered else lambda n, seg: create_topic(
             SHARE_STATE_TOPIC, n, dict(state_topic_configs, **{"segment.bytes": str(seg)}), internal=True),
         group_config=group_configs.get,  # the GROUP config resource
-        group_members=coordinator.share.members,  # the share group coordinator's port
+        group_members=coordinator.share.members,  # the share group coordinator's ports
+        state_partitions=coordinator.share.state_partitions,
         max_message_bytes=cfg["message.max.bytes"])
     if clustered:
         from kcoord.server.share.cluster import on_cluster
@@ -598,6 +600,16 @@ async def start_cluster_node(node: Broker, listeners: list[Listener]) -> Any:
                                   min_isr, node.cluster_id, answering, config_applier(config_state))
     node.cluster_id = cluster.cluster_id
     return cluster
+
+
+def _group_refused(runtime: CoordinatorRuntime[CoordinatorRecord], group: str) -> Any:
+    """NOT_COORDINATOR when this node does not hold the group's __consumer_offsets partition
+    (a cluster node that does not lead it), COORDINATOR_LOAD_IN_PROGRESS while it loads it."""
+    from kcoord.protocol.errors import ErrorCode
+    from kcoord.protocol.partitioner import partition_for
+
+    state = runtime.state(partition_for(group, runtime.shard.num_partitions))[0]
+    return {"unloaded": ErrorCode.NOT_COORDINATOR, "loading": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}.get(state)
 
 
 def _share_leadership_changed(node: Broker) -> None:

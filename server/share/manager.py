@@ -105,6 +105,7 @@ class ShareManager:
                  purgatory: Purgatory, settings: Mapping[str, int],
                  group_config: Callable[[str], Mapping[str, str]],
                  group_members: Callable[[str], int | None], persister: Persister | None = None,
+                 state_partitions: Callable[[str], set[TP]] | None = None,
                  leader_epoch: Callable[[str, int], int | None] | None = None) -> None:
         """persister: where share partitions' state is read and written (server/share/persister.py:
         this node's share coordinator, or on a cluster the leader of the key's
@@ -125,6 +126,7 @@ class ShareManager:
         self.settings = {**DEFAULTS, **settings}
         self.group_config = group_config
         self.group_members = group_members
+        self.state_partitions = state_partitions or (lambda g: set())
         self.sessions = ShareSessionCache(self.settings["group.share.max.share.sessions"])
         self.partitions: dict[Key, SharePartition] = {}
         self._initializing: dict[Key, asyncio.Future[SharePartition]] = {}
@@ -498,11 +500,21 @@ class ShareManager:
     def group_known(self, group: str) -> bool:
         return self.group_members(group) is not None or any(k[0] == group for k in self.shard.states)
 
-    def start_offsets(self, group: str) -> dict[TP, int]:
-        return {(k[1], k[2]): s.start_offset for k, s in self.shard.states.items() if k[0] == group}
+    def known_partitions(self, group: str) -> set[TP]:
+        """The group's share partitions that may have state: those this node's coordinator
+        holds and those the group initialized (their state may be at another node's)."""
+        return {(k[1], k[2]) for k in self.shard.states if k[0] == group} | set(self.state_partitions(group))
 
-    def lag(self, group: str, topic: Any, partition: int) -> int:
-        s = self.shard.get((group, topic.topic_id, partition))
+    async def states(self, group: str, tps: Iterable[TP]) -> dict[TP, tuple[ErrorCode | None, PersistedState | None]]:
+        """The persisted state of each share partition, through the persister (this node's
+        share coordinator, or another node's on a cluster)."""
+        tps = list(tps)
+        got = await asyncio.gather(*(self.persister.read((group, t, p), -1) for t, p in tps))
+        return dict(zip(tps, got, strict=True))
+
+    def lag(self, group: str, topic: Any, partition: int, s: PersistedState | None = None) -> int:
+        if s is None:
+            s = self.shard.get((group, topic.topic_id, partition))
         plog = self.partition_log(topic.name, partition)
         if s is None or plog is None or s.start_offset < 0:
             return -1
@@ -661,6 +673,7 @@ def build_share_manager(*, logs: Any, topics: Any, clock: Any, settings: Mapping
                         purgatory: Purgatory, create_state_topic: Callable[[int, int], Any] | None,
                         group_config: Callable[[str], Mapping[str, str]] | None = None,
                         group_members: Callable[[str], int | None] | None = None,
+                        state_partitions: Callable[[str], set[TP]] | None = None,
                         max_message_bytes: int = 1048588) -> ShareManager:
     """The share manager and its runtime over __share_group_state (created if missing, with
     `create_state_topic(partitions, segment_bytes)`; None on a cluster node, where the cluster
@@ -677,7 +690,7 @@ def build_share_manager(*, logs: Any, topics: Any, clock: Any, settings: Mapping
     manager = ShareManager(runtime=runtime, shard=shard, clock=clock, topics=topics, partition_log=partition_log,
                            committed_read=committed_read, purgatory=purgatory, settings=s,
                            group_config=group_config or (lambda g: {}),
-                           group_members=group_members or (lambda g: None))
+                           group_members=group_members or (lambda g: None), state_partitions=state_partitions)
     if existing is not None and any(logs.existing(ShareStateRecords.topic, p) is not None for p in range(n)):
         manager.loaded = asyncio.ensure_future(runtime.load_all())
     runtime.every(PRUNE_INTERVAL_MS, lambda: prune(manager))

@@ -20,7 +20,11 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from test_cluster import FAILOVER_S, all_online, create
 
 from kcoord.protocol.partitioner import partition_for
-from kcoord.protocol.share_messages import AlterShareGroupOffsetsRequest, ShareGroupDescribeRequest
+from kcoord.protocol.share_messages import (
+    AlterShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
+    ShareGroupDescribeRequest,
+)
 from kcoord.protocol.share_state_messages import ReadShareGroupStateRequest
 from kcoord.server.cluster import znodes
 from kcoord.server.share.state import kafka_uuid
@@ -36,6 +40,8 @@ SERVER = {
     "group.share.min.heartbeat.interval.ms": "500",
     "group.share.heartbeat.interval.ms": "1000",
     "group.share.record.lock.duration.ms": "15000",
+    # leadership back to the preferred replicas soon after a node's session lapsed (a busy machine)
+    "leader.imbalance.check.interval.seconds": "5",
 }
 
 
@@ -64,19 +70,27 @@ def state_ready(c) -> None:
 
 def group_led_by(c, tid, wanted: int) -> str:
     """A group id whose share state (partition 0 of the topic) hashes to a __share_group_state
-    partition that `wanted` leads."""
-    for _ in range(2000):
-        g = unique("sg")
-        if c.state(STATE, partition_for(share_key(g, tid), 50))["leader"] == wanted:
-            return g
-    raise AssertionError(f"no group id led by node {wanted}")
+    partition that `wanted` leads (a node whose ZooKeeper session lapsed on the busy machine
+    gets its preferred partitions back within leader.imbalance.check.interval.seconds)."""
+    def one() -> str | None:
+        leaders = {p: (c.state(STATE, p) or {}).get("leader") for p in range(50)}
+        for _ in range(300):
+            g = unique("sg")
+            if leaders[partition_for(share_key(g, tid), 50)] == wanted:
+                return g
+        return None
+
+    return wait_for(one, 120, f"a __share_group_state partition led by node {wanted}", interval=1)
 
 
-def earliest(bootstrap: str, group: str, topic: str) -> None:
+def earliest(bootstrap: str, group: str, topic: str) -> bool:
     T = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
     resp = call(bootstrap, AlterShareGroupOffsetsRequest(version=0, group_id=group, topics=[T(
         topic_name=topic, partitions=[T.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]), 0)
+    if resp.error_code in (14, 16):  # COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR: not yet
+        return False
     assert resp.error_code == 0 and all(p.error_code == 0 for t in resp.responses for p in t.partitions), resp
+    return True
 
 
 def produce(bootstrap: str, topic: str, n: int, start: int = 0) -> None:
@@ -86,6 +100,12 @@ def produce(bootstrap: str, topic: str, n: int, start: int = 0) -> None:
     for i in range(start, start + n):
         p.produce(topic, value=b"v%d" % i, partition=0)
     assert p.flush(60) == 0
+
+
+def describe_offsets(bootstrap: str, group: str):
+    G = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+    return call(bootstrap, DescribeShareGroupOffsetsRequest(version=1, groups=[G(group_id=group, topics=None)]),
+                1).groups[0]
 
 
 def read_state(bootstrap: str, group: str, tid, leader_epoch: int = -1):
@@ -146,14 +166,17 @@ def setup(c, coordinator_node: int, data_leader: int):
     topic = unique("share-t")
     others = [i for i in sorted(c.nodes) if i != data_leader]
     create(c.bootstrap, topic, 1, -1, replica_assignment=[[data_leader, *others]])
-    wait_for(lambda: all_online(c, topic, 1), 30, "the topic's leader")
-    assert c.state(topic, 0)["leader"] == data_leader
+    wait_for(lambda: all_online(c, topic, 1) and c.state(topic, 0)["leader"] == data_leader, 120,
+             f"node {data_leader} to lead the topic")
     tid = topic_id(c, topic)
     group = group_led_by(c, tid, coordinator_node)
     found = wait_for(lambda: (f := find_share_coordinator(c.node(data_leader).bootstrap, share_key(group, tid)))
                      .error_code == 0 and f, 30, "FindCoordinator(share)")
     assert found.node_id == coordinator_node
-    earliest(c.node(others[0]).bootstrap, group, topic)  # from any node: through the persister
+    # at the group coordinator (the others answer NOT_COORDINATOR), which writes the start at
+    # the share coordinator through the persister
+    gc = wait_for(lambda: c.state(OFFSETS, partition_for(group, 50))["leader"], 30, "the group coordinator")
+    wait_for(lambda: earliest(c.node(gc).bootstrap, group, topic), 60, "AlterShareGroupOffsets")
     return topic, tid, group
 
 
@@ -178,11 +201,27 @@ def test_share_consumer_with_state_coordinator_and_data_leader_placed(kcoord_clu
     for i in c.nodes:
         if i != coordinator_node:
             assert read_state(c.node(i).bootstrap, group, tid).error_code == 16  # NOT_COORDINATOR
-    # membership lives with the group coordinator (the group's __consumer_offsets leader)
+    # membership lives with the group coordinator (the group's __consumer_offsets leader), which
+    # answers the share offsets APIs from the share coordinator's state; the others refuse them
     gc = c.state(OFFSETS, partition_for(group, 50))["leader"]
     d = call(c.node(gc).bootstrap, ShareGroupDescribeRequest(version=1, group_ids=[group],
                                                              include_authorized_operations=False), 1)
     assert d.groups[0].error_code == 0
+    for i in c.nodes:
+        g = describe_offsets(c.node(i).bootstrap, group)
+        if i == gc:
+            assert g.error_code == 0 and [(t.topic_name, [(q.partition_index, q.start_offset, q.lag)
+                                                          for q in t.partitions]) for t in g.topics] == \
+                [(topic, [(0, 200, 0)])], g
+        else:
+            assert g.error_code == 16, g  # NOT_COORDINATOR
+    # the state's records are on every replica of its __share_group_state partition (the
+    # coordinator's appends waited for the ISR)
+    state_p = partition_for(share_key(group, tid), 50)
+    for i in c.nodes:
+        d = c.node(i).log_dir / f"{STATE}-{state_p}"
+        wait_for(lambda d=d: d.is_dir() and sum(f.stat().st_size for f in d.glob("*.log")) > 0, 30,
+                 f"node {i}'s replica of {STATE}-{state_p}")
     # the topic: replication factor 3, min.insync.replicas 2 (Kafka's defaults)
     assert all(len(r) == 3 for r in c.assignment(STATE).values())
     assert c.read(f"/config/topics/{STATE}")["config"]["min.insync.replicas"] == "2"
@@ -190,31 +229,43 @@ def test_share_consumer_with_state_coordinator_and_data_leader_placed(kcoord_clu
 
 def test_share_consumption_survives_sigkill_of_the_state_coordinator_and_the_data_leader(kcoord_cluster_factory):
     """First the share coordinator's node (another than the data leader) is SIGKILLed, then,
-    once it is back, the data leader's node: each time another node takes over (the state
-    loaded from its replica of __share_group_state, the share partition from that state) and
-    the consumer goes on; no acknowledged record comes again, every record is acknowledged."""
+    once it is back, the data leader's node while the consumer holds records it has not
+    acknowledged: each time another node takes over (the share coordinator loads the state
+    from its replica of __share_group_state, the new data leader its share partition from
+    that state) and the consumer goes on. No acknowledged record comes again, the held ones
+    come again (Available once their leader is gone), every record ends acknowledged."""
     c = kcoord_cluster_factory(3, overrides=SERVER)
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     topic, tid, group = setup(c, coordinator_node=2, data_leader=1)
-    total = 600
-    produce(c.bootstrap, topic, total)
+    state_p = partition_for(share_key(group, tid), 50)
     w = Acker(c.bootstrap, group, topic)
     try:
-        w.until(lambda: len(w.acked) >= 150, 120, "the first records acknowledged")
-        state_p = partition_for(share_key(group, tid), 50)
-        old = c.state(STATE, state_p)
-        assert old["leader"] == 2
-        c.kill(2)
-        wait_for(lambda: (s := c.state(STATE, state_p))["leader"] not in (2, -1) and s, FAILOVER_S,
-                 "a new share coordinator")
-        w.until(lambda: len(w.acked) >= 350, FAILOVER_S + 90, "records acknowledged after the coordinator moved")
+        produce(c.bootstrap, topic, 200)
+        w.until(lambda: w.acked >= set(range(200)), 120, "the first records acknowledged")
+        c.kill(2)  # the share coordinator's node
+        new = wait_for(lambda: (s := c.state(STATE, state_p))["leader"] not in (2, -1) and s, FAILOVER_S,
+                       "a new share coordinator")
+        produce(c.bootstrap, topic, 200, 200)
+        w.until(lambda: w.acked >= set(range(400)), FAILOVER_S + 90, "records acknowledged after the coordinator moved")
+        p = read_state(c.node(new["leader"]).bootstrap, group, tid)
+        assert (p.error_code, p.start_offset) == (0, 400), p
         c.start(2)
-        wait_for(lambda: len(c.state(topic, 0)["isr"]) == 3 and len(c.state(STATE, state_p)["isr"]) >= 2, 90,
+        wait_for(lambda: len(c.state(topic, 0)["isr"]) == 3 and len(c.state(STATE, state_p)["isr"]) == 3, 90,
                  "the node back in the ISRs")
-        c.kill(1)
+        produce(c.bootstrap, topic, 200, 400)
+        held: list[int] = []
+        deadline = time.monotonic() + 60
+        while not held and time.monotonic() < deadline:  # acquired, never acknowledged
+            held = [m.offset() for m in w.c.poll(0.5) or () if m.error() is None]
+        assert held and min(held) >= 400, held
+        w.seen += held
+        c.kill(1)  # the data leader's node, while `held` is acquired there
         wait_for(lambda: c.state(topic, 0)["leader"] not in (1, -1), FAILOVER_S, "a new data leader")
-        w.until(lambda: w.acked >= set(range(total)), FAILOVER_S + 120, "every record acknowledged")
+        w.until(lambda: w.acked >= set(range(600)) - set(held), FAILOVER_S + 120, "every record acknowledged")
+        w.until(lambda: all(w.seen.count(o) >= 2 for o in held) or w.acked >= set(range(600)), 60,
+                "the held records delivered again")
     finally:
         w.close()
     assert not w.redelivered_acked, f"acknowledged records delivered again: {sorted(set(w.redelivered_acked))[:20]}"
-    assert set(w.seen) == set(range(total))
+    assert set(w.seen) == set(range(600))
+    assert all(w.seen.count(o) >= 2 for o in held), "the records held at the SIGKILL were not delivered again"
