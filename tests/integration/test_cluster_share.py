@@ -68,15 +68,18 @@ def state_ready(c) -> None:
     wait_for(lambda: all_online(c, STATE, 50), 60, "__share_group_state leaders")
 
 
-def group_led_by(c, tid, wanted: int) -> str:
+def group_led_by(c, tid, wanted: int, group_coordinator: int | None = None) -> str:
     """A group id whose share state (partition 0 of the topic) hashes to a __share_group_state
-    partition that `wanted` leads (a node whose ZooKeeper session lapsed on the busy machine
-    gets its preferred partitions back within leader.imbalance.check.interval.seconds)."""
+    partition that `wanted` leads, and (when given) whose __consumer_offsets partition
+    `group_coordinator` leads (a node whose ZooKeeper session lapsed on the busy machine gets
+    its preferred partitions back within leader.imbalance.check.interval.seconds)."""
     def one() -> str | None:
         leaders = {p: (c.state(STATE, p) or {}).get("leader") for p in range(50)}
-        for _ in range(300):
+        coordinators = {p: (c.state(OFFSETS, p) or {}).get("leader") for p in range(50)}
+        for _ in range(500):
             g = unique("sg")
-            if leaders[partition_for(share_key(g, tid), 50)] == wanted:
+            if leaders[partition_for(share_key(g, tid), 50)] == wanted and (
+                    group_coordinator is None or coordinators[partition_for(g, 50)] == group_coordinator):
                 return g
         return None
 
@@ -159,7 +162,7 @@ class Acker:
         self.c.close()
 
 
-def setup(c, coordinator_node: int, data_leader: int):
+def setup(c, coordinator_node: int, data_leader: int, group_coordinator: int | None = None):
     """A replication-factor-3 topic led by `data_leader` and a share group whose state is
     coordinated by `coordinator_node`, started at the earliest offset."""
     state_ready(c)
@@ -169,7 +172,7 @@ def setup(c, coordinator_node: int, data_leader: int):
     wait_for(lambda: all_online(c, topic, 1) and c.state(topic, 0)["leader"] == data_leader, 120,
              f"node {data_leader} to lead the topic")
     tid = topic_id(c, topic)
-    group = group_led_by(c, tid, coordinator_node)
+    group = group_led_by(c, tid, coordinator_node, group_coordinator)
     found = wait_for(lambda: (f := find_share_coordinator(c.node(data_leader).bootstrap, share_key(group, tid)))
                      .error_code == 0 and f, 30, "FindCoordinator(share)")
     assert found.node_id == coordinator_node
@@ -228,7 +231,8 @@ def test_share_consumer_with_state_coordinator_and_data_leader_placed(kcoord_clu
 
 
 def test_share_consumption_survives_sigkill_of_the_state_coordinator_and_the_data_leader(kcoord_cluster_factory):
-    """First the share coordinator's node (another than the data leader) is SIGKILLed, then,
+    """First the node of the share coordinator and of the group coordinator (another than the
+    data leader: membership and share state move at once) is SIGKILLed, then,
     once it is back, the data leader's node while the consumer holds records it has not
     acknowledged: each time another node takes over (the share coordinator loads the state
     from its replica of __share_group_state, the new data leader its share partition from
@@ -236,19 +240,27 @@ def test_share_consumption_survives_sigkill_of_the_state_coordinator_and_the_dat
     come again (Available once their leader is gone), every record ends acknowledged."""
     c = kcoord_cluster_factory(3, overrides=SERVER)
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
-    topic, tid, group = setup(c, coordinator_node=2, data_leader=1)
+    topic, tid, group = setup(c, coordinator_node=2, data_leader=1, group_coordinator=2)
     state_p = partition_for(share_key(group, tid), 50)
+    group_p = partition_for(group, 50)
     w = Acker(c.bootstrap, group, topic)
     try:
         produce(c.bootstrap, topic, 200)
         w.until(lambda: w.acked >= set(range(200)), 120, "the first records acknowledged")
-        c.kill(2)  # the share coordinator's node
+        c.kill(2)  # the share coordinator's and the group coordinator's node
         new = wait_for(lambda: (s := c.state(STATE, state_p))["leader"] not in (2, -1) and s, FAILOVER_S,
                        "a new share coordinator")
+        gc = wait_for(lambda: (s := c.state(OFFSETS, group_p))["leader"] not in (2, -1) and s["leader"], FAILOVER_S,
+                      "a new group coordinator")
         produce(c.bootstrap, topic, 200, 200)
         w.until(lambda: w.acked >= set(range(400)), FAILOVER_S + 90, "records acknowledged after the coordinator moved")
         p = read_state(c.node(new["leader"]).bootstrap, group, tid)
         assert (p.error_code, p.start_offset) == (0, 400), p
+        # the member's membership moved with the group's __consumer_offsets partition
+        d = wait_for(lambda: (r := call(c.node(gc).bootstrap, ShareGroupDescribeRequest(
+            version=1, group_ids=[group], include_authorized_operations=False), 1).groups[0]).error_code == 0
+            and r.members and r, 60, "the new group coordinator to describe the group")
+        assert len(d.members) == 1 and d.members[0].assignment.topic_partitions[0].partitions == [0]
         c.start(2)
         wait_for(lambda: len(c.state(topic, 0)["isr"]) == 3 and len(c.state(STATE, state_p)["isr"]) == 3, 90,
                  "the node back in the ISRs")
