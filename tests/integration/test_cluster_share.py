@@ -16,6 +16,7 @@ import time
 
 import pytest
 from conftest import call, unique
+from kafka.protocol.admin import DeleteGroupsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from test_cluster import FAILOVER_S, all_online, create
 
@@ -228,6 +229,15 @@ def test_share_consumer_with_state_coordinator_and_data_leader_placed(kcoord_clu
     # the topic: replication factor 3, min.insync.replicas 2 (Kafka's defaults)
     assert all(len(r) == 3 for r in c.assignment(STATE).values())
     assert c.read(f"/config/topics/{STATE}")["config"]["min.insync.replicas"] == "2"
+    # the consumer left: DeleteGroups at the group coordinator deletes the share state at the
+    # share coordinator (DeleteShareGroupState when that is another node), then the group
+    wait_for(lambda: not call(c.node(gc).bootstrap, ShareGroupDescribeRequest(
+        version=1, group_ids=[group], include_authorized_operations=False), 1).groups[0].members, 60,
+        "the member to leave")
+    deleted = call(c.node(gc).bootstrap, DeleteGroupsRequest(version=2, groups_names=[group]), 2).results
+    assert [(d.group_id, d.error_code) for d in deleted] == [(group, 0)]
+    p = read_state(c.node(coordinator_node).bootstrap, group, tid)
+    assert (p.error_code, p.start_offset) == (0, -1), p
 
 
 def test_share_consumption_survives_sigkill_of_the_state_coordinator_and_the_data_leader(kcoord_cluster_factory):
