@@ -240,6 +240,26 @@ def test_share_consumer_with_state_coordinator_and_data_leader_placed(kcoord_clu
     assert (p.error_code, p.start_offset) == (0, -1), p
 
 
+@pytest.mark.compat("java4", "share groups")
+def test_java_share_consumer_with_state_on_another_node(kcoord_cluster_factory):
+    """Java's KafkaShareConsumer (kafka-clients 4.3, implicit acknowledgement) finds the
+    group coordinator, the data leader and, through them, the share state on a third node."""
+    from test_share_consumers import JavaWorker
+
+    c = kcoord_cluster_factory(3, overrides=SERVER)
+    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    topic, tid, group = setup(c, coordinator_node=3, data_leader=1)
+    produce(c.bootstrap, topic, 300)
+    w = JavaWorker(c.bootstrap, group, topic, "java-cluster")
+    try:
+        wait_for(lambda: len({o for _, o in w.got}) >= 300, 180, "every record consumed")
+        wait_for(lambda: read_state(c.node(3).bootstrap, group, tid).start_offset == 300, 60,
+                 "every acknowledgement durable at the share coordinator")
+    finally:
+        w.close()
+    assert sorted(o for _, o in w.got) == list(range(300)), "a record was delivered twice or not at all"
+
+
 def test_share_consumption_survives_sigkill_of_the_state_coordinator_and_the_data_leader(kcoord_cluster_factory):
     """First the node of the share coordinator and of the group coordinator (another than the
     data leader: membership and share state move at once) is SIGKILLed, then,
