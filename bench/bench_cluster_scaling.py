@@ -38,6 +38,7 @@ OFFSETS = "__consumer_offsets"
 
 
 def offsets_ready(cluster: KcoordCluster) -> None:
+    cluster.coordinator_topics()  # the first FindCoordinator creates __consumer_offsets
     wait_for(lambda: (a := cluster.assignment(OFFSETS)) and all(
         (s := cluster.state(OFFSETS, p)) and s.get("leader", -1) in cluster.nodes for p in a),
         120, "__consumer_offsets led")

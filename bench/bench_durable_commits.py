@@ -49,6 +49,7 @@ def prepare(port: int, partitions: int) -> None:
 def cluster_coordinator(cluster: KcoordCluster, partitions: int) -> int:
     """The port of the group's coordinator, once __consumer_offsets is led and in full ISR."""
     rf = int(cluster.overrides["offsets.topic.replication.factor"])
+    cluster.coordinator_topics()  # the first FindCoordinator creates __consumer_offsets
     wait_for(lambda: (a := cluster.assignment(OFFSETS)) and all(
         len((cluster.state(OFFSETS, p) or {}).get("isr", ())) == rf for p in a), 120, "__consumer_offsets in ISR")
     any_node = next(iter(cluster.nodes.values())).port

@@ -101,6 +101,10 @@ class Broker:
         loop, between requests, so no request sees half of it."""
         from kcoord.server.control.reset import empty_log_dir
 
+        if self.cluster is not None or self.config["zookeeper.connect"]:
+            # the cluster layer (coordinators following leadership, producer-id blocks, replicas)
+            # is wired to these parts at start-up; the control API refuses this first (plane.py)
+            raise RuntimeError("a cluster node has no reset")
         started = time.perf_counter()
         # the parts a new server builds at their first use may not exist
         parts = self.parts

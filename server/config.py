@@ -150,6 +150,8 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "share.coordinator.state.topic.segment.bytes": (int, 104857600),
     "share.coordinator.snapshot.update.records.per.snapshot": (int, 500),
     "share.coordinator.write.timeout.ms": (int, 5000),
+    "share.coordinator.state.topic.replication.factor": (int, 3),
+    "share.coordinator.state.topic.min.isr": (int, 2),
     # share groups (KIP-932): server/group/share/settings.py
     **_share_group_settings(),
     # Kafka's log cleaner settings, used by `kcoord compact` / `kcoord sidecar`

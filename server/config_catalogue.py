@@ -498,6 +498,10 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
        between(100, 10000)),
     _b("share.coordinator.state.topic.num.partitions", INT, 50, "Partitions of __share_group_state.",
        at_least(1)),
+    _b("share.coordinator.state.topic.replication.factor", INT, 3, "Replication factor of __share_group_state "
+       "on a cluster (created at the first share-state use once this many brokers are up).", at_least(1)),
+    _b("share.coordinator.state.topic.min.isr", INT, 2, "min.insync.replicas of __share_group_state.",
+       at_least(1)),
     _b("share.coordinator.state.topic.segment.bytes", INT, 104857600, "segment.bytes of "
        "__share_group_state.", at_least(1)),
     _b("share.coordinator.snapshot.update.records.per.snapshot", INT, 500, "ShareUpdate records between "

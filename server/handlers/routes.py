@@ -166,6 +166,15 @@ _TABLE = (
              policy="share_fetch.alter_share_group_offsets"),
     Declared(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "share_offsets.ShareOffsetsApis.handle_delete_share_group_offsets",
              policy="share_fetch.delete_share_group_offsets"),
+    # the share coordinator, between brokers (server/share/coordinator.py, persister.py)
+    Declared(ApiKey.INITIALIZE_SHARE_GROUP_STATE, "share_state.ShareStateApis.handle_initialize_share_group_state",
+             policy="share_state.initialize_share_group_state"),
+    Declared(ApiKey.READ_SHARE_GROUP_STATE, "share_state.ShareStateApis.handle_read_share_group_state",
+             policy="share_state.read_share_group_state"),
+    Declared(ApiKey.WRITE_SHARE_GROUP_STATE, "share_state.ShareStateApis.handle_write_share_group_state",
+             policy="share_state.write_share_group_state"),
+    Declared(ApiKey.DELETE_SHARE_GROUP_STATE, "share_state.ShareStateApis.handle_delete_share_group_state",
+             policy="share_state.delete_share_group_state"),
 )
 
 

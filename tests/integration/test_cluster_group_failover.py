@@ -219,6 +219,7 @@ def committing_group(cluster, kind: tuple[str, str], prefix: str,
     factor 3, every leader online) that a KeepProducing writes to, and two members of `kind` in
     a new group, balanced and with `commits` commits acknowledged. On the way out every member
     (those added to the list too) is killed and the producer stopped."""
+    cluster.coordinator_topics()  # created at the first FindCoordinator
     wait_for(lambda: all_online(cluster, OFFSETS, 50), 60, "__consumer_offsets leaders")
     topic, group = unique(prefix), unique("g")
     create(cluster.bootstrap, topic, PARTITIONS, 3)

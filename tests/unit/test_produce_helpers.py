@@ -71,7 +71,8 @@ def _decode_response(api: ApiKey, resp: Any, version: int) -> Any:
 _WAITED = {ApiKey.PRODUCE, ApiKey.DELETE_TOPICS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
            ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.SHARE_FETCH,
            ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
-           ApiKey.DELETE_SHARE_GROUP_OFFSETS}
+           ApiKey.DELETE_SHARE_GROUP_OFFSETS, ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
+           ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE}
 
 
 async def call(broker: Broker, api: ApiKey, req: Any, version: int) -> Any:
