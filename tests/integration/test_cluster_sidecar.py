@@ -181,6 +181,7 @@ def test_each_nodes_sidecar_compacts_its_own_replica(kcoord_cluster_factory, tmp
     leader = c.state(topic, 0)["leader"]
     follower = next(b for b in (1, 2, 3) if b != leader)
     assert c.stop(follower) == 0
+    wait_for(lambda: follower not in c.state(topic, 0)["isr"], FAILOVER_S, f"node {follower} out of the ISR")
     shutil.rmtree(dirs[follower])
     c.start(follower)
     wait_for(lambda: full_isr(c, topic), 120, f"node {follower} back in the ISR with a fresh replica")
