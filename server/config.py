@@ -163,6 +163,7 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "zookeeper.session.timeout.ms": (int, 18000),
     "zookeeper.connection.timeout.ms": (int, -2),  # -2 (not set): zookeeper.session.timeout.ms
     "broker.rack": (_str, ""),
+    "replica.selector.class": (_str, ""),  # KIP-392 (server/replication/read_replica.py)
     "inter.broker.listener.name": (_str, ""),
     "offsets.topic.replication.factor": (int, 3),
     "transaction.state.log.replication.factor": (int, 3),

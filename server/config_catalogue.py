@@ -402,6 +402,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     _b("zookeeper.connection.timeout.ms", INT, None, "Longest wait to connect to ZooKeeper at start-up; "
        "zookeeper.session.timeout.ms when null."),
     _b("broker.rack", S, None, "Rack of this broker, for rack-aware replica assignment."),
+    _b("replica.selector.class", S, None, "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector "
+       "tells a consumer with client.rack to fetch from an in-sync replica in its rack; null: from the "
+       "leader."),
     _b("inter.broker.listener.name", S, None, "Listener the brokers use between themselves; the first when null."),
     _b("offsets.topic.replication.factor", INT, 3, "Replication factor of __consumer_offsets (a cluster creates "
        "it once this many brokers are up).", at_least(1)),

@@ -222,6 +222,17 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
     def replicas() -> Any:
         return node.replicas
 
+    def read_replica(replica: Any, client_rack: str | None, fetch_offset: int) -> int | None:
+        """KIP-392: the follower a consumer in `client_rack` should read from (None: here)."""
+        from kcoord.server.replication.read_replica import preferred_read_replica
+
+        c = node.cluster
+        if c is None or not cfg["replica.selector.class"]:
+            return None
+        racks = {b: info.rack for b, info in c.cache.brokers.items()}
+        return preferred_read_replica(cfg["replica.selector.class"], replica, client_rack, fetch_offset, racks,
+                                      clock.now_ms())
+
     def module(name: str) -> Any:
         return importlib.import_module("kcoord.server.handlers." + name)
 
@@ -252,7 +263,8 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         # data
         area("ProduceApi", lambda: module("produce").ProduceApi(cfg, clock, topics, configs, logs,
                                                                data_plane.get(), txn, cluster, replicas)),
-        area("FetchApi", lambda: module("fetch").FetchApi(topics, logs, data_plane.get(), cluster, replicas)),
+        area("FetchApi", lambda: module("fetch").FetchApi(topics, logs, data_plane.get(), cluster, replicas,
+                                                          read_replica)),
         area("ListOffsetsApi", lambda: module("list_offsets").ListOffsetsApi(topics, logs, data_plane.get(), clock)),
         area("OffsetsForLeaderEpochApi",
              lambda: module("offsets_for_leader_epoch").OffsetsForLeaderEpochApi(topics, logs)),
