@@ -93,6 +93,8 @@ class ConsumerGroupRecords:
                 if group.members:
                     log.warning("Tombstone of consumer group %s while it has %d members", gid, len(group.members))
                     return
+                if group.dead and not self.manager.is_group_loading(gid):
+                    return  # the request that deleted it removes it once the deletion is durable
                 self.manager.remove_group(gid)
                 group.dead = True
                 return
