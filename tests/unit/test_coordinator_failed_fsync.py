@@ -10,7 +10,7 @@ import asyncio
 import os
 from typing import Any
 
-from test_group_helpers import ConsumerHarness, E, FakeTopics
+from test_group_helpers import ConsumerHarness, E, FakeTopics, Harness, done, parked
 
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.coordinator.runtime import CoordinatorRuntime
@@ -105,3 +105,54 @@ async def test_a_failed_fdatasync_leaves_a_classic_group_and_its_offsets_as_they
     assert r.results[0].error_code == E.NOT_COORDINATOR
     assert h.coord.group(G) is group and h.state(G) == "Empty"  # the same group, alive
     assert {(t, p): v.offset for t, p, v in h.coord.committed_offsets(G)} == {("t", 0): 5}
+
+
+# ---------------------------------------------------------------- nothing acknowledged early
+# The records are replayed when the write is made; what they let a client observe waits.
+
+
+def test_sync_group_answers_wait_until_the_assignment_is_durable() -> None:
+    h = Harness(group_initial_rebalance_delay_ms=0)
+    first = h.join_known(G, version=5)
+    second = h.join_known(G, version=5)
+    h.advance(0)
+    a, b = done(first), done(second)
+    leader, follower = (a, b) if a.member_id == a.leader else (b, a)
+    gen = leader.generation_id
+    waiting = h.sync(G, follower.member_id, gen)
+    assert parked(waiting)
+    h.hold = True  # the leader's assignment is written, not yet durable
+    h.sync(G, leader.member_id, gen, {leader.member_id: b"L", follower.member_id: b"F"})
+    leaders = h.held[-1][0].response  # the leader's answer, a Deferred from the start
+    assert parked(leaders) and parked(waiting)
+    assert h.state(G) == "CompletingRebalance"
+    h.release()
+    assert done(leaders).assignment == b"L" and done(waiting).assignment == b"F"
+    assert h.state(G) == "Stable"
+
+
+def test_offset_fetch_reads_the_durable_offset_while_a_commit_is_in_flight() -> None:
+    h = Harness()
+    done(h.commit(G, {("t", 0): 1}))
+    h.hold = True
+    h.commit(G, {("t", 0): 2, ("t", 1): 3})  # replayed, not yet durable
+    assert h.offsets(G) == {("t", 0): 1}
+    assert {(t, p): v.offset for t, p, v in h.coord.committed_offsets(G)} == {("t", 0): 1}
+    h.release()
+    assert h.offsets(G) == {("t", 0): 2, ("t", 1): 3}
+
+
+def test_a_failed_write_puts_a_commit_in_flight_and_the_ones_made_on_top_of_it_back() -> None:
+    h = Harness()
+    done(h.commit(G, {("t", 0): 1}))
+    h.hold = True
+    h.commit(G, {("t", 0): 2})
+    h.commit(G, {("t", 0): 3})  # made on top of the first
+    (first, change), (_second, later) = h.held
+    h.held.clear()
+    h.hold = False
+    change.revert()  # the first write failed: both are reverted, the later one first
+    first.on_appended(E.NOT_COORDINATOR)
+    assert {(t, p): v.offset for t, p, v in h.coord.committed_offsets(G)} == {("t", 0): 1}
+    later.settle()  # the later write reached the log after all: it is replayed again
+    assert {(t, p): v.offset for t, p, v in h.coord.committed_offsets(G)} == {("t", 0): 3}
