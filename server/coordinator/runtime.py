@@ -164,15 +164,22 @@ class CoordinatorRuntime(Generic[R]):
         """Replay the result's records now (unless the shard did as it made them) and keep
         what reverts them; None on a runtime that replays once durable (transactions)."""
         previous = result.previous
+        records = result.records
         if previous is None:
             if self.replay_on_durable:
                 return None
-            current, replay = self.shard.current_record, self.shard.replay
-            previous = []
-            for r in result.records:
-                previous.append(current(r.key))  # type: ignore[attr-defined]
-                replay(r)
-        return self.in_flight.begin(result.records, previous)
+            shard = self.shard
+            if len(records) == 1:  # the usual write: one commit
+                r = records[0]
+                previous = [shard.current_record(r.key)]  # type: ignore[attr-defined]
+                shard.replay(r)
+            else:
+                current, replay = shard.current_record, shard.replay
+                previous = []
+                for r in records:
+                    previous.append(current(r.key))  # type: ignore[attr-defined]
+                    replay(r)
+        return self.in_flight.begin(records, previous)
 
     def committed(self, key: Any) -> Any:
         """The record last made durable for `key` while a write of it is in flight, else
