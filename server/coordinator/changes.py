@@ -25,17 +25,13 @@ class InFlight(Generic[R]):
 
     def begin(self, records: Sequence[R], previous: list[R]) -> Change[R]:
         """A write made now: `records` were replayed, `previous` puts back what they replaced."""
-        change: Change[R] = Change(self, records, previous)
         keys = self.keys
-        if len(previous) == 1:  # the usual write: one record
+        if len(previous) == 1:  # the usual write: one record (one hash of its key)
             key = previous[0].key  # type: ignore[attr-defined]
-            change.touched = (key,)
-            entry = keys.get(key)
-            if entry is None:
-                keys[key] = [previous[0], 1]
-            else:
-                entry[1] += 1
+            change: Change[R] = Change(self, records, previous, (key,))
+            keys.setdefault(key, [previous[0], 0])[1] += 1
         else:
+            change = Change(self, records, previous, ())
             first: dict[Any, R] = {}
             for p in previous:  # the first previous record of a key is what it held before the write
                 first.setdefault(p.key, p)  # type: ignore[attr-defined]
@@ -59,17 +55,17 @@ class InFlight(Generic[R]):
         keys = self.keys
         last: dict[Any, R] | None = None
         for key in change.touched:
-            entry = keys.get(key)
+            entry = keys.pop(key, None)
             if entry is None:
                 continue
             entry[1] -= 1
-            if entry[1] <= 0:
-                del keys[key]
-            elif durable:  # a later write of the key is still in flight: this one is now the committed value
-                if last is None:
-                    last = {r.key: r for r in change.records}  # type: ignore[attr-defined]
-                if key in last:
-                    entry[0] = last[key]
+            if entry[1] > 0:  # a later write of the key is still in flight
+                keys[key] = entry
+                if durable:  # this one is now the key's committed value
+                    if last is None:
+                        last = {r.key: r for r in change.records}  # type: ignore[attr-defined]
+                    if key in last:
+                        entry[0] = last[key]
 
 
 class Change(Generic[R]):
@@ -77,11 +73,12 @@ class Change(Generic[R]):
 
     __slots__ = ("owner", "records", "previous", "touched", "done", "taken_back", "__weakref__")
 
-    def __init__(self, owner: InFlight[R], records: Sequence[R], previous: list[R]) -> None:
+    def __init__(self, owner: InFlight[R], records: Sequence[R], previous: list[R],
+                 touched: tuple[Any, ...]) -> None:
         self.owner = owner
         self.records = records
         self.previous = previous
-        self.touched: tuple[Any, ...] = ()
+        self.touched = touched  # the keys it changed
         self.done = False
         self.taken_back = False  # reverted with an earlier write it was made on top of
 

@@ -127,7 +127,7 @@ class GroupCoordinator:
         for key_type in share.key_types:
             self._replayers[key_type] = share.replay
         # ---- and how memory reads back as a key's record (the runtime reverts with it) ----
-        self._current_record_of_offset = offsets.current_record
+        self._offsets_by_group = offsets.offsets_by_group  # current_record's offsets, read directly
         self._current_consumer_record = writes.current_record  # classic or consumer group keys
         self._share_key_types = frozenset(share.key_types)
         self._current_share_record = share.records.current_record
@@ -224,8 +224,9 @@ class GroupCoordinator:
     def current_record(self, key: Any) -> CoordinatorRecord:
         """The record that, replayed, puts back what memory holds now for `key` (a tombstone
         when nothing): how the runtime reverts a write that never reached the log."""
-        if key.__class__ is OffsetKey:
-            return self._current_record_of_offset(key)
+        if key.__class__ is OffsetKey:  # every commit: no call more than needed
+            s = self._offsets_by_group.get(key.group)
+            return CoordinatorRecord(key, None if s is None else s.get(key.topic, key.partition))
         if key.__class__ in self._share_key_types:
             return self._current_share_record(key)
         return self._current_consumer_record(key)
