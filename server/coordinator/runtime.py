@@ -2,12 +2,14 @@
 group coordinator over __consumer_offsets, the transaction coordinator over
 __transaction_state.
 
-A shard's method returns a CoordinatorResult (records, response). The runtime appends the
-records to their partitions (server/coordinator/writer.py: coalesced per loop turn, group
-committed fdatasync, bounded by the shard's commit timeout), replays them into the shard —
-the same replay start-up loading uses — and only then lets the response go. Nothing is
-acknowledged that is not durable; a failed write is answered with the code the shard's
-coordinator uses in Kafka and changes no state.
+A shard's method returns a CoordinatorResult (records, response). The runtime replays the
+records into the shard at once, through the replay start-up loading uses (keeping what
+reverts them: server/coordinator/changes.py), appends them to their partitions
+(server/coordinator/writer.py: coalesced per loop turn, group committed fdatasync, bounded by
+the shard's commit timeout), and only once they are durable lets the response go. Nothing is
+acknowledged that is not durable; a write whose records never reach the log is answered
+with the code the shard's coordinator uses in Kafka and leaves the shard's state exactly as
+before it. server/coordinator/result.py states the rule.
 
 It also loads partitions (the shard answers COORDINATOR_LOAD_IN_PROGRESS for a partition
 between begin_loading and end_loading), and runs the shard's periodic tasks (offsets
@@ -31,6 +33,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kcoord.protocol.errors import ErrorCode, KafkaError
 from kcoord.server.clock import Clock
+from kcoord.server.coordinator.changes import Change, InFlight
 from kcoord.server.coordinator.result import CoordinatorResult
 from kcoord.server.coordinator.writer import LogWriter, RecordFormat
 from kcoord.server.deferred import Deferred
@@ -47,6 +50,10 @@ class Shard(Protocol[R]):
     num_partitions: int
 
     def replay(self, record: R) -> None: ...
+
+    def current_record(self, key: Any) -> R:
+        """The record that, replayed, puts back what the shard holds now for `key` (a
+        tombstone when nothing): how the runtime reverts a write that never reached the log."""
 
     def begin_loading(self, partition: int) -> Any: ...
 
@@ -75,21 +82,28 @@ _LOAD_YIELD_EVERY = 20_000
 
 class _PendingResponse(Deferred[Any]):
     """The response to a request whose records are being appended. The writer calls it with
-    the append's outcome; it replays (on_appended) and completes with the response. One
-    object per commit in flight instead of a Deferred and a closure: every commit makes one."""
+    the append's outcome; it completes with on_appended's response. One object per commit in
+    flight instead of a Deferred and a closure: every commit makes one."""
 
-    __slots__ = ("_on_applied", "_records", "_on_appended")
+    __slots__ = ("_on_applied", "_records", "_on_appended", "_change")
 
     def __init__(self, on_applied: Callable[[list[Any]], None] | None, records: list[Any],
-                 on_appended: Callable[[ErrorCode | None], Any]) -> None:
+                 on_appended: Callable[[ErrorCode | None], Any], change: Change[Any] | None) -> None:
         super().__init__()
         self._on_applied = on_applied
         self._records = records
         self._on_appended = on_appended
+        self._change = change
 
     def __call__(self, code: ErrorCode | None) -> None:
-        if code is None and self._on_applied is not None:
-            self._on_applied(self._records)
+        change = self._change
+        if code is None:
+            if change is not None:
+                change.settle()
+            if self._on_applied is not None:
+                self._on_applied(self._records)
+        elif change is not None:
+            change.failed()
         response = self._on_appended(code)
         if isinstance(response, Deferred):
             response.add_callback(self.complete)
@@ -133,6 +147,11 @@ class CoordinatorRuntime(Generic[R]):
         self._partitions: dict[int, tuple[str, int]] | None = None
         self._loads: dict[int, asyncio.Task[None]] = {}
         self.shard: Shard[R] = build_shard(self)
+        # the transaction coordinator, not yet on the rule of server/coordinator/result.py:
+        # its records are replayed once durable (its pending state keeps other requests off
+        # a transactional id meanwhile, as Kafka's TransactionStateManager does)
+        self.replay_on_durable: bool = getattr(self.shard, "replay_on_durable", False)
+        self.in_flight: InFlight[R] = InFlight(self.shard.replay)
         self.writer: LogWriter[R] = LogWriter(logs, records, self.shard.replay, clock, self.commit_timeout_s,
                                               max_message_bytes, on_append)
 
@@ -141,25 +160,59 @@ class CoordinatorRuntime(Generic[R]):
     # Callback based on purpose: a commit costs no asyncio task (the writer coalesces the
     # records of a loop turn into one batch per partition).
 
+    def _replay(self, result: CoordinatorResult[R]) -> Change[R] | None:
+        """Replay the result's records now (unless the shard did as it made them) and keep
+        what reverts them; None on a runtime that replays once durable (transactions)."""
+        previous = result.previous
+        records = result.records
+        if previous is None:
+            if self.replay_on_durable:
+                return None
+            shard = self.shard
+            if len(records) == 1:  # the usual write: one commit
+                r = records[0]
+                previous = [shard.current_record(r.key)]  # type: ignore[attr-defined]
+                shard.replay(r)
+            else:
+                current, replay = shard.current_record, shard.replay
+                previous = []
+                for r in records:
+                    previous.append(current(r.key))  # type: ignore[attr-defined]
+                    replay(r)
+        return self.in_flight.begin(records, previous)
+
+    def committed(self, key: Any) -> Any:
+        """The record last made durable for `key` while a write of it is in flight, else
+        changes.CURRENT (what the shard holds is committed): what reads of committed state see."""
+        return self.in_flight.committed(key)
+
     def submit(self, result: CoordinatorResult[R]) -> Any:
         """The response for `result`: now if it has no records, else a Deferred completed
-        once its records are durable and replayed (or failed)."""
+        once its records are durable (or failed)."""
         if not result.records:
             return result.response
         assert result.on_appended is not None, "a result with records needs on_appended"
-        if isinstance(result.response, Deferred):  # answered by the replay itself (or on_appended)
-            on_appended, on_applied, records = result.on_appended, self.on_applied, result.records
+        change = self._replay(result)
+        revert = None if change is None else change.revert
+        if isinstance(result.response, Deferred):  # answered by on_appended
+            self.writer.write(result.records, self._done(result, change), revert, result.durable)
+            return result.response
+        out = _PendingResponse(self.on_applied, result.records, result.on_appended, change)
+        self.writer.write(result.records, out, revert, result.durable)
+        return out
 
-            def done(code: ErrorCode | None) -> None:
-                if code is None and on_applied is not None:
-                    on_applied(records)
+    def _done(self, result: CoordinatorResult[R], change: Change[R] | None) -> Callable[[ErrorCode | None], None]:
+        on_appended, on_applied, records = result.on_appended, self.on_applied, result.records
+
+        def done(code: ErrorCode | None) -> None:
+            if change is not None:
+                change.settle() if code is None else change.failed()
+            if code is None and on_applied is not None:
+                on_applied(records)
+            if on_appended is not None:
                 on_appended(code)
 
-            self.writer.write(records, done, not result.applied, result.undo, result.durable)
-            return result.response
-        out = _PendingResponse(self.on_applied, result.records, result.on_appended)
-        self.writer.write(result.records, out, not result.applied, result.undo, result.durable)
-        return out
+        return done
 
     def submit_deferred(self, result: CoordinatorResult[R]) -> Deferred[Any]:
         """submit, always as a Deferred."""
@@ -171,18 +224,14 @@ class CoordinatorRuntime(Generic[R]):
         return d
 
     def write_background(self, result: CoordinatorResult[R]) -> None:
-        """Append a result nobody waits on. The shard calls this from inside its own calls,
-        so the write starts on the next loop turn, never re-entering it."""
-        on_appended, on_applied, records = result.on_appended, self.on_applied, result.records
-
-        def done(code: ErrorCode | None) -> None:
-            if code is None and on_applied is not None:
-                on_applied(records)
-            if on_appended is not None:
-                on_appended(code)
-
-        asyncio.get_running_loop().call_soon(self.writer.write, records, done, not result.applied,
-                                             result.undo, result.durable)
+        """Append a result nobody waits on. The shard calls this from inside its own calls:
+        the records are replayed now, as any write's, and the append starts on the next loop
+        turn, never re-entering the shard's call."""
+        if not result.records:
+            return
+        change = self._replay(result)
+        asyncio.get_running_loop().call_soon(self.writer.write, result.records, self._done(result, change),
+                                             None if change is None else change.revert, result.durable)
 
     @staticmethod
     def end_of_turn(fn: Callable[[], None]) -> None:
@@ -191,9 +240,12 @@ class CoordinatorRuntime(Generic[R]):
         asyncio.get_running_loop().call_soon(fn)
 
     async def append(self, records: list[R]) -> None:
-        """Append, wait until durable and replayed; raises KafkaError on failure."""
+        """Replay now, append, wait until durable; raises KafkaError on failure (reverted)."""
         fut: asyncio.Future[ErrorCode | None] = asyncio.get_running_loop().create_future()
-        self.writer.write(records, lambda code: fut.done() or fut.set_result(code))
+        result: CoordinatorResult[R] = CoordinatorResult(records=records,
+                                                         on_appended=lambda code: fut.done() or fut.set_result(code))
+        change = self._replay(result)
+        self.writer.write(records, self._done(result, change), None if change is None else change.revert)
         code = await fut
         if code is not None:
             raise KafkaError(code)

@@ -4,9 +4,8 @@ __transaction_state).
 Every write is staged, and at the end of the event-loop turn each partition's staged records
 go to its log as ONE batch (one write(2), one CRC) that then waits for the partition's next
 fdatasync round (group commit). A hundred commits arriving together thus cost one batch and
-share one sync. When the batch is durable, each write's records are replayed in append order
-and its `done(None)` runs; a failure answers `done(code)` (mapped by the format's
-append_error) and replays nothing. The shard's commit timeout (offsets.commit.timeout.ms,
+share one sync. When the batch is durable, each write's `done(None)` runs; a failure answers
+`done(code)` (mapped by the format's append_error). The shard's commit timeout (offsets.commit.timeout.ms,
 request.timeout.ms) bounds the wait per batch.
 
 On a cluster node (`acks` set, server/coordinator/acks.py) a replicated partition's batch is
@@ -15,9 +14,16 @@ offsets.commit.required.acks -1 is answered only once every in-sync replica has 
 high watermark reached its end), within the same timeout; a refusal or a replication failure
 answers the replica manager's code through the same append_error.
 
-A write made with durable=False (CompleteCommit / CompleteAbort) is replayed and answered as
-soon as it is appended. A write made with replay=False was applied by its caller already
-(consumer groups); its `undo` takes it back if its records never reach the log.
+Writes come with a `revert` (server/coordinator/result.py's rule: the runtime replayed their
+records when they were made): a write answered with an error (the append, its fdatasync or
+its replication failed, or it timed out) is reverted first, newest write first, so nothing
+a client was told failed stays in memory (a timed-out write's records may still be in the
+log: a restart loads them, as Kafka's would). Only a partition unloaded meanwhile reverts
+nothing: its state was dropped. A write without one (the transaction coordinator's) is
+replayed once durable instead.
+
+A write made with durable=False (CompleteCommit / CompleteAbort) is answered as soon as it is
+appended.
 """
 from __future__ import annotations
 
@@ -75,17 +81,18 @@ class _Write:
         self.done = done
         self.left = parts
         self.finished = False
-        self.undo = undo  # records applied ahead of the append: how to take them back
+        self.undo = undo  # how to take back the records' replay
         self.durable = durable
         owner.pending += 1
 
-    def finish(self, code: ErrorCode | None, appended: bool = True) -> None:
-        """`appended` False: the records never reached the log, so applied ones are undone."""
+    def finish(self, code: ErrorCode | None, revert: bool = True) -> None:
+        """A failure (`code`) reverts the records' replay, unless `revert` is False: the
+        partition was unloaded meanwhile and its state dropped, nothing is left to revert."""
         if not self.finished:
             self.finished = True
             self.owner.pending -= 1
             undo, self.undo = self.undo, None
-            if undo is not None and not appended:
+            if undo is not None and code is not None and revert:
                 undo()
             self.done(code)
 
@@ -132,12 +139,13 @@ class LogWriter(Generic[R]):
         # a cluster node's: appends wait for the in-sync replicas (server/coordinator/acks.py)
         self.acks: ReplicaAcks | None = None
 
-    def write(self, records: list[R], done: Done, replay: bool = True,
-              undo: Callable[[], None] | None = None, durable: bool = True) -> None:
+    def write(self, records: list[R], done: Done, revert: Callable[[], None] | None = None,
+              durable: bool = True) -> None:
         """Stage `records`; `done` runs exactly once, with None once they are durable (with
-        durable=False: appended) and replayed, or with the code the client should see.
-        replay=False: the caller applied them already; `undo` takes them back if they never
-        reach the log."""
+        durable=False: appended), or with the code the client should see. `revert` takes
+        back their replay if they never reach the log; without one they are replayed once
+        durable."""
+        undo, replay = revert, revert is None
         try:
             parts = self._encode(records)
         except Exception as e:  # noqa: BLE001 - the writer is told, so its pending state is undone
@@ -154,14 +162,14 @@ class LogWriter(Generic[R]):
             if batch is not None and batch.size + size > self.max_message_bytes:
                 if not self._flush_partition(partition) and write.undo is not None:
                     # applied on top of what just failed to append: it cannot stand either
-                    write.finish(ErrorCode.NOT_COORDINATOR, appended=False)
+                    write.finish(ErrorCode.NOT_COORDINATOR)
                     return
                 batch = None
             if batch is None:
                 try:
                     plog = self._log(partition)
                 except KafkaError as e:
-                    write.finish(self.records.append_error(e.code), appended=False)
+                    write.finish(self.records.append_error(e.code))
                     return
                 batch = staged[partition] = _Batch(plog)
             batch.kvs.extend(kvs)
@@ -221,7 +229,7 @@ class LogWriter(Generic[R]):
         self._fences[partition] = self._fences.get(partition, 0) + 1
         batch = self._staged.pop(partition, None)
         if batch is not None:
-            self._fail(batch, self.records.append_error(code), appended=False)
+            self._fail(batch, self.records.append_error(code))
 
     def flush(self) -> None:
         """Append every staged batch (end of the loop turn)."""
@@ -238,7 +246,7 @@ class LogWriter(Generic[R]):
         if replica is not None:  # a replicated partition: only its leader appends, at its epoch
             refused = acks.refused(replica, self.topic)  # type: ignore[union-attr]
             if refused is not None:
-                self._fail(batch, self.records.append_error(refused), appended=False)
+                self._fail(batch, self.records.append_error(refused))
                 return False
             epoch = replica.leader_epoch
         try:
@@ -246,7 +254,7 @@ class LogWriter(Generic[R]):
         except Exception as e:  # noqa: BLE001 - every failure becomes the clients' error code
             if not isinstance(e, LogDirOfflineError):  # that one was logged once, with the directory
                 log.error("Appending %d records to %s-%d failed: %r", len(batch.kvs), self.topic, partition, e)
-            self._fail(batch, self.records.append_error(error_code_of(e)), appended=False)
+            self._fail(batch, self.records.append_error(error_code_of(e)))
             return False
         if replica is not None:
             acks.appended(replica, base)  # type: ignore[union-attr]
@@ -270,9 +278,9 @@ class LogWriter(Generic[R]):
         def on_durable(exc: BaseException | None) -> None:
             timer.cancel()
             if self._fences.get(partition, 0) != fenced:  # unloaded meanwhile: the state is not ours
-                self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER), revert=False)
                 return
-            if exc is not None:  # not durable: nothing is replayed, nobody is told it was written
+            if exc is not None:  # not durable: reverted, nobody is told it was written
                 if not isinstance(exc, LogDirOfflineError):
                     log.error("fdatasync of %s-%d failed: %r", self.topic, partition, exc)
                 self._fail(batch, self.records.append_error(error_code_of(exc)))
@@ -294,7 +302,7 @@ class LogWriter(Generic[R]):
             """acks -1: the in-sync replicas have the batch, or not (`code`)."""
             timer.cancel()
             if self._fences.get(partition, 0) != fenced:  # unloaded meanwhile: the state is not ours
-                self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER), revert=False)
             elif code != ErrorCode.NONE:  # in the log, not acknowledged: not replayed (Kafka's cache)
                 if code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     log.warning("%d records to %s-%d not acknowledged by the in-sync replicas: %s",
@@ -306,9 +314,9 @@ class LogWriter(Generic[R]):
         def on_durable(exc: BaseException | None) -> None:
             if self._fences.get(partition, 0) != fenced:  # unloaded meanwhile: the state is not ours
                 timer.cancel()
-                self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER), revert=False)
                 return
-            if exc is not None:  # not durable: nothing is replayed, nobody is told it was written
+            if exc is not None:  # not durable: reverted, nobody is told it was written
                 timer.cancel()
                 if not isinstance(exc, LogDirOfflineError):
                     log.error("fdatasync of %s-%d failed: %r", self.topic, partition, exc)
@@ -323,7 +331,7 @@ class LogWriter(Generic[R]):
 
     def _completed(self, batch: _Batch) -> None:
         """The batch is durable (and, on a cluster with acks -1, in every ISR member's log):
-        replay it and answer its writes."""
+        answer its writes (replaying those made without a revert)."""
         for write, recs in batch.entries:
             if not write.durable:
                 continue  # replayed at the append
@@ -336,8 +344,8 @@ class LogWriter(Generic[R]):
                 write.finish(None)
 
     def _appended(self, batch: _Batch) -> bool:
-        """Replay and answer the batch's writes made with durable=False; whether any write
-        of the batch waits for its fdatasync."""
+        """Answer the batch's writes made with durable=False (replaying those made without a
+        revert); whether any write of the batch waits for its fdatasync."""
         waits = False
         for write, recs in batch.entries:
             if write.durable:
@@ -351,7 +359,7 @@ class LogWriter(Generic[R]):
         return waits
 
     @staticmethod
-    def _fail(batch: _Batch, code: ErrorCode, appended: bool = True) -> None:
+    def _fail(batch: _Batch, code: ErrorCode, revert: bool = True) -> None:
         # newest first: applied records are undone in the reverse order they were made
         for write, _recs in reversed(batch.entries):
-            write.finish(code, appended)
+            write.finish(code, revert)

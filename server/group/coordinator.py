@@ -5,11 +5,14 @@ that type's protocol (server/group/classic/). Each API and each record key is ro
 in the two tables below.
 
 The API methods take the decoded kafka-python request and the negotiated version and return
-a CoordinatorResult (server/group/result.py). Persisted state (offsets, a group's generation,
-members and assignments as written in GroupMetadata records) changes only in replay(), which
-the runtime calls after a durable append and, at start-up, for every record of a partition
-between begin_loading() and end_loading(). In-memory-only state (parked requests, timers,
-members joining during a rebalance) changes directly, as in Kafka.
+a CoordinatorResult (server/group/result.py). Persisted state changes in replay(), which the
+runtime calls for a result's records when it is made (server/coordinator/result.py states the
+rule; current_record() tells it how to revert them) and, at start-up, for every record of a
+partition between begin_loading() and end_loading(); answers wait until the records are
+durable. A classic group's state is kept ahead of its records by its requests, as in Kafka
+(whose classic writes do not replay): replaying a live group's GroupMetadata changes nothing,
+and what a durable assignment completes is done by the write's on_appended. In-memory-only
+state (parked requests, timers, members joining during a rebalance) changes directly.
 
 Routing: every result's records belong to one group, except expire_offsets() and
 delete_groups(), whose records are contiguous per group: route each record by
@@ -60,18 +63,21 @@ class GroupCoordinator:
                  background_writer: Callable[[CoordinatorResult], None] | None = None,
                  end_of_turn: Callable[[Callable[[], None]], None] | None = None,
                  topics: TopicSource | None = None, txn_offsets: PendingTxnOffsets | None = None,
-                 share_member_left: Sequence[MemberLeft] = ()) -> None:
+                 share_member_left: Sequence[MemberLeft] = (),
+                 committed: Callable[[Any], Any] | None = None) -> None:
         """background_writer, end_of_turn: see GroupMetadataManager (the runtime's
         write_background and end_of_turn); topics: the broker's topics (set_topics);
         txn_offsets: the offsets of open transactions (the transaction coordinator writes them);
         share_member_left: called with (group id, member id) once a share group member's
-        leaving is durable (the share-partition side releases what it held)."""
+        leaving is durable (the share-partition side releases what it held); committed: the
+        runtime's (the value last made durable of a key with a write in flight), which
+        OffsetFetch reads."""
         self.config = config
         self.clock = clock
         self.num_partitions = num_partitions
         self.group_manager = groups = GroupMetadataManager(config, clock, num_partitions, background_writer,
                                                            end_of_turn)
-        self.offset_manager = offsets = OffsetMetadataManager(groups, txn_offsets)
+        self.offset_manager = offsets = OffsetMetadataManager(groups, txn_offsets, committed)
         self.classic = classic = ClassicMembership(groups)
         # the consumer group protocol (KIP-848) and the online migration between the two types
         # (conversions, and classic members served inside consumer groups) share the broker's
@@ -120,6 +126,11 @@ class GroupCoordinator:
             self._replayers[key_type] = consumer.replay
         for key_type in share.key_types:
             self._replayers[key_type] = share.replay
+        # ---- and how memory reads back as a key's record (the runtime reverts with it) ----
+        self._offsets_by_group = offsets.offsets_by_group  # current_record's offsets, read directly
+        self._current_consumer_record = writes.current_record  # classic or consumer group keys
+        self._share_key_types = frozenset(share.key_types)
+        self._current_share_record = share.records.current_record
 
         self._replay_offset = offsets.replay
         self.partition_of = groups.partition_of
@@ -210,6 +221,16 @@ class GroupCoordinator:
             return
         replay(record.key, record.value)
 
+    def current_record(self, key: Any) -> CoordinatorRecord:
+        """The record that, replayed, puts back what memory holds now for `key` (a tombstone
+        when nothing): how the runtime reverts a write that never reached the log."""
+        if key.__class__ is OffsetKey:  # every commit: no call more than needed
+            s = self._offsets_by_group.get(key.group)
+            return CoordinatorRecord(key, None if s is None else s.get(key.topic, key.partition))
+        if key.__class__ in self._share_key_types:
+            return self._current_share_record(key)
+        return self._current_consumer_record(key)
+
     def _replay_group_metadata(self, key: GroupKey, value: GroupValue | None) -> None:
         self.classic.replay(key, value)
         if value is None and self.offset_manager.count(key.group):
@@ -274,8 +295,10 @@ class GroupCoordinator:
                  ", ".join(g.group_id for g in deleted), n_offsets)
 
         def on_appended(error: ErrorCode | None) -> Any:
-            if error is not None:
-                for g in deleted:
+            for g in deleted:
+                if error is None:
+                    self.group_manager.remove_dead(g)
+                else:
                     self.group_manager.revive(g)
                     results[g.group_id] = error
             return delete_groups_response(version, list(results.items()))

@@ -109,9 +109,21 @@ class GroupMetadataManager:
         self.groups_by_id.pop(group_id, None)
 
     def revive(self, group: Group) -> None:
-        """Undo mark_dead after its tombstones failed to append, if the group is still ours."""
+        """Undo mark_dead after its tombstones failed to append (the runtime reverted them),
+        if the group's partition is still ours. The group object itself comes back: a revert
+        may have put an equal stand-in in its place (its offsets' records make one)."""
+        gid = group.group_id
+        if self.validate(gid, "delete_groups") is not None:
+            return  # unloaded or loading meanwhile: the log is the truth
+        if self.groups_by_id.get(gid) is not group:
+            self.groups_by_id[gid] = group
+        group.revive()
+
+    def remove_dead(self, group: Group) -> None:
+        """A group's deletion is durable: it leaves the table. Until then the Dead group
+        stays (replaying its tombstones leaves a Dead group where it is), answering as Dead."""
         if self.groups_by_id.get(group.group_id) is group:
-            group.revive()
+            del self.groups_by_id[group.group_id]
 
     def begin_loading(self, partition: int) -> None:
         """Groups of `partition` answer COORDINATOR_LOAD_IN_PROGRESS until end_loading; the

@@ -16,7 +16,8 @@ GroupMetadataManager does it under group.consumer.migration.policy:
 
 A conversion is one set of records in the same write as the request that caused it: the
 tombstones of the old group's records, then the new group's records. They are applied as they
-are made (the consumer group unit applies records that way) and undone if the write fails, and
+are made (the consumer group unit applies records that way) and reverted by the runtime if the
+write fails, and
 start-up loading replays them like any other record, so the log alone says which type the group
 is. Classic members inside a consumer group are served by server/group/consumer/classic_members.py.
 """

@@ -4,9 +4,11 @@ OffsetMetadataManager does them.
 
 Offsets are kept per group id, apart from the groups themselves (server/group/group_manager.py):
 a group of any type is asked through the Group interface whether a commit, fetch or delete is
-allowed and when its offsets expire. A commit is appended first and stored by replay(); until
-then the partition counts as a pending commit, which is what OffsetFetch require_stable
-reports as UNSTABLE_OFFSET_COMMIT.
+allowed and when its offsets expire. A commit's records are replayed when it is made (the rule
+of server/coordinator/result.py) and the partition counts as a pending commit until they are
+durable (or reverted): OffsetFetch require_stable reports it as UNSTABLE_OFFSET_COMMIT, and
+every other read of committed offsets sees the value last made durable (`committed`, the
+runtime's, as Kafka reads offsets at the last committed offset).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from kcoord.protocol.coordinator_codec import offset_key
 from kcoord.protocol.coordinator_records import CoordinatorRecord, OffsetKey, OffsetValue
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.fastpath import OffsetCommitResponseData
+from kcoord.server.coordinator.changes import CURRENT
 from kcoord.server.group.group_manager import GroupMetadataManager, log
 from kcoord.server.group.offsets import OffsetStore
 from kcoord.server.group.responses import (
@@ -67,8 +70,8 @@ def _all_error(version: int, topics: Any, code: ErrorCode) -> CoordinatorResult:
 
 
 class _CommitAppended:
-    """A commit's on_appended: its answer once its records are durable and replayed, or the
-    append's error with its pending commits undone. A callable object rather than a closure:
+    """A commit's on_appended: its answer once its records are durable, or the append's error
+    (the runtime reverted the records); either way its partitions are no longer pending. A callable object rather than a closure:
     a commit waiting for its fdatasync keeps fewer objects alive for the garbage collector."""
 
     __slots__ = ("store", "records", "rows", "version")
@@ -81,9 +84,8 @@ class _CommitAppended:
         self.version = version
 
     def __call__(self, error: ErrorCode | None) -> Any:
-        if error is not None:
-            for r in self.records:
-                self.store.remove_pending(r.key.topic, r.key.partition)  # type: ignore[union-attr]
+        for r in self.records:
+            self.store.remove_pending(r.key.topic, r.key.partition)  # type: ignore[union-attr]
         ok = ErrorCode.NONE if error is None else error
         if self.rows is None:
             records = self.records
@@ -97,8 +99,12 @@ class _CommitAppended:
 
 
 class OffsetMetadataManager:
-    def __init__(self, groups: GroupMetadataManager, txn_offsets: PendingTxnOffsets | None = None) -> None:
+    def __init__(self, groups: GroupMetadataManager, txn_offsets: PendingTxnOffsets | None = None,
+                 committed: Callable[[OffsetKey], Any] | None = None) -> None:
+        """committed(key): the record last made durable for a key with a write in flight, or
+        changes.CURRENT (the runtime's `committed`; without a runtime every value is committed)."""
         self.groups = groups
+        self._committed = committed if committed is not None else (lambda key: CURRENT)
         self.config = groups.config
         self.clock = groups.clock
         self._groups = groups.groups_by_id  # the group table, read on every commit
@@ -137,9 +143,32 @@ class OffsetMetadataManager:
         return 0 if s is None else len(s)
 
     def committed(self, group_id: str) -> Iterator[tuple[str, int, OffsetValue]]:
-        """(topic, partition, value) of every committed offset of the group."""
+        """(topic, partition, value) of every committed offset of the group (durable: a
+        partition with a commit in flight shows the value before it)."""
         s = self.offsets_by_group.get(group_id)
-        return iter(()) if s is None else s.items()
+        if s is None:
+            return iter(())
+        if not s.pending:
+            return s.items()
+        out = []
+        for t, p in set(s.keys()) | set(s.pending):  # a partition's first commit is only pending
+            v = self._committed_value(group_id, s, t, p)
+            if v is not None:
+                out.append((t, p, v))
+        return iter(out)
+
+    def _committed_value(self, group_id: str, s: OffsetStore, topic: str, partition: int) -> OffsetValue | None:
+        """The partition's offset as last made durable."""
+        if (topic, partition) in s.pending:
+            rec = self._committed(offset_key(group_id, topic, partition))
+            if rec is not CURRENT:
+                return rec.value
+        return s.get(topic, partition)
+
+    def current_record(self, key: OffsetKey) -> CoordinatorRecord:
+        """The record that puts back what memory holds for `key` (a tombstone when nothing)."""
+        s = self.offsets_by_group.get(key.group)
+        return CoordinatorRecord(key, None if s is None else s.get(key.topic, key.partition))
 
     def pending(self, group_id: str) -> dict[tuple[str, int], int]:
         s = self.offsets_by_group.get(group_id)
@@ -162,8 +191,6 @@ class OffsetMetadataManager:
         if s is None:
             s = self.offsets_by_group[group_id] = OffsetStore()
         s.put(key.topic, key.partition, value)
-        if s.pending:
-            s.remove_pending(key.topic, key.partition)
         if self.txn_offsets is not None:  # a later commit beats earlier transactional offsets
             self.txn_offsets.committed(key)
 
@@ -276,15 +303,21 @@ class OffsetMetadataManager:
             return ErrorCode.NONE, [(t, p, -1, -1, "", missing) for t, parts in (topics or []) for p in parts]
         if store is None:  # only transactional offsets so far
             store = OffsetStore()
+        committing = store.pending  # commits in flight: their partitions read the durable value
         wanted = store.keys() if topics is None else [(t, p) for t, parts in topics for p in parts]
-        pending = store.pending if txn_pending is None else txn_pending.union(store.pending)
+        if topics is None and committing:
+            wanted = list(dict.fromkeys(wanted + list(committing)))
+        pending = committing if txn_pending is None else txn_pending.union(committing)
         rows: list[FetchRow] = []
         for t, p in wanted:
             if require_stable and (t, p) in pending:
                 rows.append((t, p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
                 continue
-            v = store.get(t, p)
+            v = self._committed_value(group_id, store, t, p) if committing else store.get(t, p)
             if v is None:
+                if topics is None:
+                    continue  # a first commit still in flight: not there yet
+
                 rows.append((t, p, -1, -1, "", missing))
             else:
                 rows.append((t, p, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE))
@@ -331,8 +364,11 @@ class OffsetMetadataManager:
                  group_id, removed, len(removed))
 
         def on_appended(error: ErrorCode | None) -> Any:
-            if error is not None and died:
-                self.groups.revive(group)
+            if died:
+                if error is None:
+                    self.groups.remove_dead(group)
+                else:
+                    self.groups.revive(group)
             return offset_delete_response(version, ErrorCode.NONE, results(error or ErrorCode.NONE))
 
         return CoordinatorResult(records=records, on_appended=on_appended)
@@ -390,7 +426,10 @@ class OffsetMetadataManager:
             if error is not None:
                 log.error("Failed to append %d tombstones for expired offsets and groups: %s",
                           len(records), error.name)
-                for g in died:
+            for g in died:
+                if error is None:
+                    self.groups.remove_dead(g)
+                else:
                     self.groups.revive(g)
 
         return CoordinatorResult(records=records, on_appended=on_appended if records else None)
@@ -441,8 +480,11 @@ class OffsetMetadataManager:
             if error is not None:
                 log.error("Failed to append %d tombstones for offsets of deleted partitions: %s",
                           len(records), error.name)
-                for g in died:
+            for g in died:
+                if error is None:
+                    self.groups.remove_dead(g)
+                else:
                     self.groups.revive(g)
-            return error  # the caller's answer: None once durable and replayed
+            return error  # the caller's answer: None once durable
 
         return CoordinatorResult(records=records, on_appended=on_appended if records else None)

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from kcoord.protocol.coordinator_codec import CodecError, decode_record, encode_key, encode_value
 from kcoord.protocol.coordinator_records import CoordinatorRecord
-from kcoord.protocol.errors import ErrorCode, coordinator_append_error
+from kcoord.protocol.errors import ErrorCode, KafkaError, coordinator_append_error
 from kcoord.protocol.partitioner import partition_for
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.clock import Clock
@@ -65,5 +65,9 @@ async def expire_offsets(runtime: CoordinatorRuntime[CoordinatorRecord], coordin
             await runtime.append(result.records)
         except Exception as e:  # noqa: BLE001 - retried at the next interval
             log.error("Writing expired-offset tombstones failed: %r", e)
+            if result.on_appended is not None:
+                result.on_appended(e.code if isinstance(e, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR)
         else:
+            if result.on_appended is not None:
+                result.on_appended(None)
             metrics.records_applied(result.records, expired=True)

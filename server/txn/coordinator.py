@@ -68,6 +68,12 @@ def _answer(code: ErrorCode, pid: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER
 
 
 class TransactionCoordinator:
+    # The runtime replays this shard's records once they are durable (the one shard not yet
+    # on server/coordinator/result.py's rule): a transition is prepared (`pending`, which
+    # keeps every other request off the id) and completed by the replay, as Kafka's
+    # TransactionStateManager does.
+    replay_on_durable = True
+
     def __init__(self, config: TxnConfig, clock: Clock, num_partitions: int,
                  allocate_producer_id: Callable[[], int],
                  note_producer_id: Callable[[int], None] = lambda pid: None) -> None:

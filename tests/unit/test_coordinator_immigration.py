@@ -33,7 +33,8 @@ def runtime(tmp_path) -> tuple[CoordinatorRuntime, LogManager]:
         logs.create(OFFSETS_TOPIC, p)
     rt = CoordinatorRuntime(
         lambda r: GroupCoordinator(GroupConfig(group_initial_rebalance_delay_ms=0), FakeClock(), N,
-                                   background_writer=r.write_background, end_of_turn=r.end_of_turn),
+                                   background_writer=r.write_background, end_of_turn=r.end_of_turn,
+                                   committed=r.committed),
         OffsetsRecords(N), logs, FakeClock(), 5000, 1048588)
     return rt, logs
 

@@ -1,5 +1,5 @@
 """Test harness for the group coordinator (used by the other test_group_* modules): a FakeClock,
-a fake runtime that appends results then replays them exactly like the real one, and request
+a fake runtime that replays results and appends them exactly like the real one, and request
 builders that go through kafka-python's encode/decode like the handlers' input does."""
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from kafka.protocol.consumer import (
 from kcoord.protocol.coordinator_records import CoordinatorRecord
 from kcoord.protocol.errors import ErrorCode
 from kcoord.server.clock import FakeClock
+from kcoord.server.coordinator.changes import Change, InFlight
 from kcoord.server.deferred import Deferred
 from kcoord.server.group.config import GroupConfig
 from kcoord.server.group.coordinator import GroupCoordinator
@@ -45,54 +46,70 @@ class Harness:
     def __init__(self, config: GroupConfig | None = None, num_partitions: int = 50, **cfg: Any) -> None:
         self.clock = FakeClock()
         self.config = config or GroupConfig(**cfg)
-        self.coord = GroupCoordinator(self.config, self.clock, num_partitions)
+        self.coord = GroupCoordinator(self.config, self.clock, num_partitions,
+                                      committed=lambda key: self.in_flight.committed(key))
+        self.in_flight: InFlight[CoordinatorRecord] = InFlight(self.coord.replay)
         self.log: list[CoordinatorRecord] = []
         self.fail_next: ErrorCode | None = None
         self.hold = False
-        self.held: list[CoordinatorResult] = []
-        self._bg: list[CoordinatorResult] = []
-        self.coord.set_background_writer(self._bg.append)
+        self.held: list[tuple[CoordinatorResult, Change]] = []
+        self._bg: list[tuple[CoordinatorResult, Change]] = []
+        self.coord.set_background_writer(self._background)
 
     # ---- runtime ------------------------------------------------------------------------
+
+    def _replay(self, result: CoordinatorResult) -> Change:
+        """As the runtime: the records are replayed as the write is made (unless the shard
+        replayed them as it made them), and what they replaced is kept to revert them."""
+        previous = result.previous
+        if previous is None:
+            previous = []
+            for r in result.records:
+                previous.append(self.coord.current_record(r.key))
+                self.coord.replay(r)
+        return self.in_flight.begin(result.records, previous)
+
+    def _background(self, result: CoordinatorResult) -> None:
+        if result.records:
+            self._bg.append((result, self._replay(result)))
 
     def run(self, result: CoordinatorResult) -> Any:
         out = self._process(result)
         self.flush()
         return out
 
-    def _process(self, result: CoordinatorResult) -> Any:
+    def _process(self, result: CoordinatorResult, change: Change | None = None) -> Any:
         if not result.records:
             return result.response
+        if change is None:
+            change = self._replay(result)
         if self.hold:
-            self.held.append(result)
+            self.held.append((result, change))
             return None
         assert result.on_appended is not None
-        # a Deferred response is the answer itself, which the replay (or on_appended) completes
+        # a Deferred response is the answer itself, which on_appended completes
         parked = result.response if isinstance(result.response, Deferred) else None
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
             # as the runtime's writer fails a batch: the background writes staged after this one
-            # fail with it, and what was applied ahead of the append is undone newest first
-            failed = [result, *self._bg]
+            # fail with it, and what they replayed is reverted newest first
+            failed = [(result, change), *self._bg]
             self._bg.clear()  # the list the coordinator's background writer appends to
-            for r in reversed(failed):
-                if r.undo is not None:
-                    r.undo()
+            for _r, c in reversed(failed):
+                c.revert()
             answer = result.on_appended(err)
-            for r in failed[1:]:
+            for r, _c in failed[1:]:
                 if r.on_appended is not None:
                     r.on_appended(err)
             return parked if parked is not None else answer
         self.log.extend(result.records)
-        if not result.applied:  # consumer group records are applied as they are made
-            for r in result.records:
-                self.coord.replay(r)
+        change.settle()
         answer = result.on_appended(None)
         return parked if parked is not None else answer
 
     def release(self) -> list[Any]:
         held, self.held, self.hold = self.held, [], False
-        out = [self._process(r) for r in held]
+        out = [self._process(r, c) for r, c in held]
         self.flush()
         return out
 
@@ -103,7 +120,7 @@ class Harness:
             if not self._bg:
                 return
             while self._bg:
-                self._process(self._bg.pop(0))
+                self._process(*self._bg.pop(0))
 
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)

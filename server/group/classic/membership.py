@@ -126,8 +126,9 @@ class ClassicMembership:
         if value is None:
             if group is None or not isinstance(group, ClassicGroup):
                 return
-            if not group.is_dead():
-                group.mark_dead(self.clock.now_ms(), ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            if group.is_dead() and not loading:
+                return  # the request that deleted it removes it once the deletion is durable
+            group.mark_dead(self.clock.now_ms(), ErrorCode.COORDINATOR_NOT_AVAILABLE)
             self.manager.remove_group(group_id)
             return
         if group is not None and not isinstance(group, ClassicGroup):
@@ -135,9 +136,8 @@ class ClassicMembership:
             return
         if loading or group is None or group.state is DEAD:
             self._load_group(group_id, value, group)
-        elif group.state is COMPLETING and group.generation_id == value.generation:
-            self._complete_rebalance_from_record(group, {m.member_id: m.assignment for m in value.members})
-        # otherwise memory is already ahead of (or equal to) the record: nothing to apply
+        # otherwise memory is already ahead of (or equal to) the record, as the request that
+        # made it keeps it: nothing to apply
 
     def _load_group(self, group_id: str, value: GroupValue, previous: ClassicGroup | None) -> None:
         state = STABLE if value.members else EMPTY
@@ -645,8 +645,8 @@ class ClassicMembership:
                 # sessions that lapsed while waiting for the assignment restart now
                 self._complete_and_schedule_next_heartbeat(group, m)
 
-    def _complete_rebalance_from_record(self, group: ClassicGroup, assignment: dict[str, bytes]) -> None:
-        """Replay of the leader's ClassicGroup record: apply it and answer every SyncGroup."""
+    def _complete_rebalance(self, group: ClassicGroup, assignment: dict[str, bytes]) -> None:
+        """The leader's assignment is durable: apply it and answer every SyncGroup."""
         for mid, m in group.members.items():
             m.assignment = assignment.get(mid, b"")
         self._propagate_assignment(group, ErrorCode.NONE)
@@ -736,17 +736,19 @@ class ClassicMembership:
                 generation = group.generation_id
 
                 def on_appended(error: ErrorCode | None) -> None:
-                    # success was applied by replay(), which answered every member; only a
-                    # failure is handled here
-                    if error is not None and group.state is COMPLETING and generation == group.generation_id:
+                    if group.state is not COMPLETING or generation != group.generation_id:
+                        return  # the group moved on meanwhile (and answered its members)
+                    if error is None:  # durable: every member gets its assignment, the leader first
+                        self._complete_rebalance(group, full)
+                    else:
                         self._reset_and_propagate_assignment_error(group, group_write_error(error))
                         self._maybe_prepare_rebalance(
                             group, f"Error {error.name} when storing group assignment during SyncGroup "
                                    f"(member: {member_id})"
                         )
 
-                # `d` is the leader's answer from now on (not on_appended's return value, which
-                # comes after the replay): the replay answers it with its followers, leader first
+                # `d` is the leader's answer from now on (not on_appended's return value):
+                # on_appended answers it with its followers, leader first
                 return CoordinatorResult(records=[record], response=d, on_appended=on_appended)
         else:  # STABLE
             self._remove_pending_sync_member(group, member_id)

@@ -74,7 +74,7 @@ class TargetAssignment:
         try:
             response, after = answer(group, records, undo)
         except FencedMemberEpoch as e:
-            self.writes.undoer(undo)()
+            self.writes.revert(undo)
             return CoordinatorResult(response=error(ErrorCode.FENCED_MEMBER_EPOCH, str(e)))
         return self.writes.result(records, undo, response, error, after)
 
@@ -101,7 +101,7 @@ class TargetAssignment:
                 log.error("[GroupId %s] Failed to compute a new target assignment for epoch %d: %s.",
                           group.group_id, group.group_epoch, e)
                 # as Kafka, the heartbeats fail and what they changed is dropped
-                self.writes.undoer(undo)()
+                self.writes.revert(undo)
                 for w in waiting:
                     w.fail(ErrorCode.UNKNOWN_SERVER_ERROR)
                 return
@@ -128,8 +128,7 @@ class TargetAssignment:
                     after()
                 w.deferred.complete(response if error is None else w.error(error, None))
 
-        self.manager.emit(CoordinatorResult(records=records, on_appended=on_appended, applied=True,
-                                            undo=self.writes.undoer(undo)))
+        self.manager.emit(CoordinatorResult(records=records, on_appended=on_appended, previous=undo))
 
     def _update(self, group: ConsumerGroup, records: list[CoordinatorRecord], undo: list[CoordinatorRecord]) -> None:
         """The assignor's new target assignment, as the records of what changed."""

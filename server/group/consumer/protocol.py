@@ -12,7 +12,7 @@ the units beside it, each owning one part:
 - leaving.py: members leaving and fenced (with the conversion back to a classic group);
 - timers.py: the session and rebalance timers (and a classic member's join and sync timeouts);
 - records.py / writes.py: the records, their replay, and how a step applies them now and
-  undoes them if the append fails;
+  hands the runtime what they replaced (it reverts them if the write fails);
 - describe.py: ConsumerGroupDescribe; answers.py: what a heartbeat answers.
 
 Follows Kafka 4.x's GroupMetadataManager.consumerGroupHeartbeat: (1) the member is created or

@@ -1,7 +1,8 @@
 """The ConsumerGroup* records of __consumer_offsets and the memory they stand for, both ways:
 replay() puts a record into memory (writes.py applies each record as it is made; loading replays
 the log), current_record() reads memory back as the record of a key (replaying it puts memory
-back: what undoes a failed append), and the records the protocol's steps write more than once."""
+back: what the runtime reverts a failed write with), and the records the protocol's steps write
+more than once."""
 from __future__ import annotations
 
 import logging
@@ -93,6 +94,8 @@ class ConsumerGroupRecords:
                 if group.members:
                     log.warning("Tombstone of consumer group %s while it has %d members", gid, len(group.members))
                     return
+                if group.dead and not self.manager.is_group_loading(gid):
+                    return  # the request that deleted it removes it once the deletion is durable
                 self.manager.remove_group(gid)
                 group.dead = True
                 return

@@ -1,7 +1,8 @@
-"""How a consumer-group step changes state: its records are applied when they are made (as
-Kafka's timeline does), so the next request sees them; the answer waits until they are durable,
-and a failed append undoes them (`undo` holds, per record, the record of what memory held
-before it: replayed in reverse, they put memory back)."""
+"""How a consumer-group step changes state (the rule of server/coordinator/result.py): its
+records are replayed as the step makes them, so its own later steps and the next request see
+them; the answer waits until they are durable. `undo` collects, per record, the record of what
+memory held before it: the result hands it to the runtime as `previous`, which reverts the
+step with it if the records never reach the log."""
 from __future__ import annotations
 
 import logging
@@ -45,12 +46,11 @@ class ConsumerGroupWrites:
             self._replay(r)
             records.append(r)
 
-    def undoer(self, undo: list[CoordinatorRecord]) -> Callable[[], None]:
-        def run() -> None:
-            for r in reversed(undo):
-                self._replay(r)
-
-        return run
+    def revert(self, undo: list[CoordinatorRecord]) -> None:
+        """Put back what a step applied and then dropped without writing (its answer had to wait
+        for another and that failed; nothing reached the runtime)."""
+        for r in reversed(undo):
+            self._replay(r)
 
     def result(self, records: list[CoordinatorRecord], undo: list[CoordinatorRecord], response: Any,
                error: ErrorAnswer, after: Callable[[], None] | None = None) -> CoordinatorResult:
@@ -68,7 +68,7 @@ class ConsumerGroupWrites:
                 after()
             return response
 
-        return CoordinatorResult(records=records, on_appended=on_appended, applied=True, undo=self.undoer(undo))
+        return CoordinatorResult(records=records, on_appended=on_appended, previous=undo)
 
     def emit(self, records: list[CoordinatorRecord], undo: list[CoordinatorRecord]) -> None:
         """Write what nobody asked for (a session expired, a regex resolved) in the background."""
@@ -79,5 +79,4 @@ class ConsumerGroupWrites:
             if error is not None:
                 log.warning("Failed to write %d consumer group records: %s", len(records), error.name)
 
-        self.manager.emit(CoordinatorResult(records=records, on_appended=on_appended, applied=True,
-                                            undo=self.undoer(undo)))
+        self.manager.emit(CoordinatorResult(records=records, on_appended=on_appended, previous=undo))

@@ -88,30 +88,38 @@ def heartbeat_response(code: ErrorCode, message: str | None = None, member_id: s
 
 
 class _Step:
-    """The records one request (or timer) makes, applied as made, and what undoes them."""
+    """The records one request (or timer) makes, replayed as made (the rule of
+    server/coordinator/result.py), with the record of what each key held before (`previous`,
+    which the runtime reverts them with if they never reach the log); and what only memory
+    held that the step changed (the subscribed topics' metadata), put back on a failure."""
 
     def __init__(self, records: ShareGroupRecords) -> None:
         self._records = records
         self.records: list[CoordinatorRecord] = []
-        self.undo: list[CoordinatorRecord | Callable[[], None]] = []
+        self.previous: list[CoordinatorRecord] = []
+        self._on_fail: list[Callable[[], None]] = []
 
     def apply(self, record: CoordinatorRecord) -> None:
-        self.undo.append(self._records.current_record(record.key))
+        self.previous.append(self._records.current_record(record.key))
         self._records.replay(record.key, record.value)
         self.records.append(record)
 
     def on_undo(self, fn: Callable[[], None]) -> None:
-        self.undo.append(fn)
+        self._on_fail.append(fn)
 
-    def undoer(self) -> Callable[[], None]:
-        def run() -> None:
-            for r in reversed(self.undo):
-                if isinstance(r, CoordinatorRecord):
-                    self._records.replay(r.key, r.value)
-                else:
-                    r()
+    def result(self, on_appended: Callable[[ErrorCode | None], Any]) -> CoordinatorResult:
+        """The step's result: on a failed write (the runtime reverted the records), what only
+        memory held is put back before `on_appended` runs."""
+        on_fail = self._on_fail
 
-        return run
+        def appended(code: ErrorCode | None) -> Any:
+            if code is not None:
+                for fn in reversed(on_fail):
+                    fn()
+            return on_appended(code)
+
+        return CoordinatorResult(records=self.records, on_appended=appended if on_fail else on_appended,
+                                 previous=self.previous)
 
 
 class ShareGroupCoordinator:
@@ -227,7 +235,7 @@ class ShareGroupCoordinator:
         step = _Step(self.records)
         if group is None:
             # a new group: undone (after its members' records) by its tombstone
-            step.undo.append(CoordinatorRecord(ShareGroupMetadataKey(gid), None))
+            step.previous.append(CoordinatorRecord(ShareGroupMetadataKey(gid), None))
             group = ShareGroup(gid)
             self.manager.put_group(group)
         # 1. the member, and the group epoch
@@ -334,7 +342,7 @@ class ShareGroupCoordinator:
                 after()
             return response
 
-        return CoordinatorResult(records=step.records, on_appended=on_appended, applied=True, undo=step.undoer())
+        return step.result(on_appended)
 
     # ====================================================================== leaving
 
@@ -393,8 +401,7 @@ class ShareGroupCoordinator:
                 return
             self._left(gid, mid)
 
-        self.manager.emit(CoordinatorResult(records=step.records, on_appended=on_appended, applied=True,
-                                            undo=step.undoer()))
+        self.manager.emit(step.result(on_appended))
 
     def write_in_background(self, gid: str, records: list[CoordinatorRecord]) -> None:
         """Apply `records` now and write them in the background (the control API's rebalance)."""
@@ -406,8 +413,7 @@ class ShareGroupCoordinator:
             if error is not None:
                 log.warning("[GroupId %s] Failed to write %d share group records: %s", gid, len(records), error.name)
 
-        self.manager.emit(CoordinatorResult(records=step.records, on_appended=on_appended, applied=True,
-                                            undo=step.undoer()))
+        self.manager.emit(step.result(on_appended))
 
     # ====================================================================== ShareGroupDescribe
 

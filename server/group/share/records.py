@@ -94,6 +94,8 @@ class ShareGroupRecords:
                 if group.members:
                     log.warning("Tombstone of share group %s while it has %d members", gid, len(group.members))
                     return
+                if group.dead:
+                    return  # the request that deleted it removes it once the deletion is durable
                 self._remove(gid)
                 group.dead = True
                 return
