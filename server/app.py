@@ -205,6 +205,8 @@ class Server:
                 await asyncio.wait_for(replicas.stop(), _DRAIN_SECONDS)
             except TimeoutError:
                 log.warning("The replica manager did not stop in %.0f s", _DRAIN_SECONDS)
+            except Exception:  # noqa: BLE001 - the logs below must still be flushed and closed
+                log.exception("Stopping the replica manager failed")
             log.info("Replica manager stopped")
         deadline = time.monotonic() + _DRAIN_SECONDS
         while any(c.busy for c in self.broker.connections) and time.monotonic() < deadline:

@@ -56,6 +56,7 @@ class FetcherManager:
         self.manager = manager
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._where: dict[TopicPartition, int] = {}
+        self._stopped = False  # stop_all began: a leadership change meanwhile starts no fetcher
 
     def has(self, key: TopicPartition) -> bool:
         return key in self._where
@@ -63,6 +64,8 @@ class FetcherManager:
     def add(self, key: TopicPartition, leader: int) -> None:
         """Fetch `key` from `leader`, truncating first (also after a leader change)."""
         self.remove(key)
+        if self._stopped:
+            return
         f = self.fetchers.get(leader)
         if f is None:
             f = self.fetchers[leader] = ReplicaFetcher(leader, self.manager)
@@ -78,7 +81,10 @@ class FetcherManager:
                 f.partitions.pop(key, None)
 
     async def stop_all(self) -> None:
-        for f in self.fetchers.values():
+        # Each stop awaits: a leadership change applied meanwhile (a topic the cluster created
+        # as the node shut down) must neither start a fetcher nor change the dict under us
+        self._stopped = True
+        for f in list(self.fetchers.values()):
             await f.stop()
         self.fetchers.clear()
         self._where.clear()
