@@ -154,6 +154,8 @@ class SessionReader:
             session.waiting.force_complete()
         expected = session.epoch
         cands = session.candidates(altered)
+        if self.replica_id >= 0:
+            self._followed(session, cands, version)
         rows, total, failed = self._read(session, cands, req, version)
         if req.max_wait_ms <= 0 or total >= req.min_bytes or failed:
             return self.answer(session, expected, cands, rows, version)
@@ -162,6 +164,17 @@ class SessionReader:
             self.dp.parked.add(op)
             session.waiting = op
         return op.deferred
+
+    def _followed(self, session: FetchSession, cands: list[CachedPartition], version: int) -> None:
+        """A follower's incremental fetch is a fetch of every partition of its session, as in
+        Kafka (the leader updates the follower's state of each): the ones it does not name nor
+        need reading are still fetched at their session offsets, so a caught-up follower of an
+        idle partition stays caught up (replica.lag.time.max.ms) and the ISR keeps it."""
+        read = set(cands)
+        for cp in session.parts.values():
+            if cp not in read and cp.plog is not None and not cp.plog.deleted:
+                self.check(cp.topic, cp.index, cp.plog, cp.leader_epoch if version >= 9 else -1,
+                           cp.fetch_offset, self.replica_id)
 
     def _read(self, session: FetchSession, cands: list[CachedPartition], req: Any,
               version: int) -> tuple[list[tuple], int, bool]:
