@@ -102,7 +102,7 @@ class CachedPartition:
 
 class FetchSession:
     __slots__ = ("id", "privileged", "uses_topic_ids", "created_ms", "last_used_ms", "epoch", "parts", "ready",
-                 "waiting", "_seq", "cached_size", "by_all", "by_privileged")
+                 "waiting", "_seq", "cached_size", "by_all", "by_privileged", "followed_ms")
 
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool, now: int) -> None:
         self.id = session_id
@@ -119,6 +119,7 @@ class FetchSession:
         self.cached_size = -1
         self.by_all = False  # evictable by any new session (older than the eviction time)
         self.by_privileged = False  # evictable by a follower's new session
+        self.followed_ms = 0  # a follower's session: when its unnamed partitions last counted as fetched
 
     def evictable_key(self) -> tuple[bool, int, int]:
         return (self.privileged, self.cached_size, self.id)

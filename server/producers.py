@@ -11,8 +11,13 @@ Follows Kafka's ProducerIdManager / ProducerStateManager / ProducerAppendInfo:
   sequence must follow the last one (with wraparound at Int32.MAX back to 0), a smaller epoch is
   fenced (INVALID_PRODUCER_EPOCH), and a new, larger epoch must start at sequence 0.
 - Like Kafka 2.5+ (KIP-360), a producer id the partition has no state for (never seen, expired,
-  or its batches deleted by retention) is accepted at any sequence: there is no
+  or not found in the log when the state was rebuilt) is accepted at any sequence: there is no
   UNKNOWN_PRODUCER_ID from the broker any more.
+- A producer's state lives until it expires (producer.id.expiration.ms), not until its batches
+  leave the log: as Kafka's ProducerStateManager (onLogStartOffsetIncremented keeps the map),
+  DeleteRecords and retention moving the log start past a producer's batches keep its sequence,
+  so a transaction marker written after the deletion finds it and the producer's next batch
+  follows its last sequence.
 - State is rebuilt lazily from the log (batch headers carry producerId, epoch and baseSequence)
   the first time a partition sees an idempotent batch, so duplicates are caught across restarts.
   Only segments that can hold unexpired producers (largest timestamp within
@@ -284,7 +289,9 @@ class PartitionProducerState:
             entry.coordinator_epoch = coordinator_epoch
 
     def evict_before(self, log_start_offset: int) -> int:
-        """Drop producers whose last batch is below the log start (retention deleted them)."""
+        """Drop producers whose last batch is below the log start: only when the state is
+        rebuilt from the log (load), whose segments below the start may be gone. A live log
+        start increment (DeleteRecords, retention) keeps them, as Kafka does."""
         gone = [pid for pid, e in self.entries.items() if e.last_data_offset < log_start_offset]
         for pid in gone:
             del self.entries[pid]

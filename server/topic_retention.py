@@ -53,9 +53,7 @@ class TopicRetention:
                 n = plog.apply_retention(now, r_ms, r_bytes)
                 if n:
                     deleted += n
-                    state = dp.producers.loaded(topic.name, p)
-                    if state is not None:
-                        state.evict_before(plog.log_start_offset)
+                    # producers keep their sequences until they expire (below), as in Kafka
                     txns = dp.txns.loaded(topic.name, p)
                     if txns is not None:
                         txns.evict_before(plog.log_start_offset)

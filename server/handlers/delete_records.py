@@ -102,9 +102,9 @@ class DeleteRecordsApi:
                     plog.delete_segments_before_start()
                 except OSError as e:  # retried by the next start-up (the checkpoint is written)
                     log.error("Deleting segments of %s-%d below its log start failed: %s", name, index, e)
-                state = dp.producers.loaded(name, index)
-                if state is not None:
-                    state.evict_before(plog.log_start_offset)
+                # the producers' sequences stay (Kafka keeps its producer state map when the
+                # log start moves; they expire by producer.id.expiration.ms): a marker written
+                # after this finds its producer with its last sequence (server/producers.py)
                 txns = dp.txns.loaded(name, index)
                 if txns is not None:  # aborted transactions ended below the start: no fetch reaches them
                     txns.evict_before(plog.log_start_offset)

@@ -31,6 +31,11 @@ from kcoord.server.handlers import fetch_txn
 from kcoord.server.purgatory import DelayedOperation
 
 FULL = "full"
+# A follower's incremental fetches count as fetches of its session's idle partitions at most
+# this often (each counts the named and ready ones): a caught-up follower's last caught-up time
+# is then at most this old, far below any replica.lag.time.max.ms, and a round of acks=all does
+# not walk every partition of the session.
+FOLLOWED_EVERY_MS = 100
 SESSIONLESS = "sessionless"
 READ_COMMITTED = 1
 
@@ -158,6 +163,11 @@ class SessionReader:
             session.waiting.force_complete()
         expected = session.epoch
         cands = session.candidates(altered)
+        if self.replica_id >= 0:
+            now = cache.now_ms()
+            if now - session.followed_ms >= FOLLOWED_EVERY_MS:
+                session.followed_ms = now
+                self._followed(session, cands, version)
         rows, total, failed = self._read(session, cands, req, version)
         if req.max_wait_ms <= 0 or total >= req.min_bytes or failed:
             return self.answer(session, expected, cands, rows, version)
@@ -166,6 +176,17 @@ class SessionReader:
             self.dp.parked.add(op)
             session.waiting = op
         return op.deferred
+
+    def _followed(self, session: FetchSession, cands: list[CachedPartition], version: int) -> None:
+        """A follower's incremental fetch is a fetch of every partition of its session, as in
+        Kafka (the leader updates the follower's state of each): the ones it does not name nor
+        need reading (caught up and idle) are fetched at their session offsets, so such a
+        follower stays caught up (replica.lag.time.max.ms) and the ISR keeps it."""
+        read = set(cands)
+        for cp in session.parts.values():
+            if cp not in read and cp.plog is not None and not cp.plog.deleted:
+                self.check(cp.topic, cp.index, cp.plog, cp.leader_epoch if version >= 9 else -1,
+                           cp.fetch_offset, self.replica_id)
 
     def _read(self, session: FetchSession, cands: list[CachedPartition], req: Any,
               version: int) -> tuple[list[tuple], int, bool]:

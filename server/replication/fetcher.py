@@ -8,7 +8,12 @@ epoch we never had), so a replica never keeps records the leader does not have. 
 Fetch v12 (topic names; replica_id = our broker id) for every partition at its log end offset,
 appends the batches as they come (offsets, epochs and timestamps kept), takes the leader's
 high watermark (capped at our log end) and fetches again. The leader learns our log end offset
-from each fetch offset. Errors: OFFSET_OUT_OF_RANGE truncates again (or, behind the leader's log
+from each fetch offset. Fetches go in an incremental fetch session (KIP-227, Kafka's
+FetchSessionHandler): the first names every partition and opens a session on the leader; the
+next ones name only the partitions whose fetch offset, leader epoch or log start moved (and
+forget the ones no longer fetched), and the leader answers only partitions with news, so a
+round costs the same for 3 or 300 followed partitions. A session error, a failed request or a
+leader that answers without a session starts over with a full fetch. Errors: OFFSET_OUT_OF_RANGE truncates again (or, behind the leader's log
 start, starts over there); NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
 wait replica.fetch.backoff.ms (the controller's next state moves the partition); a lost
 connection is retried after the same backoff; a leader's host name is resolved off the loop
@@ -40,8 +45,51 @@ EPOCH_VERSION = 4
 MAX_TRUNCATION_ROUNDS = 64
 _FetchTopic = FetchRequest.FetchTopic
 _FetchPartition = _FetchTopic.FetchPartition
+_ForgottenTopic = FetchRequest.ForgottenTopic
+_SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                   ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+INT32_MAX = 2**31 - 1
 _EpochTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
 _EpochPartition = _EpochTopic.OffsetForLeaderPartition
+
+
+class FetchSessionHandler:
+    """The follower's half of an incremental fetch session (Kafka's FetchSessionHandler): what
+    the leader's session holds of each partition (fetch offset, current leader epoch, log start
+    offset) and the (session id, epoch) the next request carries. Epoch 0 is a full fetch; with
+    a session id it also closes that session on the leader."""
+
+    def __init__(self) -> None:
+        self.session_id = 0
+        self.epoch = 0
+        self.held: dict[TopicPartition, tuple[int, int, int]] = {}
+
+    def build(self, want: dict[TopicPartition, tuple[int, int, int]]) -> tuple[dict, list[TopicPartition]]:
+        """(partitions to name in the request, partitions to forget) for fetching `want`."""
+        if self.epoch == 0:
+            return dict(want), []
+        changed = {k: v for k, v in want.items() if self.held.get(k) != v}
+        return changed, [k for k in self.held if k not in want]
+
+    def answered(self, session_id: int, sent: dict, forgotten: list[TopicPartition]) -> None:
+        """The leader answered the request built from `sent` / `forgotten` without an error."""
+        if session_id == 0:  # no session (the cache had no room, or it closed an empty one)
+            self.reset(close=False)
+            return
+        if self.epoch == 0:
+            self.session_id, self.held = session_id, dict(sent)
+        else:
+            self.held.update(sent)
+            for k in forgotten:
+                self.held.pop(k, None)
+        self.epoch = 1 if self.epoch == INT32_MAX else self.epoch + 1
+
+    def reset(self, close: bool = True) -> None:
+        """The next request is a full fetch; `close`: it also closes the session it had."""
+        if not close:
+            self.session_id = 0
+        self.epoch = 0
+        self.held = {}
 
 
 @dataclass(eq=False, slots=True)
@@ -104,6 +152,7 @@ class ReplicaFetcher:
         # (Python 3.11's wait_for returns a result that completes in the turn it is cancelled)
         self._stopped = False
         self._unresolved = False  # the leader's name did not resolve: warned once, until it does
+        self.session = FetchSessionHandler()
         self._task = asyncio.ensure_future(self._run())
 
     def wake(self) -> None:
@@ -131,6 +180,7 @@ class ReplicaFetcher:
             self._client = BrokerClient(endpoint[0], endpoint[1], f"replica-fetcher-{self.manager.broker_id}",
                                         settings.replica_socket_timeout_ms / 1000.0)
             self._endpoint = endpoint
+            self.session.reset(close=False)  # another leader process: its sessions are not ours
         return self._client
 
     @property
@@ -245,31 +295,46 @@ class ReplicaFetcher:
 
     async def _fetch(self, client: BrokerClient, parts: dict[TopicPartition, _FetchState]) -> None:
         s = self.manager.settings
-        by_topic: dict[str, list] = {}
-        sent: dict[TopicPartition, int] = {}
+        want: dict[TopicPartition, tuple[int, int, int]] = {}
         for key in parts:
             r = self.manager.get(*key)
-            if r is None:
-                continue
-            sent[key] = r.log_end_offset
-            by_topic.setdefault(key[0], []).append(_FetchPartition(
-                partition=key[1], current_leader_epoch=r.leader_epoch, fetch_offset=r.log_end_offset,
-                last_fetched_epoch=-1, log_start_offset=r.plog.log_start_offset,
-                partition_max_bytes=s.replica_fetch_max_bytes))
-        if not by_topic:
+            if r is not None:
+                want[key] = (r.log_end_offset, r.leader_epoch, r.plog.log_start_offset)
+        if not want:
             return
+        session = self.session
+        sent, forgotten = session.build(want)
+        by_topic: dict[str, list] = {}
+        for (topic, index), (offset, epoch, log_start) in sent.items():
+            by_topic.setdefault(topic, []).append(_FetchPartition(
+                partition=index, current_leader_epoch=epoch, fetch_offset=offset, last_fetched_epoch=-1,
+                log_start_offset=log_start, partition_max_bytes=s.replica_fetch_max_bytes))
+        gone: dict[str, list[int]] = {}
+        for topic, index in forgotten:
+            gone.setdefault(topic, []).append(index)
         req = FetchRequest(
             replica_id=self.manager.broker_id, max_wait_ms=s.replica_fetch_wait_max_ms,
             min_bytes=s.replica_fetch_min_bytes, max_bytes=s.replica_fetch_response_max_bytes,
-            isolation_level=0, session_id=0, session_epoch=-1,
+            isolation_level=0, session_id=session.session_id, session_epoch=session.epoch,
             topics=[_FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
-        resp = await client.request(req, FETCH_VERSION)
+            forgotten_topics_data=[_ForgottenTopic(topic=t, partitions=ps) for t, ps in gone.items()], rack_id="")
+        try:
+            resp = await client.request(req, FETCH_VERSION)
+        except BaseException:
+            session.reset()  # the leader may have moved the session on: start over with a full fetch
+            raise
         if resp.error_code:
+            if resp.error_code in _SESSION_ERRORS:
+                log.info("Fetch session %d with broker %d: %s; fetching in full", session.session_id, self.source,
+                         ErrorCode(resp.error_code).name)
+                session.reset(close=resp.error_code != ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+                return
             log.info("Fetch from broker %d: %s", self.source, ErrorCode(resp.error_code).name)
+            session.reset()
             for state in parts.values():
                 self._delay(state)
             return
+        session.answered(resp.session_id, sent, forgotten)
         for t in resp.responses:
             for p in t.partitions:
                 key = (t.topic, p.partition_index)
@@ -277,7 +342,7 @@ class ReplicaFetcher:
                 r = self.manager.get(*key)
                 if state is None or state is not parts.get(key) or r is None or r.is_leader:
                     continue  # moved meanwhile: the answer is stale
-                if r.log_end_offset != sent.get(key):
+                if key not in want or r.log_end_offset != want[key][0]:
                     continue
                 self._handle_partition(key, state, r, p)
 

@@ -273,6 +273,14 @@ async def test_reauthentication_kip_368(tmp_path, caplog):
             except Closed:
                 out["expired"] = "closed"
             c.close()
+            # as Kafka's SocketServer: a SaslHandshake that comes after the session expired still
+            # begins a re-authentication (only other requests are refused), and it goes on
+            c = WireClient(e.sasl)
+            c.authenticate("PLAIN", "alice", "alice-secret", auth_version=1)
+            time.sleep(1.7)
+            out["late_reauth"] = c.authenticate("PLAIN", "alice", "alice-secret", auth_version=2).session_lifetime_ms
+            out["after_late_reauth"] = bool(metadata(c).cluster_id)
+            c.close()
             c = WireClient(e.sasl)  # re-authenticating as someone else is refused
             c.authenticate("PLAIN", "alice", "alice-secret")
             try:
@@ -289,6 +297,7 @@ async def test_reauthentication_kip_368(tmp_path, caplog):
         assert got["lifetime"] == 1500 and got["reauth_lifetime"] == 1500
         assert got["too_soon"] == ErrorCode.ILLEGAL_SASL_STATE
         assert got["expired"] == "closed"
+        assert got["late_reauth"] == 1500 and got["after_late_reauth"]
         assert got["switch"] == (ErrorCode.SASL_AUTHENTICATION_FAILED,
                                  "Cannot change principals during re-authentication from User.alice: User.admin", True)
         assert got["scram_lifetime"] == 60000
