@@ -448,11 +448,12 @@ def _share_manager(cfg: Config, clock: Clock, logs: LogManager, topics: TopicReg
     share partitions live only where their data partition's leader is, and their state is read
     and written at the leader of its __share_group_state partition (server/share/persister.py)."""
     from kcoord.server.data_plane import log_of
-    from kcoord.server.share.cluster import state_topic_configs
+    from kcoord.server.share.cluster import placement, state_topic_configs
     from kcoord.server.share.manager import SETTINGS, build_share_manager, committed_reader
 
     clustered = bool(cfg["zookeeper.connect"])
     configs = state_topic_configs(cfg)
+    persister, leader_epoch = placement(cfg, cluster) if clustered else (None, None)
     manager = build_share_manager(
         logs=logs, topics=topics, clock=clock, settings={k: cfg[k] for k in SETTINGS},
         partition_log=lambda name, p: None if (t := topics.get(name)) is None else log_of(logs, t, p),
@@ -462,11 +463,8 @@ def _share_manager(cfg: Config, clock: Clock, logs: LogManager, topics: TopicReg
         group_config=group_configs.get,  # the GROUP config resource
         group_members=coordinator.share.members,  # the share group coordinator's ports
         state_partitions=coordinator.share.state_partitions,
-        max_message_bytes=cfg["message.max.bytes"])
-    if clustered:
-        from kcoord.server.share.cluster import on_cluster
-
-        on_cluster(manager, cfg, cluster)
+        max_message_bytes=cfg["message.max.bytes"], persister=persister, leader_epoch=leader_epoch,
+        on_append=lambda p: data_plane.appended(SHARE_STATE_TOPIC, p))
     share_member_left.append(manager.on_member_left)
     return manager
 

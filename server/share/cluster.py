@@ -25,8 +25,10 @@ from kcoord.server.share.persister import ClusterPersister
 log = logging.getLogger("kcoord.share.cluster")
 
 
-def on_cluster(manager: Any, cfg: Any, cluster: Callable[[], Any]) -> None:
-    """Make `manager` (a ShareManager) a cluster node's: its persister and data leadership."""
+def placement(cfg: Any, cluster: Callable[[], Any]) -> tuple[Callable[[Any], ClusterPersister],
+                                                               Callable[[str, int], int | None]]:
+    """A cluster node's share manager's `persister` (given this node's share coordinator) and
+    `leader_epoch` (build_share_manager's arguments)."""
     from kcoord.server.cluster.broker_clients import BrokerClients
 
     partitions = cfg["share.coordinator.state.topic.num.partitions"]
@@ -48,9 +50,11 @@ def on_cluster(manager: Any, cfg: Any, cluster: Callable[[], Any]) -> None:
         st = node.cache.state(topic, partition)
         return None if st is None else st.leader_epoch
 
-    manager.persister = ClusterPersister(manager.coordinator, cluster, BrokerClients(f"kcoord-share-{cfg.node_id}"),
-                                         num_partitions, create_topic)
-    manager.leader_epoch = leader_epoch
+    def persister(coordinator: Any) -> ClusterPersister:
+        return ClusterPersister(coordinator, cluster, BrokerClients(f"kcoord-share-{cfg.node_id}"),
+                                num_partitions, create_topic)
+
+    return persister, leader_epoch
 
 
 def state_topic_configs(cfg: Any) -> dict[str, str]:

@@ -104,17 +104,19 @@ class ShareManager:
                  partition_log: Callable[[str, int], Any], committed_read: Callable[..., tuple[bytes, Any]],
                  purgatory: Purgatory, settings: Mapping[str, int],
                  group_config: Callable[[str], Mapping[str, str]],
-                 group_members: Callable[[str], int | None], persister: Persister | None = None,
+                 group_members: Callable[[str], int | None],
+                 persister: Callable[[ShareCoordinator], Persister] | None = None,
                  state_partitions: Callable[[str], set[TP]] | None = None,
                  leader_epoch: Callable[[str, int], int | None] | None = None) -> None:
-        """persister: where share partitions' state is read and written (server/share/persister.py:
-        this node's share coordinator, or on a cluster the leader of the key's
-        __share_group_state partition); leader_epoch(topic, partition): this node's leader epoch
-        of a data partition, None when it does not lead it (one node: 0, it leads everything)."""
+        """persister(coordinator): where share partitions' state is read and written
+        (server/share/persister.py), given this node's share coordinator: that coordinator
+        itself (None, one node), or on a cluster the leader of the key's __share_group_state
+        partition; leader_epoch(topic, partition): this node's leader epoch of a data partition,
+        None when it does not lead it (one node: 0, it leads everything)."""
         self.runtime = runtime
         self.shard = shard
         self.coordinator = ShareCoordinator(shard, runtime, clock)  # this node's share coordinator
-        self.persister: Persister = persister or self.coordinator
+        self.persister: Persister = self.coordinator if persister is None else persister(self.coordinator)
         self.leader_epoch = leader_epoch or (lambda topic, p: 0)
         # (leader epoch, state epoch) each live share partition was loaded at
         self.epochs: dict[Key, tuple[int, int]] = {}
@@ -674,11 +676,17 @@ def build_share_manager(*, logs: Any, topics: Any, clock: Any, settings: Mapping
                         group_config: Callable[[str], Mapping[str, str]] | None = None,
                         group_members: Callable[[str], int | None] | None = None,
                         state_partitions: Callable[[str], set[TP]] | None = None,
-                        max_message_bytes: int = 1048588) -> ShareManager:
+                        max_message_bytes: int = 1048588,
+                        persister: Callable[[ShareCoordinator], Persister] | None = None,
+                        leader_epoch: Callable[[str, int], int | None] | None = None,
+                        on_append: Callable[[int], None] | None = None) -> ShareManager:
     """The share manager and its runtime over __share_group_state (created if missing, with
     `create_state_topic(partitions, segment_bytes)`; None on a cluster node, where the cluster
     creates it, server/share/cluster.py); its state loads in the background (manager.loaded)
-    when the topic has records (on a cluster, partition by partition as this node leads them)."""
+    when the topic has records (on a cluster, partition by partition as this node leads them).
+    `persister` and `leader_epoch`: a cluster node's (server/share/cluster.py placement), see
+    ShareManager. `on_append(partition)`: after each append to __share_group_state (fetches
+    waiting on it, a follower's fetch session among them, learn of the records)."""
     s = {**DEFAULTS, **settings}
     existing = topics.get(ShareStateRecords.topic)
     n = existing.partitions if existing is not None else s["share.coordinator.state.topic.num.partitions"]
@@ -686,11 +694,12 @@ def build_share_manager(*, logs: Any, topics: Any, clock: Any, settings: Mapping
         create_state_topic(n, s["share.coordinator.state.topic.segment.bytes"])
     shard = ShareStateShard(n, s["share.coordinator.snapshot.update.records.per.snapshot"])
     runtime = ShareStateRuntime(lambda _rt: shard, ShareStateRecords(n), logs, clock,
-                                s["share.coordinator.write.timeout.ms"], max_message_bytes)
+                                s["share.coordinator.write.timeout.ms"], max_message_bytes, on_append=on_append)
     manager = ShareManager(runtime=runtime, shard=shard, clock=clock, topics=topics, partition_log=partition_log,
                            committed_read=committed_read, purgatory=purgatory, settings=s,
                            group_config=group_config or (lambda g: {}),
-                           group_members=group_members or (lambda g: None), state_partitions=state_partitions)
+                           group_members=group_members or (lambda g: None), state_partitions=state_partitions,
+                           persister=persister, leader_epoch=leader_epoch)
     if existing is not None and any(logs.existing(ShareStateRecords.topic, p) is not None for p in range(n)):
         manager.loaded = asyncio.ensure_future(runtime.load_all())
     runtime.every(PRUNE_INTERVAL_MS, lambda: prune(manager))
