@@ -122,6 +122,25 @@ def test_an_assignment_is_repeated_until_the_member_says_it_owns_it() -> None:
     assert len(b.owned["t"]) == 3 and not a.partitions() & b.partitions()
 
 
+def test_a_member_that_says_it_owns_something_else_is_told_its_assignment_again() -> None:
+    """On a coordinator that loaded the group from the log (a failover), a member in the middle
+    of a revocation sends a full heartbeat owning more than its assignment; the answer to it may
+    be lost as well, so its next keep-alive gets the assignment again."""
+    h = ConsumerHarness()
+    a, b = Client(h, "a"), Client(h, "b")
+    a.join()
+    a.beat()
+    b.join()
+    assert done(h.cg_heartbeat(G, "a", 1)).assignment is not None  # told to revoke three: lost
+    moved = ConsumerHarness(h.topics)  # the group's partition led by another node now
+    for r in h.log:
+        moved.coord.replay(r)
+    full = done(moved.cg_heartbeat(G, "a", 1, topics=["t"], owned={"t": set(range(6))}, rebalance=30000))
+    assert full.error_code == 0 and len(moved.owned(full)["t"]) == 3
+    again = done(moved.cg_heartbeat(G, "a", 1))
+    assert again.assignment is not None and moved.owned(again) == moved.owned(full)
+
+
 def test_previous_epoch_with_owned_subset_is_accepted() -> None:
     """The answer that bumped the epoch may have been lost: the previous epoch still works."""
     h = ConsumerHarness()

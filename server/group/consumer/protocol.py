@@ -184,7 +184,7 @@ class ConsumerGroupProtocol:
             changed = old is None or old.assigned != reconciled.assigned
             if owns_exactly(owned, reconciled.assigned):
                 g.unconfirmed.discard(member_id)
-            elif changed:
+            elif changed or owned is not None:  # changed, or it says it owns something else
                 g.unconfirmed.add(member_id)
             assignment = reconciled.assigned if full or changed or member_id in g.unconfirmed else None
             return heartbeat_response(version, ErrorCode.NONE, None, member_id, reconciled.member_epoch, interval,
