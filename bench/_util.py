@@ -6,6 +6,7 @@ and are driven by the same generator, so their numbers are comparable within one
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import socket
@@ -247,13 +248,25 @@ def compare(name: str, unit: str, kcoord_port: int, ceiling_port: int, ceiling_n
     print(f"target: kcoord >= {target_pct:g}% of the ceiling -> {'met' if k >= target_pct / 100 * c else 'NOT met'}")
 
 
-def create_topic(port: int, topic: str, partitions: int) -> None:
-    """CreateTopics of one topic (replication factor 1), asserted created."""
+def closed_loop_args(description: str | None = None) -> argparse.ArgumentParser:
+    """A closed-loop benchmark's command line: --connections (100, one request outstanding
+    each), --seconds (3, each measured run) and --rounds (3 alternating runs); add its own."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--connections", type=int, default=100)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    return ap
+
+
+def create_topic(port: int, topic: str, partitions: int, timeout_ms: int = 5000, exists_ok: bool = False) -> None:
+    """CreateTopics of one topic (replication factor 1), asserted created (or, `exists_ok`,
+    there already: TOPIC_ALREADY_EXISTS)."""
     from kafka.protocol.admin import CreateTopicsRequest
 
     CT = CreateTopicsRequest.CreatableTopic
     c = SyncClient(port)
     r = c.call(CreateTopicsRequest(topics=[CT(name=topic, num_partitions=partitions, replication_factor=1,
-                                              assignments=[], configs=[])], timeout_ms=5000, validate_only=False), 5)
-    assert r.topics[0].error_code == 0, r
+                                              assignments=[], configs=[])], timeout_ms=timeout_ms,
+                                   validate_only=False), 5)
+    assert r.topics[0].error_code in ((0, 36) if exists_ok else (0,)), r  # 36: exists
     c.close()

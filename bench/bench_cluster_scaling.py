@@ -19,111 +19,26 @@ Usage: python bench/bench_cluster_scaling.py [--connections 100] [--groups-per-n
 """
 from __future__ import annotations
 
-import argparse
-import asyncio
 import os
-import shutil
 import statistics
 import sys
-import tempfile
-import time
 import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _util import SyncClient, encode_request, start_bare, stop, table, take_frames  # noqa: E402
-from kafka.protocol.admin import CreateTopicsRequest  # noqa: E402
-from kafka.protocol.consumer import OffsetCommitRequest  # noqa: E402
+from _commits import cluster_run, commit_request, measure, pct  # noqa: E402
+from _util import SyncClient, closed_loop_args, create_topic, encode_request, start_bare, table  # noqa: E402
 from kafka.protocol.metadata import FindCoordinatorRequest  # noqa: E402
 
-from kcoord.server.cluster.zookeeper_server import ZooKeeperServer  # noqa: E402
 from kcoord.testing.cluster import KcoordCluster, wait_for  # noqa: E402
 
 TOPIC = "bench-scaling-topic"
 OFFSETS = "__consumer_offsets"
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def commit_request(group: str, partition: int, offset: int) -> OffsetCommitRequest:
-    T = OffsetCommitRequest.OffsetCommitRequestTopic
-    P = T.OffsetCommitRequestPartition
-    return OffsetCommitRequest(
-        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-        topics=[T(name=TOPIC, partitions=[P(partition_index=partition, committed_offset=offset,
-                                            committed_leader_epoch=-1, committed_metadata="")])])
-
-
-class _Timed(asyncio.Protocol):
-    """One connection, one request outstanding: each answer's latency is recorded."""
-
-    def __init__(self, frame: bytes, latencies: list[float], stop_at: float, measure_from: float) -> None:
-        self.frame, self.latencies, self.stop_at, self.measure_from = frame, latencies, stop_at, measure_from
-        self.buf = bytearray()
-        self.sent = 0.0
-        self.answered = 0
-        self.done = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-        self.sent = time.monotonic()
-        transport.write(self.frame)  # type: ignore[attr-defined]
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        if take_frames(self.buf):
-            now = time.monotonic()
-            if now >= self.measure_from:
-                self.latencies.append(now - self.sent)
-                self.answered += 1
-            if now < self.stop_at:
-                self.sent = now
-                self.transport.write(self.frame)  # type: ignore[attr-defined]
-            elif not self.done.done():
-                self.done.set_result(None)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / TICKS
-
-
-async def _run(targets: list[tuple[int, bytes]], seconds: float, warmup: float,
-               server_pids: list[int]) -> tuple[float, list[float], float, float]:
-    """(rate, latencies, the servers' CPU share, the load generator's CPU share) over the window."""
-    loop = asyncio.get_running_loop()
-    latencies: list[float] = []
-    start = time.monotonic()
-    measure_from, stop_at = start + warmup, start + warmup + seconds
-    conns = [(await loop.create_connection(lambda f=f: _Timed(f, latencies, stop_at, measure_from),
-                                           "127.0.0.1", port))[1] for port, f in targets]
-    await asyncio.sleep(max(0.0, measure_from - time.monotonic()))
-    cpu0, me0 = cpu_seconds(server_pids), time.process_time()
-    await asyncio.sleep(max(0.0, stop_at - time.monotonic()))
-    cpu1, me1 = cpu_seconds(server_pids), time.process_time()
-    rate = sum(c.answered for c in conns) / seconds
-    await asyncio.wait([c.done for c in conns], timeout=30)
-    for c in conns:
-        c.transport.close()
-    return rate, latencies, (cpu1 - cpu0) / seconds, (me1 - me0) / seconds
-
-
-def measure(targets: list[tuple[int, bytes]], seconds: float,
-            server_pids: list[int]) -> tuple[float, list[float], float, float]:
-    import uvloop
-
-    return uvloop.run(_run(targets, seconds, 1.0, server_pids))
 
 
 def offsets_ready(cluster: KcoordCluster) -> None:
+    cluster.coordinator_topics()  # the first FindCoordinator creates __consumer_offsets
     wait_for(lambda: (a := cluster.assignment(OFFSETS)) and all(
         (s := cluster.state(OFFSETS, p)) and s.get("leader", -1) in cluster.nodes for p in a),
         120, "__consumer_offsets led")
@@ -185,38 +100,21 @@ def spread_groups(cluster: KcoordCluster, per_node: int) -> dict[str, int]:
 
 def prepare(port: int, groups: list[str], partitions: int) -> None:
     """The commits' topic exists and a commit of every group is acknowledged on `port`."""
-    c = SyncClient(port)
-    CT = CreateTopicsRequest.CreatableTopic
-    r = c.call(CreateTopicsRequest(topics=[CT(name=TOPIC, num_partitions=partitions, replication_factor=1,
-                                              assignments=[], configs=[])], timeout_ms=30000,
-                                   validate_only=False), 5)
-    assert r.topics[0].error_code in (0, 36), r  # 36: exists
-    c.close()
+    create_topic(port, TOPIC, partitions, timeout_ms=30000, exists_ok=True)
     for g in groups:
         gc = SyncClient(coordinator(port, g))
-        wait_for(lambda gc=gc, g=g: gc.call(commit_request(g, 0, 1), 8).topics[0].partitions[0].error_code == 0,
+        first = commit_request(g, TOPIC, 0, 1)
+        wait_for(lambda gc=gc, first=first: gc.call(first, 8).topics[0].partitions[0].error_code == 0,
                  120, f"a first acknowledged commit of {g}")
         gc.close()
 
 
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--connections", type=int, default=100)
+    ap = closed_loop_args()
     ap.add_argument("--groups-per-node", type=int, default=2)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     warnings.filterwarnings("ignore", message="No chroot path exists")  # kazoo, before the nodes make it
-    root = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
-    zk = ZooKeeperServer(root / "zookeeper").start()
-    procs = []
-    clusters: list[KcoordCluster] = []
-    try:
+    with cluster_run("bench-scaling-") as (root, zk, procs, clusters):
         overrides = {"offsets.topic.replication.factor": "1", "log.level": "WARNING"}
         two = KcoordCluster(root / "two", 2, zookeeper=f"{zk.connect}/two", overrides=overrides)
         one = KcoordCluster(root / "one", 1, zookeeper=f"{zk.connect}/one", overrides=overrides)
@@ -234,8 +132,8 @@ def main() -> None:
         one_port = next(iter(one.nodes.values())).port
         prepare(one_port, names, args.connections)
         # connection i commits partition i of group i mod G: the same frames for every setup
-        frames = [(names[i % len(names)], encode_request(commit_request(names[i % len(names)], i, 1000 + i), 8,
-                                                         correlation_id=i)) for i in range(args.connections)]
+        frames = [(g, encode_request(commit_request(g, TOPIC, i, 1000 + i), 8, correlation_id=i))
+                  for i, g in ((i, names[i % len(names)]) for i in range(args.connections))]
         (root / "bare1").mkdir()
         (root / "bare2").mkdir()
         (root / "bare3").mkdir()
@@ -279,13 +177,6 @@ def main() -> None:
         paired_ceiling = statistics.median(a / b for a, b in zip(rates[setups[1][0]], rates[setups[0][0]], strict=True))
         print(f"2 nodes / 1 node: {kcoord:.2f}x the commits/s (the ceiling's 2 processes / 1: {ceiling:.2f}x); "
               f"median of the per-round ratios: {paired:.2f}x (ceiling {paired_ceiling:.2f}x)")
-    finally:
-        for cluster in clusters:
-            cluster.close()
-        for p in procs:
-            stop(p)
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,11 @@ Run: python bench/bench_consumer_group.py [--members N ...] [--connections 100]
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import time
 import uuid
 
-from _util import SyncClient, compare, encode_request, start_bare, start_kcoord, stop, table
+from _util import SyncClient, closed_loop_args, compare, encode_request, start_bare, start_kcoord, stop, table
 from kafka.protocol.admin import CreateTopicsRequest
 
 from kcoord.protocol.coordinator_records import TopicMetadata
@@ -159,11 +158,8 @@ def steady_state(connections: int, seconds: float, rounds: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = closed_loop_args()
     ap.add_argument("--members", type=int, nargs="*", default=[100, 1000, 10000])
-    ap.add_argument("--connections", type=int, default=100)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     converge(100)  # warm up imports and caches
     rows = []

@@ -60,6 +60,7 @@ def one_round(directory: Path, session_ms: int) -> tuple[float, float]:
                             overrides={"auto.leader.rebalance.enable": "false"})
     try:
         cluster.start()
+        cluster.coordinator_topics()  # the first FindCoordinator creates __consumer_offsets
         wait_for(lambda: (a := cluster.assignment(OFFSETS)) and all(
             (cluster.state(OFFSETS, p) or {}).get("leader", -1) > 0 for p in a), 60, "__consumer_offsets leaders")
         topic = f"cfail-{uuid.uuid4().hex[:8]}"
@@ -168,6 +169,7 @@ def load_round(directory: Path, session_ms: int, offsets: int) -> tuple[int, flo
                             overrides={"auto.leader.rebalance.enable": "false"})
     try:
         cluster.start()
+        cluster.coordinator_topics()  # the first FindCoordinator creates __consumer_offsets
         wait_for(lambda: (a := cluster.assignment(OFFSETS)) and all(
             len((cluster.state(OFFSETS, p) or {}).get("isr", ())) == 3 for p in a), 120, "__consumer_offsets ISR")
         topic = f"cload-{uuid.uuid4().hex[:8]}"

@@ -6,9 +6,7 @@ exactly one Heartbeat v4 outstanding.
 """
 from __future__ import annotations
 
-import argparse
-
-from _util import SyncClient, compare, encode_request, start_bare, start_kcoord, stop
+from _util import SyncClient, closed_loop_args, compare, encode_request, start_bare, start_kcoord, stop
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, SyncGroupRequest
 
 from kcoord.protocol.errors import ErrorCode
@@ -40,10 +38,7 @@ def join(port: int, group: str) -> tuple[str, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--connections", type=int, default=100)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = closed_loop_args()
     args = ap.parse_args()
 
     proc, port, _ = start_kcoord()

@@ -107,7 +107,7 @@ from kafka.protocol.consumer import HeartbeatRequest, OffsetCommitRequest
 from kcoord.server.broker import Broker
 from kcoord.server.config import Config
 from kcoord.server.connection import KafkaConnection
-from kcoord.server.dispatch import Dispatcher
+from kcoord.server.node import dispatcher_for
 from kcoord.server.session import Session
 
 def encode(req, version, corr=1):
@@ -139,7 +139,7 @@ async def run(n):
     await broker.start()
     broker.start_background()
     await asyncio.wait_for(broker._background[0], 60)
-    conn = KafkaConnection(broker.connections, Dispatcher(broker), 100 << 20, 500, None)
+    conn = KafkaConnection(broker.connections, dispatcher_for(broker), 100 << 20, 500, None)
     raw = Raw()
     conn.connection_made(raw)
     req = encode(HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None), 4)
@@ -157,7 +157,7 @@ async def run(n):
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     P = T.OffsetCommitRequestPartition
     broker.create_topic("bench-q-commit", 100, {})
-    disp, session = Dispatcher(broker), Session(None, "127.0.0.1")
+    disp, session = dispatcher_for(broker), Session(None, "127.0.0.1")
     frames = [encode(OffsetCommitRequest(group_id="bench-q", generation_id_or_member_epoch=-1, member_id="",
                                          group_instance_id=None, topics=[T(name="bench-q-commit", partitions=[
                                              P(partition_index=i, committed_offset=1000 + i, committed_leader_epoch=-1,

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _util import ROOT, SyncClient, encode_request, stop, table, take_frames, wait_listening
+from _util import ROOT, SyncClient, closed_loop_args, encode_request, stop, table, take_frames, wait_listening
 from kafka.protocol.admin import CreateAclsRequest, CreateTopicsRequest
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
@@ -349,7 +349,7 @@ def tls_cpu(work: Path, n: int = 30000) -> None:
     from kcoord.server.broker import Broker
     from kcoord.server.config import Config
     from kcoord.server.connection import KafkaConnection
-    from kcoord.server.dispatch import Dispatcher
+    from kcoord.server.node import dispatcher_for
     from kcoord.server.security.tls_transport import TlsProtocol
 
     class Raw(asyncio.Transport):
@@ -383,7 +383,7 @@ def tls_cpu(work: Path, n: int = 30000) -> None:
         await broker.start()
         broker.start_background()
         await asyncio.wait_for(broker._background[0], 60)  # noqa: SLF001
-        disp = Dispatcher(broker)
+        disp = dispatcher_for(broker)
         req = frame(HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None), 4)
         raw = Raw()
         conn = KafkaConnection(broker.connections, disp, 100 << 20, 500, None)
@@ -519,7 +519,7 @@ def dispatch_cpu(n_acls: int, work: Path, rounds: int = 5, batches: int = 40, pe
     sys.path.insert(0, str(ROOT))
     from kcoord.server.broker import Broker
     from kcoord.server.config import Config
-    from kcoord.server.dispatch import Dispatcher
+    from kcoord.server.node import dispatcher_for
     from kcoord.server.session import Session
 
     async def one(authorizing: bool, d: Path) -> float:
@@ -533,7 +533,7 @@ def dispatch_cpu(n_acls: int, work: Path, rounds: int = 5, batches: int = 40, pe
         b.start_background()
         await asyncio.wait_for(b._background[0], 60)  # noqa: SLF001
         b.create_topic("bench-commit-topic", per_batch, {})
-        disp, s = Dispatcher(b), Session(None, "127.0.0.1")
+        disp, s = dispatcher_for(b), Session(None, "127.0.0.1")
         frames = [commit_frame("bench-commit", "bench-commit-topic", i)[4:] for i in range(per_batch)]
         used = 0.0
         for i in range(batches + 2):
@@ -623,10 +623,7 @@ def commit_route_cost(a: object, reps: int = 200_000) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--connections", type=int, default=100)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = closed_loop_args()
     ap.add_argument("--acls", type=int, default=1000)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-security-"))

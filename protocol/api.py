@@ -73,6 +73,10 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
@@ -286,5 +290,12 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "DescribeShareGroupOffsets", "kcoord.protocol.share_messages", 0, 1),
         ApiSpec(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "AlterShareGroupOffsets", "kcoord.protocol.share_messages", 0, 0),
         ApiSpec(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "DeleteShareGroupOffsets", "kcoord.protocol.share_messages", 0, 0),
+        # between brokers: a share partition's leader reads and writes its state at the share
+        # coordinator (the __share_group_state partition's leader), server/share/persister.py
+        ApiSpec(ApiKey.INITIALIZE_SHARE_GROUP_STATE, "InitializeShareGroupState",
+                "kcoord.protocol.share_state_messages", 0, 0),
+        ApiSpec(ApiKey.READ_SHARE_GROUP_STATE, "ReadShareGroupState", "kcoord.protocol.share_state_messages", 0, 0),
+        ApiSpec(ApiKey.WRITE_SHARE_GROUP_STATE, "WriteShareGroupState", "kcoord.protocol.share_state_messages", 0, 0),
+        ApiSpec(ApiKey.DELETE_SHARE_GROUP_STATE, "DeleteShareGroupState", "kcoord.protocol.share_state_messages", 0, 0),
     )
 }

@@ -95,7 +95,7 @@ def encode_fetch_response(version: int, error_code: int, session_id: int, topics
         else:
             append(_string(topic, flexible))
         append(_array_len(len(parts), flexible))
-        for index, error, hw, lso, log_start, aborted, records in parts:
+        for index, error, hw, lso, log_start, aborted, records, *preferred in parts:
             if version >= 5:
                 append(part(index, error, hw, lso, log_start))
             else:
@@ -109,7 +109,7 @@ def encode_fetch_response(version: int, error_code: int, session_id: int, topics
                     if flexible:
                         append(b"\x00")
             if version >= 11:
-                append(_MINUS_ONE)  # preferred read replica
+                append(_i32(preferred[0]) if preferred else _MINUS_ONE)  # preferred read replica (KIP-392)
             if records is None:
                 append(b"\x00" if flexible else _MINUS_ONE)
             else:

@@ -151,18 +151,24 @@ class KafkaError(Exception):
         self.message = message
 
 
-# Errors from appending to __consumer_offsets as the group coordinator reports them to a
-# client (Kafka: GroupMetadataManager's mapping of produce errors for commits and group writes).
-# A commit that is not durable within offsets.commit.timeout.ms maps to the retriable
-# COORDINATOR_NOT_AVAILABLE, as Kafka 4's coordinator does (the Scala one passed
-# REQUEST_TIMED_OUT through, which clients before 3.9 do not retry).
-_COORDINATOR_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
+# Log-append failures both coordinators answer alike (the log not there, not led here, not
+# replicated or not durable in time): the client looks for its coordinator again.
+_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+
+# Errors from appending to __consumer_offsets as the group coordinator reports them to a
+# client (Kafka: GroupMetadataManager's mapping of produce errors for commits and group writes).
+# A commit that is not durable within offsets.commit.timeout.ms maps to the retriable
+# COORDINATOR_NOT_AVAILABLE, as Kafka 4's coordinator does (the Scala one passed
+# REQUEST_TIMED_OUT through, which clients before 3.9 do not retry).
+_COORDINATOR_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
+    **_APPEND_ERRORS,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
@@ -177,12 +183,7 @@ def coordinator_append_error(code: ErrorCode) -> ErrorCode:
 # Errors from appending to __transaction_state as the transaction coordinator reports them
 # (Kafka's TransactionStateManager.appendTransactionToLog).
 _TXN_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    **_APPEND_ERRORS,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }

@@ -22,13 +22,14 @@ import uvloop
 
 from kcoord.server.broker import Broker, LogDirLocked
 from kcoord.server.config import Config
-from kcoord.server.dispatch import Dispatcher
 from kcoord.server.listeners import Listener, listener_specs
 from kcoord.server.metrics import start_metrics_server
 from kcoord.server.node import (
     configured_listener,
     connection_factory,
     control_plane,
+    dispatcher_for,
+    metrics_page,
     start_cluster_node,
     virtual_cluster,
 )
@@ -76,7 +77,7 @@ class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.broker = Broker(config)
-        self.dispatcher = Dispatcher(self.broker)
+        self.dispatcher = dispatcher_for(self.broker)
         self._servers: list[asyncio.base_events.Server] = []
         self.listeners: list[Listener] = []  # one per configured listener, in configuration order
         self.bound: list[tuple[str, int]] = []
@@ -113,7 +114,7 @@ class Server:
         if metrics_at:
             parts = urlsplit(metrics_at if "//" in metrics_at else "http://" + metrics_at)
             srv = await start_metrics_server(parts.hostname or "127.0.0.1", parts.port or 9404,
-                                             lambda: self.broker.metrics.render(self.broker))
+                                             metrics_page(self.broker))
             self._servers.append(srv)
             self.metrics_bound = srv.sockets[0].getsockname()[:2]
             log.info("Prometheus metrics on http://%s:%d/metrics", *self.metrics_bound)

@@ -58,7 +58,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.configs: BrokerConfigs  # dynamic broker configs, topic values (open_state)
         self.group_configs: GroupConfigs  # the GROUP config resource, in the same store (open_state)
-        self.on_open: list[Callable[[Parts], None]] = []  # told of every new Parts (the dispatcher)
+        self._parts_watchers: list[Callable[[Parts], None]] = []  # told of every new Parts (watch_parts)
         self._background: list[asyncio.Future[None]] = []
         self._loading: asyncio.Future[None] | None = None  # set once the background tasks run
         self.deleter: TopicDeleter
@@ -83,7 +83,15 @@ class Broker:
         parts = self.parts = build_parts(self)
         self.topics, self.configs, self.logs, self.deleter = parts.topics, parts.configs, parts.logs, parts.deleter
         self.group_configs = parts.group_configs
-        for told in self.on_open:
+        for told in self._parts_watchers:
+            told(parts)
+
+    def watch_parts(self, told: Callable[[Parts], None]) -> None:
+        """told(parts) now if the parts are built, and whenever they are built anew (a reset):
+        for the composition root (server/node.py), which hands its parts on."""
+        self._parts_watchers.append(told)
+        parts: Parts | None = getattr(self, "parts", None)  # set by open_state
+        if parts is not None:
             told(parts)
 
     def reset(self) -> dict[str, int]:
@@ -93,6 +101,10 @@ class Broker:
         loop, between requests, so no request sees half of it."""
         from kcoord.server.control.reset import empty_log_dir
 
+        if self.cluster is not None or self.config["zookeeper.connect"]:
+            # the cluster layer (coordinators following leadership, producer-id blocks, replicas)
+            # is wired to these parts at start-up; the control API refuses this first (plane.py)
+            raise RuntimeError("a cluster node has no reset")
         started = time.perf_counter()
         # the parts a new server builds at their first use may not exist
         parts = self.parts

@@ -101,6 +101,8 @@ def _cluster(argv: list[str]) -> int:
     p.add_argument("--base-port", type=int, default=0, help="node i listens on BASE+i (default: free ports)")
     p.add_argument("--session-timeout-ms", type=int, default=18000, help="zookeeper.session.timeout.ms")
     p.add_argument("--override", action="append", default=[], metavar="NAME=VALUE", help="a setting of every node")
+    p.add_argument("--control", action="store_true",
+                   help="every node serves the control API (its URL printed): kcoord ctl move-coordinator / move-leader")
     args = p.parse_args(argv)
     if args.nodes < 1:
         p.error("--nodes must be at least 1")
@@ -110,7 +112,7 @@ def _cluster(argv: list[str]) -> int:
     overrides = dict(o.split("=", 1) for o in args.override)
     ports = {i: args.base_port + i for i in range(1, args.nodes + 1)} if args.base_port else None
     cluster = KcoordCluster(directory, args.nodes, zookeeper=args.zookeeper, overrides=overrides,
-                            session_timeout_ms=args.session_timeout_ms, ports=ports)
+                            session_timeout_ms=args.session_timeout_ms, ports=ports, control=args.control)
     stop = False
 
     def on_signal(_sig: int, _frame: object) -> None:
@@ -123,7 +125,8 @@ def _cluster(argv: list[str]) -> int:
         cluster.start()
         print(f"ZooKeeper   {cluster.zookeeper}", flush=True)
         for i, node in sorted(cluster.nodes.items()):
-            print(f"node {i}      {node.bootstrap}   {node.log_dir.parent}", flush=True)
+            control = f"   control {node.control_url}" if node.control_url else ""
+            print(f"node {i}      {node.bootstrap}   {node.log_dir.parent}{control}", flush=True)
         print(f"bootstrap   {cluster.bootstrap}\n(Ctrl-C stops the cluster)", flush=True)
         while not stop and any(n.alive() for n in cluster.nodes.values()):
             time.sleep(0.2)

@@ -12,25 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from kcoord.server.config_catalogue import BROKER_CONFIGS, check_static
 from kcoord.server.kafka_config_names import known_to_kafka
-from kcoord.server.security.settings import LISTENER_SCOPED, MECHANISM_SCOPED, SECURITY_SETTINGS, SENSITIVE
+from kcoord.server.security.settings import (
+    LISTENER_SCOPED,
+    MECHANISM_SCOPED,
+    SECURITY_SETTINGS,
+    SENSITIVE,
+)
+from kcoord.server.security.settings import parse_bool as _bool
+from kcoord.server.security.settings import parse_str as _str
 
 if TYPE_CHECKING:
     from kcoord.server.listeners import EndPoint
-
-
-def _bool(v: Any) -> bool:
-    if isinstance(v, bool):
-        return v
-    s = str(v).strip().lower()
-    if s in ("true", "1", "yes"):
-        return True
-    if s in ("false", "0", "no"):
-        return False
-    raise ValueError(f"not a boolean: {v!r}")
-
-
-def _str(v: Any) -> str:
-    return str(v).strip()
 
 
 def _text(v: Any) -> str:
@@ -158,6 +150,8 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "share.coordinator.state.topic.segment.bytes": (int, 104857600),
     "share.coordinator.snapshot.update.records.per.snapshot": (int, 500),
     "share.coordinator.write.timeout.ms": (int, 5000),
+    "share.coordinator.state.topic.replication.factor": (int, 3),
+    "share.coordinator.state.topic.min.isr": (int, 2),
     # share groups (KIP-932): server/group/share/settings.py
     **_share_group_settings(),
     # Kafka's log cleaner settings, used by `kcoord compact` / `kcoord sidecar`
@@ -169,6 +163,7 @@ SETTINGS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "zookeeper.session.timeout.ms": (int, 18000),
     "zookeeper.connection.timeout.ms": (int, -2),  # -2 (not set): zookeeper.session.timeout.ms
     "broker.rack": (_str, ""),
+    "replica.selector.class": (_str, ""),  # KIP-392 (server/replication/read_replica.py)
     "inter.broker.listener.name": (_str, ""),
     "offsets.topic.replication.factor": (int, 3),
     "transaction.state.log.replication.factor": (int, 3),

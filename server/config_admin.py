@@ -11,10 +11,11 @@ failed write changes nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
 from kcoord.server import broker_logger
 from kcoord.server.config_catalogue import (
     TOPIC_CONFIGS,
@@ -184,6 +185,41 @@ def duplicates(resources: list[Any]) -> set[int]:
 
 
 DUPLICATE_RESOURCE = "Each resource must appear at most once."
+
+# a resource's outcome in an AlterConfigs / IncrementalAlterConfigs answer: (error code, message)
+Outcome = tuple[ErrorCode, "str | None"]
+_APPLIED: Outcome = (ErrorCode.NONE, None)
+_NAMED_TWICE: Outcome = (ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
+
+
+def _failed(e: KafkaError | OSError) -> Outcome:
+    return error_code_of(e), getattr(e, "message", None) or str(e)
+
+
+def each_resource(resources: list[Any], apply: Callable[[Any], None]) -> list[Outcome]:
+    """Every resource's outcome, in order: `apply(resource)` for each one named once (a
+    resource named twice is refused, INVALID_REQUEST); its KafkaError or OSError is its error,
+    and the others go on."""
+    dup = duplicates(resources)
+    out = []
+    for i, r in enumerate(resources):
+        try:
+            out.append(_NAMED_TWICE if i in dup else apply(r) or _APPLIED)  # apply returns None
+        except (KafkaError, OSError) as e:
+            out.append(_failed(e))
+    return out
+
+
+async def each_resource_awaited(resources: list[Any], apply: Callable[[Any], Awaitable[None]]) -> list[Outcome]:
+    """each_resource with an `apply` that waits (a change published to ZooKeeper)."""
+    dup = duplicates(resources)
+    out = []
+    for i, r in enumerate(resources):
+        try:
+            out.append(_NAMED_TWICE if i in dup else await apply(r) or _APPLIED)  # None
+        except (KafkaError, OSError) as e:
+            out.append(_failed(e))
+    return out
 
 
 def _check_names_and_nulls(configs: list[Any], null_ok: Any) -> None:

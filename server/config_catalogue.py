@@ -402,6 +402,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     _b("zookeeper.connection.timeout.ms", INT, None, "Longest wait to connect to ZooKeeper at start-up; "
        "zookeeper.session.timeout.ms when null."),
     _b("broker.rack", S, None, "Rack of this broker, for rack-aware replica assignment."),
+    _b("replica.selector.class", S, None, "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector "
+       "tells a consumer with client.rack to fetch from an in-sync replica in its rack; null: from the "
+       "leader."),
     _b("inter.broker.listener.name", S, None, "Listener the brokers use between themselves; the first when null."),
     _b("offsets.topic.replication.factor", INT, 3, "Replication factor of __consumer_offsets (a cluster creates "
        "it once this many brokers are up).", at_least(1)),
@@ -497,6 +500,10 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     _b("group.share.partition.max.record.locks", INT, 2000, "In-flight records per share partition.",
        between(100, 10000)),
     _b("share.coordinator.state.topic.num.partitions", INT, 50, "Partitions of __share_group_state.",
+       at_least(1)),
+    _b("share.coordinator.state.topic.replication.factor", INT, 3, "Replication factor of __share_group_state "
+       "on a cluster (created at the first share-state use once this many brokers are up).", at_least(1)),
+    _b("share.coordinator.state.topic.min.isr", INT, 2, "min.insync.replicas of __share_group_state.",
        at_least(1)),
     _b("share.coordinator.state.topic.segment.bytes", INT, 104857600, "segment.bytes of "
        "__share_group_state.", at_least(1)),

@@ -1,6 +1,5 @@
 """State and helpers the data-plane handlers (Produce, Fetch, ListOffsets, InitProducerId)
-share: the fetch purgatory, producer state, effective topic configs, leader-epoch checks and
-the topic retention task.
+share: the fetch purgatory, producer state, effective topic configs and leader-epoch checks.
 
 kcoord is a single broker: it leads every partition at leader epoch 0 and the high watermark is
 the log end offset; the last stable offset is the first offset of the oldest open transaction
@@ -23,7 +22,6 @@ from kcoord.server.topics import Topic
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from kcoord.server.broker import Broker
     from kcoord.server.clock import Clock
     from kcoord.server.config import Config
     from kcoord.server.config_layers import BrokerConfigs
@@ -61,63 +59,20 @@ class DataPlane:
         self.fetch_sessions.touched(topic, partition)
 
 
-def data_plane(broker: Broker) -> DataPlane:
-    return broker.parts.data_plane.get()
-
-
 # ---------------------------------------------------------------------------- configs
-
-
-def topic_values(broker: Broker, topic: Topic) -> dict[str, Any]:
-    """Every topic config's effective typed value: the topic's own, else the broker's
-    (dynamic, static or default) through Kafka's synonyms (server/config_layers.py)."""
-    return broker.configs.topic_values(topic)
-
-
-def max_message_bytes(broker: Broker, topic: Topic) -> int:
-    return topic_values(broker, topic)["max.message.bytes"]
-
-
-def log_append_time(broker: Broker, topic: Topic) -> bool:
-    return topic_values(broker, topic)["message.timestamp.type"] == "LogAppendTime"
-
-
-def segment_bytes(broker: Broker, topic: Topic) -> int:
-    return topic_values(broker, topic)["segment.bytes"]
-
-
-def retention_ms(broker: Broker, topic: Topic) -> int:
-    return topic_values(broker, topic)["retention.ms"]
-
-
-def retention_bytes(broker: Broker, topic: Topic) -> int:
-    return topic_values(broker, topic)["retention.bytes"]
-
-
-def cleanup_policy(broker: Broker, topic: Topic) -> set[str]:
-    return cleanup_policy_of(broker.configs, topic)
 
 
 def cleanup_policy_of(configs: BrokerConfigs, topic: Topic) -> set[str]:
     return {p.lower() for p in configs.topic_values(topic)["cleanup.policy"]}
 
 
-def timestamp_bounds(broker: Broker, topic: Topic) -> tuple[int, int]:
-    """(before, after): how far a CreateTime timestamp may lie behind / ahead of the broker's
-    clock. LogConfig: the deprecated difference.max.ms applies while a bound is at its default."""
-    return timestamp_bounds_of(topic_values(broker, topic))
-
-
 def timestamp_bounds_of(v: dict[str, Any]) -> tuple[int, int]:
-    """timestamp_bounds from a topic's effective values (topic_values)."""
+    """(before, after): how far a CreateTime timestamp may lie behind / ahead of the broker's
+    clock, from a topic's effective values (BrokerConfigs.topic_values). LogConfig: the
+    deprecated difference.max.ms applies while a bound is at its default."""
     diff = v["message.timestamp.difference.max.ms"]
     before, after = v["message.timestamp.before.max.ms"], v["message.timestamp.after.max.ms"]
     return (before if before != LONG_MAX else diff), (after if after != LONG_MAX else diff)
-
-
-def apply_topic_configs(broker: Broker, topic: Topic) -> None:
-    if broker.logs is not None:
-        apply_configs_to_logs(broker.configs, broker.logs, topic)
 
 
 def apply_configs_to_logs(configs: BrokerConfigs, logs: LogManager, topic: Topic) -> None:
@@ -152,24 +107,8 @@ def not_leader(cluster: Any, topic: str, partition: int) -> bool:
     return t is not None and partition in t.replicas and not cluster.leads(topic, partition)
 
 
-def partition_log(broker: Broker, topic: Topic, partition: int) -> PartitionLog | None:
-    return None if broker.logs is None else log_of(broker.logs, topic, partition)
-
-
 def log_of(logs: LogManager, topic: Topic, partition: int) -> PartitionLog | None:
     """The partition's log, or None for a partition the topic does not have."""
     if partition < 0 or partition >= topic.partitions:
         return None
     return logs.get(topic.name, partition)
-
-
-# ---------------------------------------------------------------------------- retention
-
-
-def run_topic_retention(broker: Broker, now_ms: int | None = None) -> int:
-    """One retention pass over the node's current parts (server/topic_retention.py, which the
-    composition root's retention loop runs)."""
-    from kcoord.server.topic_retention import TopicRetention
-
-    parts = broker.parts
-    return TopicRetention(parts.topics, parts.configs, parts.logs, parts.data_plane.get, broker.clock).run(now_ms)

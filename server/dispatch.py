@@ -14,7 +14,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kcoord.protocol.api import API_TABLE, ApiKey, ApiSpec
 from kcoord.protocol.errors import ErrorCode
@@ -29,10 +29,11 @@ from kcoord.server.context import RequestContext
 from kcoord.server.deferred import Deferred
 from kcoord.server.handlers import NO_RESPONSE, ROUTES, Route
 from kcoord.server.handlers.api_versions import api_versions_body
-from kcoord.server.handlers.routes import bind
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.quotas.manager import QuotaManager
+    from kcoord.server.security.guard import PolicyParts
+    from kcoord.server.security.state import SecurityState
     from kcoord.server.session import Session
 
 log = logging.getLogger("kcoord.dispatch")
@@ -127,13 +128,13 @@ def _route(key: int, version: int, dispatcher: Dispatcher) -> _Route | None:
     spec = API_TABLE.get(key)
     if spec is None or key not in ROUTES or not spec.min_version <= version <= spec.max_version:
         return None
-    route = bind(ROUTES[key], dispatcher.broker)
-    if dispatcher.authorizing:
-        from kcoord.server.security.guard import PolicyParts, guarded, guarded_direct
+    route = dispatcher.bind(ROUTES[key])
+    security = dispatcher.security
+    if security is not None:
+        from kcoord.server.security.guard import guarded, guarded_direct
 
-        node = dispatcher.broker
-        direct, policy, security = route.direct, route.policy(), node.security
-        parts = PolicyParts(node.config, node.parts.topics, node.parts.logs)
+        direct, policy, parts = route.direct, route.policy(), dispatcher.policy_parts
+        assert parts is not None  # given with every Serving while authorizing
         route = route._replace(handler=guarded(spec.key, route.handler, policy, security, parts),
                                direct=None if direct is None else guarded_direct(
                                    spec.key, direct, dispatcher.current_client, policy, security, parts,
@@ -175,9 +176,34 @@ class _Framed(Deferred[bytes | None]):
         self.complete(framed)
 
 
+class Serving(NamedTuple):
+    """What the dispatcher serves with, for one build of the node's parts: the composition root
+    (server/node.py, `dispatcher_for`) gives a new one at start-up and after every reset, whose
+    parts (handler areas, metrics) are new."""
+
+    bind: Callable[[Route], Route]  # an API's route with its handler bound to its handler area
+    observe_request: Callable[[str, float], None]  # a request's time to its answer, per API name
+    policy_parts: PolicyParts | None = None  # what authorization policies read (None: no authorizer)
+
+
+def _not_built(route: Route) -> Route:
+    raise RuntimeError(f"{route.key!r}: the node's parts are not built yet")
+
+
+def _unobserved(api: str, seconds: float) -> None:
+    pass
+
+
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    """Answers the requests of every Kafka connection. Given narrow parts by the composition
+    root (server/node.py, `dispatcher_for`): `serving`, a subscription that tells it what it
+    serves with (a Serving) when the node's parts are built, now if they are, and again after
+    each reset; `security`, the authorizer's state when an authorizer is configured (None:
+    nothing of authorization runs); `quotas`, the client quotas, whose watch puts the quota
+    path in front of every request while a quota exists."""
+
+    def __init__(self, serving: Callable[[Callable[[Serving], None]], None], security: SecurityState | None,
+                 quotas: QuotaManager) -> None:
         # what new connections start with as their `hook` (server/control/ sets it when the
         # control API is on): None serves every request straight through handle()
         self.connection_hook: Any = None
@@ -185,22 +211,26 @@ class Dispatcher:
         # (API key, version) as the frame's first 4 bytes -> its route, added at the first
         # request of each (_unrouted)
         self._routes: dict[bytes, _Route] = {}
-        self.observe_request = broker.metrics.observe_request
-        # a reset builds the node's parts anew: routes bound to the old ones go
-        broker.on_open.append(self._opened)
-        self.authorizing = bool(broker.config["authorizer.class.name"])
+        self.observe_request: Callable[[str, float], None] = _unobserved
+        self.bind: Callable[[Route], Route] = _not_built
+        self.policy_parts: PolicyParts | None = None
+        self.security = security
+        self.authorizing = security is not None
         if self.authorizing:
             # Authorizing: direct calls learn the connection's principal through current_client;
             # without an authorizer nothing of this runs.
             self.handle = self._handle_authorizing  # type: ignore[method-assign]
         # client quotas: while one exists, requests go through the quota path first
+        self._quotas = quotas
         self._unthrottled = self.handle
         self._gated = False
-        broker.quotas.watch(self._quotas_changed)
+        quotas.watch(self._quotas_changed)
+        # a reset builds the node's parts anew: routes bound to the old ones go
+        serving(self._serve_with)
 
-    def _opened(self, _parts: object) -> None:
+    def _serve_with(self, serving: Serving) -> None:
         self._routes.clear()
-        self.observe_request = self.broker.metrics.observe_request
+        self.bind, self.observe_request, self.policy_parts = serving
 
     def _quotas_changed(self, active: bool) -> None:
         # Never through self.__dict__: reading it turns CPython's inline attribute values into
@@ -208,7 +238,7 @@ class Dispatcher:
         if active:
             from kcoord.server.quotas.gate import QuotaGate
 
-            self.handle = QuotaGate(self.broker.quotas, self._unthrottled).handle  # type: ignore[method-assign]
+            self.handle = QuotaGate(self._quotas, self._unthrottled).handle  # type: ignore[method-assign]
             self._gated = True
         elif self._gated:
             self._gated = False

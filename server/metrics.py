@@ -13,11 +13,18 @@ import asyncio
 import bisect
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from kcoord.protocol.coordinator_records import CoordinatorRecord
-    from kcoord.server.broker import Broker
+    from kcoord.server.connections import Connections
+    from kcoord.server.data_plane import DataPlane
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.quotas.manager import QuotaManager
+    from kcoord.server.share.manager import ShareManager
+    from kcoord.server.topics import TopicRegistry
+    from kcoord.server.txn.service import TxnService
+    from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.metrics")
 
@@ -31,6 +38,20 @@ class _Latency:
         self.counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self.total = 0.0
         self.n = 0
+
+
+class Scraped(NamedTuple):
+    """The parts a scrape reads (the composition root's metrics_page, server/node.py, gives
+    the current ones): those built at their first use are None until then."""
+
+    coordinator: GroupCoordinator | None
+    logs: LogManager
+    topics: TopicRegistry
+    connections: Connections
+    txn: TxnService | None
+    quotas: QuotaManager
+    share: ShareManager | None
+    data_plane: DataPlane | None
 
 
 class Metrics:
@@ -67,21 +88,21 @@ class Metrics:
             elif isinstance(r.value, GroupValue) and r.value.members:
                 self.rebalances_completed += 1
 
-    def render(self, broker: Broker) -> bytes:
+    def render(self, parts: Scraped) -> bytes:
         from prometheus_client.exposition import generate_latest
         from prometheus_client.registry import CollectorRegistry
 
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Collector(self, broker))
+        registry.register(_Collector(self, parts))
         return generate_latest(registry)
 
 
 class _Collector:
     """A prometheus_client collector (anything with collect() registers)."""
 
-    def __init__(self, metrics: Metrics, broker: Broker) -> None:
+    def __init__(self, metrics: Metrics, parts: Scraped) -> None:
         self.m = metrics
-        self.broker = broker
+        self.parts = parts
 
     def collect(self):  # noqa: ANN201 - yields prometheus_client metric families
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -91,7 +112,8 @@ class _Collector:
         from kcoord.server.share.metrics import share_metric_families
         from kcoord.server.txn.metrics import txn_metric_families
 
-        m, broker = self.m, self.broker
+        m, parts = self.m, self.parts
+        logs = parts.logs
         groups = GaugeMetricFamily("kcoord_groups", "Consumer groups by state (Kafka: NumGroups<State>)",
                                    labels=["state"])
         by_state = {s.value: 0 for s in GroupState}
@@ -100,7 +122,7 @@ class _Collector:
                                 "Log end offset minus committed offset, per group and partition",
                                 labels=["group", "topic", "partition"])
         group_lag = GaugeMetricFamily("kcoord_consumer_group_lag", "Total lag of a group", labels=["group"])
-        coordinator = broker.parts.coordinator.built()
+        coordinator = parts.coordinator
         for g in coordinator.groups() if coordinator is not None else ():
             state = g.state_name()
             by_state[state] = by_state.get(state, 0) + 1
@@ -109,7 +131,7 @@ class _Collector:
             for topic, partition, value in coordinator.committed_offsets(g.group_id):
                 any_offset = True
                 n_offsets += 1
-                plog = broker.logs.get(topic, partition) if broker.logs is not None else None
+                plog = logs.get(topic, partition)
                 if plog is None:
                     continue
                 behind = max(plog.log_end_offset - value.offset, 0)
@@ -146,21 +168,21 @@ class _Collector:
                 buckets.append((str(bound) if bound != float("inf") else "+Inf", cumulative))
             latency.add_metric([api], buckets, lat.total)
         yield latency
-        yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(broker.connections))
+        yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(parts.connections))
         syncs = CounterMetricFamily("kcoord_log_fsyncs", "fdatasync/fsync calls made by the open partition "
                                     "logs, internal topics (__consumer_offsets, ...) apart from data topics",
                                     labels=["kind"])
         counts = {"internal": 0, "data": 0}
-        for (name, _), plog in (broker.logs if broker.logs is not None else ()):
-            topic = broker.topics.get(name)
+        for (name, _), plog in logs:
+            topic = parts.topics.get(name)
             counts["internal" if topic is not None and topic.internal else "data"] += plog.sync_count
         for kind, n in counts.items():
             syncs.add_metric([kind], n)
         yield syncs
-        yield from txn_metric_families(broker)
-        yield from quota_metric_families(broker)
-        yield from share_metric_families(broker)
-        dp = broker.parts.data_plane.built()
+        yield from txn_metric_families(parts.txn)
+        yield from quota_metric_families(parts.quotas)
+        yield from share_metric_families(parts.coordinator, parts.share, parts.topics)
+        dp = parts.data_plane
         if dp is not None:
             from kcoord.server.fetch_sessions import metric_families as fetch_session_families
 

@@ -168,7 +168,7 @@ def build_parts(node: Broker) -> Parts:
                                            lambda: node.cluster))
     share: Lazy[ShareManager] = Lazy("share", lambda: _share_manager(
         cfg, clock, logs, topics, topic_logs.create_topic, data_plane.get(), group_configs, coordinator.get(),
-        share_member_left))
+        share_member_left, lambda: node.cluster))
 
     def share_state() -> ShareManager | None:
         """The share manager if it is built or there is stored share state to load (then it is
@@ -222,6 +222,17 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
     def replicas() -> Any:
         return node.replicas
 
+    def read_replica(replica: Any, client_rack: str | None, fetch_offset: int) -> int | None:
+        """KIP-392: the follower a consumer in `client_rack` should read from (None: here)."""
+        from kcoord.server.replication.read_replica import preferred_read_replica
+
+        c = node.cluster
+        if c is None or not cfg["replica.selector.class"]:
+            return None
+        racks = {b: info.rack for b, info in c.cache.brokers.items()}
+        return preferred_read_replica(cfg["replica.selector.class"], replica, client_rack, fetch_offset, racks,
+                                      clock.now_ms())
+
     def module(name: str) -> Any:
         return importlib.import_module("kcoord.server.handlers." + name)
 
@@ -245,14 +256,15 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         area("AlterPartitionReassignmentsApi",
              lambda: module("alter_partition_reassignments").AlterPartitionReassignmentsApi(topics, cfg, cluster)),
         # groups
-        area("FindCoordinatorApi", lambda: module("find_coordinator").FindCoordinatorApi(cfg, txn, cluster)),
+        area("FindCoordinatorApi", lambda: module("find_coordinator").FindCoordinatorApi(cfg, txn, cluster, share)),
         area("GroupApis", lambda: module("groups").GroupApis(coordinator.get(), parts.runtime.get(), topics,
                                                              parts.share_state, cluster)),
         area("ShareGroupApis", lambda: module("share_groups").ShareGroupApis(coordinator.get(), parts.runtime.get())),
         # data
         area("ProduceApi", lambda: module("produce").ProduceApi(cfg, clock, topics, configs, logs,
                                                                data_plane.get(), txn, cluster, replicas)),
-        area("FetchApi", lambda: module("fetch").FetchApi(topics, logs, data_plane.get(), cluster, replicas)),
+        area("FetchApi", lambda: module("fetch").FetchApi(topics, logs, data_plane.get(), cluster, replicas,
+                                                          read_replica)),
         area("ListOffsetsApi", lambda: module("list_offsets").ListOffsetsApi(topics, logs, data_plane.get(), clock)),
         area("OffsetsForLeaderEpochApi",
              lambda: module("offsets_for_leader_epoch").OffsetsForLeaderEpochApi(topics, logs)),
@@ -289,7 +301,10 @@ def _areas(node: Broker, parts: Parts) -> dict[str, Lazy[Any]]:
         area("ClientQuotaApis", lambda: module("client_quotas").ClientQuotaApis(quotas)),
         # share partitions
         area("ShareFetchApis", lambda: module("share_fetch").ShareFetchApis(cfg.node_id, share)),
-        area("ShareOffsetsApis", lambda: module("share_offsets").ShareOffsetsApis(topics, share)),
+        area("ShareOffsetsApis", lambda: module("share_offsets").ShareOffsetsApis(
+            topics, share, lambda group: _group_refused(parts.runtime.get(), group))),
+        # the share coordinator's inter-broker APIs (other nodes' share partitions' state)
+        area("ShareStateApis", lambda: module("share_state").ShareStateApis(share)),
     ))
 
 
@@ -326,6 +341,15 @@ def _loops(cfg: Config, clock: Clock, topics: TopicRegistry, configs: BrokerConf
                                 txn_loaded)
 
     return [adopt_swaps, topic_retention, log_flush]
+
+
+def run_topic_retention(node: Broker, now_ms: int | None = None) -> int:
+    """One retention pass over the node's current parts, as the retention loop runs it
+    (server/topic_retention.py); returns the segments deleted (tests and tools)."""
+    from kcoord.server.topic_retention import TopicRetention
+
+    parts = node.parts
+    return TopicRetention(parts.topics, parts.configs, parts.logs, parts.data_plane.get, node.clock).run(now_ms)
 
 
 # ---- the builders of the lazy parts
@@ -414,22 +438,34 @@ def _txn_service(cfg: Config, clock: Clock, metrics: Metrics, logs: LogManager, 
 
 def _share_manager(cfg: Config, clock: Clock, logs: LogManager, topics: TopicRegistry,
                    create_topic: Callable[..., Topic], data_plane: DataPlane, group_configs: GroupConfigs,
-                   coordinator: GroupCoordinator, share_member_left: list[Callable[[str, str], None]]) -> ShareManager:
+                   coordinator: GroupCoordinator, share_member_left: list[Callable[[str, str], None]],
+                   cluster: Callable[[], Any]) -> ShareManager:
     """The share-partition manager (server/share/manager.py) and its __share_group_state; it
-    listens for share group members leaving (the group coordinator tells share_member_left)."""
+    listens for share group members leaving (the group coordinator tells share_member_left).
+    On a cluster node (zookeeper.connect set; `cluster()` the ClusterNode once joined) the
+    topic is the cluster's (created through ZooKeeper at the first use, server/share/cluster.py),
+    share partitions live only where their data partition's leader is, and their state is read
+    and written at the leader of its __share_group_state partition (server/share/persister.py)."""
     from kcoord.server.data_plane import log_of
+    from kcoord.server.share.cluster import state_topic_configs
     from kcoord.server.share.manager import SETTINGS, build_share_manager, committed_reader
 
+    clustered = bool(cfg["zookeeper.connect"])
+    configs = state_topic_configs(cfg)
     manager = build_share_manager(
         logs=logs, topics=topics, clock=clock, settings={k: cfg[k] for k in SETTINGS},
         partition_log=lambda name, p: None if (t := topics.get(name)) is None else log_of(logs, t, p),
         committed_read=committed_reader(data_plane), purgatory=data_plane.fetch_purgatory,
-        create_state_topic=lambda n, seg: create_topic(SHARE_STATE_TOPIC, n, {
-            "cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
-            "segment.bytes": str(seg)}, internal=True),
+        create_state_topic=None if clustered else lambda n, seg: create_topic(
+            SHARE_STATE_TOPIC, n, dict(configs, **{"segment.bytes": str(seg)}), internal=True),
         group_config=group_configs.get,  # the GROUP config resource
-        group_members=coordinator.share.members,  # the share group coordinator's port
+        group_members=coordinator.share.members,  # the share group coordinator's ports
+        state_partitions=coordinator.share.state_partitions,
         max_message_bytes=cfg["message.max.bytes"])
+    if clustered:
+        from kcoord.server.share.cluster import on_cluster
+
+        on_cluster(manager, cfg, cluster)
     share_member_left.append(manager.on_member_left)
     return manager
 
@@ -475,8 +511,44 @@ def _within(cfg: Config, name: str) -> int:
     return value
 
 
-# ---- the process's parts around the node: listeners and their connections (server/app.py
-# binds them)
+# ---- the process's parts around the node: the dispatcher, the metrics page, listeners and
+# their connections (server/app.py binds them)
+
+
+def dispatcher_for(node: Broker) -> Dispatcher:
+    """The dispatcher of the node's Kafka listeners (server/dispatch.py), told at every build
+    of the parts (start-up, each reset) what it serves with: a route binder over the new
+    handler areas, the request-latency metric of the node's metrics (a reset makes new ones)
+    and, when an authorizer is configured, what its policies read."""
+    from kcoord.server.dispatch import Dispatcher, Serving
+    from kcoord.server.handlers.routes import bind
+
+    cfg = node.config
+    authorizing = bool(cfg["authorizer.class.name"])
+
+    def serving(parts: Parts) -> Serving:
+        areas, policy_parts = parts.areas, None
+        if authorizing:
+            from kcoord.server.security.guard import PolicyParts
+
+            policy_parts = PolicyParts(cfg, parts.topics, parts.logs)
+        return Serving(lambda route: bind(route, areas), node.metrics.observe_request, policy_parts)
+
+    return Dispatcher(lambda told: node.watch_parts(lambda parts: told(serving(parts))),
+                      node.security if authorizing else None, node.quotas)
+
+
+def metrics_page(node: Broker) -> Callable[[], bytes]:
+    """The Prometheus /metrics page (server/metrics.py), read from the node's current parts at
+    each scrape: the parts built so far (a scrape builds none), the connections, the quotas."""
+    def page() -> bytes:
+        from kcoord.server.metrics import Scraped
+
+        parts = node.parts
+        return node.metrics.render(Scraped(
+            coordinator=parts.coordinator.built(), logs=parts.logs, topics=parts.topics, connections=node.connections,
+            txn=parts.txn.built(), quotas=node.quotas, share=parts.share.built(), data_plane=parts.data_plane.built()))
+    return page
 
 
 def configured_listener(spec: ListenerSpec, node: Broker) -> Listener:
@@ -517,7 +589,9 @@ def node_state(node: Broker) -> NodeState:
 
 
 def control_plane(node: Broker, dispatcher: Dispatcher, bound: Callable[[], list[tuple[str, int]]]) -> ControlPlane:
-    """The control API's state and operations; `bound`: every listener's bound address."""
+    """The control API's state and operations; `bound`: every listener's bound address. On a
+    cluster node (zookeeper.connect) its moves go through the controller
+    (server/control/cluster_moves.py) and its reset is refused."""
     from kcoord.server.control.plane import ControlPlane
 
     cfg = node.config
@@ -526,7 +600,12 @@ def control_plane(node: Broker, dispatcher: Dispatcher, bound: Callable[[], list
         return {"cluster_id": node.cluster_id, "node_id": cfg.node_id,
                 "listeners": [f"{h}:{p}" for h, p in bound()]}
 
-    return ControlPlane(dispatcher, node.connections, node_state(node), node.loaded, node.reset, identity)
+    moves = None
+    if cfg["zookeeper.connect"]:  # a cluster node: leaders move through the controller; no reset
+        from kcoord.server.control.cluster_moves import ClusterMoves
+
+        moves = ClusterMoves(lambda: node.cluster, f"kcoord-control-{cfg.node_id}")
+    return ControlPlane(dispatcher, node.connections, node_state(node), node.loaded, node.reset, identity, moves)
 
 
 def virtual_cluster(node: Broker, count: int, state: NodeState, listeners: list[Listener], servers: list[Any],
@@ -579,10 +658,29 @@ async def start_cluster_node(node: Broker, listeners: list[Listener]) -> Any:
 
     cluster = await start_cluster(node.config, listeners, replicas, lambda: node.parts.runtime.get(),
                                   lambda: node.parts.txn.get().managed_runtime(),
+                                  lambda: node.parts.share.get().runtime,
+                                  lambda: _share_leadership_changed(node),
                                   lambda take: node.parts.data_plane.get().producer_ids.use_blocks(take),
                                   min_isr, node.cluster_id, answering, config_applier(config_state))
     node.cluster_id = cluster.cluster_id
     return cluster
+
+
+def _group_refused(runtime: CoordinatorRuntime[CoordinatorRecord], group: str) -> Any:
+    """NOT_COORDINATOR when this node does not hold the group's __consumer_offsets partition
+    (a cluster node that does not lead it), COORDINATOR_LOAD_IN_PROGRESS while it loads it."""
+    from kcoord.protocol.errors import ErrorCode
+    from kcoord.protocol.partitioner import partition_for
+
+    state = runtime.state(partition_for(group, runtime.shard.num_partitions))[0]
+    return {"unloaded": ErrorCode.NOT_COORDINATOR, "loading": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}.get(state)
+
+
+def _share_leadership_changed(node: Broker) -> None:
+    """Leadership moved: share partitions whose data partition this node no longer leads go."""
+    manager = node.parts.share.built()
+    if manager is not None:
+        manager.drop_unled()
 
 
 def replica_manager_for(node: Broker, alter_isr: Any, settings: Any = None) -> Any:

@@ -179,6 +179,32 @@ def pass_settings(topic: CompactedTopic, *, offsets_segment_bytes: int, log_segm
 # ------------------------------------------------------------------------------ planning
 
 
+def replica_high_watermarks(log_dir: str) -> dict[tuple[str, int], int]:
+    """A cluster node's replicas' high watermarks as it last checkpointed them (Kafka's
+    replication-offset-checkpoint, server/replication/hw_checkpoint.py; written every few
+    seconds, so at most the real ones); {} on a single node or when unreadable."""
+    from kcoord.storage.offset_checkpoint import CheckpointError, read_offset_checkpoint
+
+    try:
+        return read_offset_checkpoint(os.path.join(log_dir, "replication-offset-checkpoint"))
+    except (CheckpointError, OSError, ValueError):
+        return {}
+
+
+def below_high_watermark(closed: list[int], active: int | None, hw: int | None) -> tuple[list[int], int | None]:
+    """The closed segments that end at or below a replica's high watermark, and the base of the
+    first segment left alone (the pass's stand-in for the active one). Kafka's cleaner stops at
+    the last stable offset, at most the high watermark: a record above it may still be
+    truncated by a leader change, so it must not shadow an older value of its key."""
+    if hw is None or active is None:
+        return closed, active
+    bases = [*closed, active]
+    n = 0
+    while n < len(closed) and bases[n + 1] <= hw:
+        n += 1
+    return closed[:n], bases[n]
+
+
 def plan_pass(log_dir: str, partitions: dict[tuple[str, int], str], *, output_dir: str | None,
               min_ratio: float = 0.0, settings: dict[str, dict] | None = None,
               ) -> tuple[list[PartitionPlan], dict[tuple[str, int], str]]:
@@ -192,6 +218,7 @@ def plan_pass(log_dir: str, partitions: dict[tuple[str, int], str], *, output_di
     plans: list[PartitionPlan] = []
     skipped: dict[tuple[str, int], str] = {}
     checkpoint = read_checkpoint(log_dir)
+    high_watermarks = replica_high_watermarks(log_dir)
     for (topic, p), d in partitions.items():
         options = dict((settings or {}).get(topic, {}))
         need = options.pop("min_ratio", min_ratio)
@@ -206,6 +233,10 @@ def plan_pass(log_dir: str, partitions: dict[tuple[str, int], str], *, output_di
         closed, active = closed_segments(d)
         if not closed:
             skipped[(topic, p)] = "only the active segment (nothing to clean)"
+            continue
+        closed, active = below_high_watermark(closed, active, high_watermarks.get((topic, p)))
+        if not closed:
+            skipped[(topic, p)] = "no closed segment below the high watermark"
             continue
         ratio = dirty_ratio(d, closed, checkpoint.get((topic, p), 0))
         if ratio < need:

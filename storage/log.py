@@ -18,6 +18,9 @@ from collections.abc import Callable, Iterator
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from kcoord.storage.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
     BatchHeader,
     CorruptBatchError,
     build_batch,
@@ -50,6 +53,26 @@ __all__ = [
 ]
 
 LOAD_BUFFER_SIZE = 5242880  # offsets.load.buffer.size: read size while loading
+
+
+def _holds_records(data: bytes) -> bool:
+    """Whether whole batches `data` hold a record or a control batch (not only empty batches)."""
+    pos, n = 0, len(data)
+    while n - pos >= HEADER_SIZE:
+        if data[pos + 16] != MAGIC or int.from_bytes(data[pos + 57:pos + 61], "big", signed=True) > 0:
+            return True
+        pos += int.from_bytes(data[pos + 8:pos + 12], "big", signed=True) + LOG_OVERHEAD
+    return False
+
+
+def _last_offset(data: bytes) -> int:
+    """The last offset of the last of the whole batches `data`."""
+    pos, last = 0, -1
+    while len(data) - pos >= HEADER_SIZE:
+        last = int.from_bytes(data[pos:pos + 8], "big", signed=True) + int.from_bytes(data[pos + 23:pos + 27], "big",
+                                                                                        signed=True)
+        pos += int.from_bytes(data[pos + 8:pos + 12], "big", signed=True) + LOG_OVERHEAD
+    return last
 
 
 class OffsetOutOfRangeError(ValueError):
@@ -398,12 +421,23 @@ class PartitionLog:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]")
+        out = b""
         for seg in self.segments[self._segment_index(offset):]:
             # Compaction can leave a segment without the offset: move on to the next one.
-            data = seg.read(offset, max_bytes, min_one_batch)
-            if data or seg.next_offset > offset:
-                return data
-        return b""
+            data = seg.read(offset, max(max_bytes - len(out), 0), min_one_batch)
+            if not data:
+                if seg.next_offset > offset:
+                    return out
+                continue
+            out += data
+            if _holds_records(data) or _last_offset(data) + 1 < seg.next_offset:
+                return out
+            # Only empty batches to the segment's end (a compacted segment keeps its last batch,
+            # empty, so that its swap spans the segments it replaces): go on into the next one,
+            # as Kafka's read passes over a segment the cleaner emptied. A client given nothing
+            # but empty batches grows its fetch size instead, and librdkafka gives up after ten.
+            offset = seg.next_offset
+        return out
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record from the log start offset on with

@@ -10,8 +10,18 @@ loopback ports. `kcoord cluster` runs one for a person; the pytest plugin's
     cluster.start(2)             start it again and wait until it is registered
     cluster.controller()         the broker id in /controller (-1: none)
     cluster.state("t", 0)        /brokers/topics/t/partitions/0/state as a dict (None: absent)
+    cluster.coordinator_topics() a FindCoordinator creates __consumer_offsets; wait for its leaders
 
-Settings: `overrides` for every node, `node_overrides={id: {...}}` for one node (its listeners, say).
+With `control=True` (the pytest plugin's default) every node serves the control API, and:
+
+    cluster.move_coordinator("g", 2)   the group's coordinator moves to node 2 (a preferred-leader
+                                       election of its __consumer_offsets partition, through the
+                                       controller); returns once node 2 answers for the group
+    cluster.move_leader("t", 0, 2)     the same for a partition: returns once node 2 leads it
+    cluster.control(1)                 node 1's ControlClient
+
+Settings: `overrides` for every node, `node_overrides={id: {...}}` for one node (its listeners, say);
+`node_env={id: {...}}` adds to one node's environment (KCOORD_STOP_AT, say).
     cluster.close()
 
 With `netns=True` (Linux, root) every node runs in a network namespace of its own on a bridge
@@ -20,6 +30,7 @@ bridge's address; clients (the test) reach every node at `node(id).bootstrap`:
 
     cluster.cut_off(2)           node 2 loses ZooKeeper and the other nodes; clients still reach it
     cluster.cut_off(2, clients=False)   nothing reaches it (its link down)
+    cluster.cut_off(2, nodes=False)     it loses ZooKeeper alone (the nodes still reach each other)
     cluster.heal(2)
 """
 from __future__ import annotations
@@ -38,26 +49,42 @@ from kcoord.testing.process import KcoordProcess, free_port
 T = TypeVar("T")
 
 
-def metadata_brokers(bootstrap: str) -> set[int] | None:
-    """The broker ids a node's Metadata (v1, no topics) lists; None when it cannot answer."""
-    from kafka.protocol.metadata import MetadataRequest
-
+def _ask(bootstrap: str, request: Any, version: int) -> Any:
+    """One request to one node, its decoded answer; None when it cannot answer."""
     from kcoord.protocol.api import API_TABLE
     from kcoord.server.healthcheck import read_exactly
 
-    request = MetadataRequest[1](topics=[])
     spec = API_TABLE[request.API_KEY]
-    header = struct.pack(">hhih", request.API_KEY, 1, 1, 7) + b"cluster"
-    payload = header + bytes(request.encode(version=1))
+    header = struct.pack(">hhih", request.API_KEY, version, 1, 7) + b"cluster"
+    if spec.request_header_version(version) >= 2:
+        header += b"\x00"  # no tagged fields
+    payload = header + bytes(request.encode(version=version))
     host, port = bootstrap.rsplit(":", 1)
     try:
         with socket.create_connection((host, int(port)), timeout=5) as s:
             s.sendall(struct.pack(">i", len(payload)) + payload)
             size = struct.unpack(">i", read_exactly(s, 4))[0]
-            body = read_exactly(s, size)[4 + spec.response_header_version(1):]
+            body = read_exactly(s, size)[4 + spec.response_header_version(version):]
     except OSError:
         return None
-    return {b[0] for b in spec.response.decode(body, version=1).brokers}
+    return spec.response.decode(body, version=version)
+
+
+def metadata_brokers(bootstrap: str) -> set[int] | None:
+    """The broker ids a node's Metadata (v1, no topics) lists; None when it cannot answer."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    r = _ask(bootstrap, MetadataRequest[1](topics=[]), 1)
+    return None if r is None else {b[0] for b in r.brokers}
+
+
+def find_coordinator(bootstrap: str, key: str, key_type: int = 0) -> tuple[int, int]:
+    """A node's FindCoordinator (v3) answer for a group (key_type 0) or a transactional id (1):
+    (error code, coordinator id); (-1, -1) when it cannot answer."""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    r = _ask(bootstrap, FindCoordinatorRequest(version=3, key=key, key_type=key_type), 3)
+    return (-1, -1) if r is None else (r.error_code, r.node_id)
 
 
 def wait_for(cond: Callable[[], T], timeout: float, what: str = "condition", interval: float = 0.1) -> T:
@@ -81,7 +108,8 @@ class KcoordCluster:
                  overrides: dict[str, str] | None = None, session_timeout_ms: int = 6000,
                  racks: dict[int, str] | None = None, control: bool = False, first_id: int = 1,
                  ports: dict[int, int] | None = None, netns: bool = False,
-                 node_overrides: dict[int, dict[str, str]] | None = None) -> None:
+                 node_overrides: dict[int, dict[str, str]] | None = None,
+                 node_env: dict[int, dict[str, str]] | None = None) -> None:
         if netns and control:
             raise ValueError("the control API listens on 127.0.0.1: not reachable in a node's namespace")
         self.directory = Path(directory)
@@ -94,10 +122,11 @@ class KcoordCluster:
         self._zk: Any = None
         self.overrides = dict(overrides or {})
         self.racks = dict(racks or {})
-        self.control = control
+        self.control_on = control
         self.ids = list(range(first_id, first_id + nodes))
         self.ports = dict(ports or {})
         self.node_overrides = {i: dict(o) for i, o in (node_overrides or {}).items()}  # one node's own settings
+        self.node_env = {i: dict(e) for i, e in (node_env or {}).items()}  # one node's own environment
         self.nodes: dict[int, KcoordProcess] = {}
 
     # ---- ZooKeeper
@@ -182,7 +211,8 @@ class KcoordCluster:
             net = {} if self.network is None else {"host": self.network.address(i),
                                                    "prefix": self.network.prefix(i)}
             self.nodes[i] = KcoordProcess(self.directory / f"node-{i}" / "data", port=self.ports.get(i),
-                                          overrides=overrides, control=self.control, **net)
+                                          overrides=overrides, control=self.control_on,
+                                          env=self.node_env.get(i), **net)
         for i in self.ids:
             self.nodes[i].start(timeout)
         wait_for(lambda: set(self.ids) <= set(self.registered()), timeout, "every broker to register")
@@ -201,6 +231,57 @@ class KcoordCluster:
 
         wait_for(agreed, timeout, "every node's Metadata to list every registered broker", interval=0.2)
 
+    # ---- moves through the control API (control=True)
+
+    def control(self, broker_id: int | None = None, timeout: float = 30.0) -> Any:
+        """A node's ControlClient (None: the first running node's)."""
+        from kcoord.server.control.client import ControlClient
+
+        if not self.control_on:
+            raise RuntimeError("this cluster was started without the control API (KcoordCluster(control=True))")
+        if broker_id is None:
+            running = [i for i, n in sorted(self.nodes.items()) if n.alive()]
+            if not running:
+                raise RuntimeError("no node of the cluster is running")
+            broker_id = running[0]
+        url = self.nodes[broker_id].control_url
+        assert url is not None
+        return ControlClient(url, timeout=timeout)
+
+    def move_coordinator(self, group: str, node_id: int, via: int | None = None, timeout: float = 30.0) -> Any:
+        """Move the group's coordinator to node `node_id` (its __consumer_offsets partition gets
+        the node as preferred leader and a preferred-leader election, through the controller),
+        asked of node `via`'s control API (default: the first running node); returns once the
+        node answers for the group: {"group_id", "partition", "coordinator", "previous"}.
+        ControlError: the node is not live or not in the partition's ISR (400, 409), or it did
+        not take over within `timeout` (504)."""
+        return self.control(via).move_coordinator(group, node_id, timeout_ms=int(timeout * 1000))
+
+    def move_leader(self, topic: str, partition: int, node_id: int, via: int | None = None,
+                    timeout: float = 30.0) -> Any:
+        """Move the partition's leader to node `node_id` as move_coordinator does; returns once
+        the node leads it: {"topic", "partition", "leader", "previous"}."""
+        return self.control(via).move_leader(topic, partition, node_id, timeout_ms=int(timeout * 1000))
+
+    def coordinator_topics(self, transactions: bool = False, timeout: float = 120.0) -> None:
+        """Ask the nodes for a group's coordinator (and a transactional id's, transactions=True)
+        until one is named, then wait until every partition of __consumer_offsets (and
+        __transaction_state) has a leader: as on ZooKeeper-mode Kafka, a cluster creates them at
+        the first FindCoordinator that needs them (docs/cluster.md), not before."""
+        wanted = [(0, "__consumer_offsets")] + ([(1, "__transaction_state")] if transactions else [])
+        for key_type, topic in wanted:
+            def named(key_type: int = key_type) -> bool:
+                return any(find_coordinator(n.bootstrap, "kcoord-probe", key_type)[0] == 0
+                           for n in self.nodes.values() if n.alive())
+
+            wait_for(named, timeout, f"a coordinator in {topic}", interval=0.2)
+
+            def led(topic: str = topic) -> bool:
+                a = self.assignment(topic)
+                return bool(a) and all((self.state(topic, p) or {}).get("leader", -1) >= 0 for p in a)
+
+            wait_for(led, timeout, f"every partition of {topic} to have a leader", interval=0.2)
+
     def kill(self, broker_id: int) -> None:
         self.nodes[broker_id].stop(signal.SIGKILL)
 
@@ -209,11 +290,12 @@ class KcoordCluster:
 
     # ---- partitions (netns=True)
 
-    def cut_off(self, broker_id: int, clients: bool = True) -> None:
+    def cut_off(self, broker_id: int, clients: bool = True, nodes: bool = True) -> None:
         """Cut the node off from ZooKeeper and the other nodes (packets dropped in its
-        namespace); clients keep reaching it unless clients=False."""
+        namespace); clients keep reaching it unless clients=False; nodes=False: from ZooKeeper
+        alone."""
         assert self.network is not None and self._zk_server is not None, "KcoordCluster(netns=True)"
-        self.network.cut_off(broker_id, zk_port=self._zk_server.port, clients=clients)
+        self.network.cut_off(broker_id, zk_port=self._zk_server.port, clients=clients, nodes=nodes)
 
     def heal(self, broker_id: int) -> None:
         assert self.network is not None, "KcoordCluster(netns=True)"

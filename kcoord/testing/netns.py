@@ -6,7 +6,8 @@ the test process (clients) reaches every node through the bridge.
 `cut_off(id)` installs an nftables table *inside the node's namespace* that drops every packet
 between the node and ZooKeeper's port and between the node and the other nodes' addresses, in
 both directions (packets dropped, not refused: TCP connections hang as in a real partition);
-clients on the host keep reaching the node. `cut_off(id, clients=False)` takes its link down
+clients on the host keep reaching the node; `cut_off(id, nodes=False)` drops only ZooKeeper's
+packets (the nodes still reach each other). `cut_off(id, clients=False)` takes its link down
 instead (nothing reaches it). `heal(id)` undoes either. Nothing outside the namespaces and the
 bridge this object creates is touched; `close()` deletes them.
 
@@ -126,20 +127,23 @@ class Network:
 
     # ---- partitions
 
-    def cut_off(self, node: int, zk_port: int, clients: bool = True) -> None:
+    def cut_off(self, node: int, zk_port: int, clients: bool = True, nodes: bool = True) -> None:
         """Drop everything between the node and ZooKeeper and the other nodes (clients on the
-        host still reach it); clients=False: its link down, nothing reaches it."""
+        host still reach it); nodes=False: between the node and ZooKeeper only; clients=False:
+        its link down, nothing reaches it."""
         if not clients:
             _ip("-n", self.namespace(node), "link", "set", "eth0", "down")
             self._cut[node] = True
             return
         others = ", ".join(self.address(n) for n in self.ids if n != node) or self.host
+        node_in = f"    ip saddr {{ {others} }} drop\n" if nodes else ""
+        node_out = f"    ip daddr {{ {others} }} drop\n" if nodes else ""
         rules = (
             f"table inet {TABLE} {{\n"
             "  chain input {\n    type filter hook input priority 0; policy accept;\n"
-            f"    ip saddr {{ {others} }} drop\n    ip saddr {self.host} tcp sport {zk_port} drop\n  }}\n"
+            f"{node_in}    ip saddr {self.host} tcp sport {zk_port} drop\n  }}\n"
             "  chain output {\n    type filter hook output priority 0; policy accept;\n"
-            f"    ip daddr {{ {others} }} drop\n    ip daddr {self.host} tcp dport {zk_port} drop\n  }}\n"
+            f"{node_out}    ip daddr {self.host} tcp dport {zk_port} drop\n  }}\n"
             "}\n")
         subprocess.run([*self.prefix(node), "nft", "-f", "-"], input=rules, check=True, capture_output=True,
                        text=True, timeout=30)

@@ -15,7 +15,8 @@ Fixtures
                      AsyncControlClient), when pytest-asyncio is installed.
     kcoord_factory   more servers of the test's own (overrides, log_dir), stopped after it.
     kcoord_cluster   a three-node cluster through ZooKeeper (kcoord/testing/cluster.py):
-                     .bootstrap, kill(id) / stop(id) / start(id), controller(), state(t, p);
+                     .bootstrap, kill(id) / stop(id) / start(id), controller(), state(t, p),
+                     move_coordinator(group, id) / move_leader(topic, p, id);
                      kcoord_cluster_factory(nodes, overrides=..) for other sizes;
                      kcoord_cluster_factory(nodes, netns=True): each node in a network
                      namespace of its own, with cut_off(id) / heal(id) (root; skipped
@@ -255,7 +256,8 @@ def kcoord_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def kcoord_cluster_factory(tmp_path: Path, kcoord_zookeeper: str, request: pytest.FixtureRequest) -> Iterator[Any]:
     """make(nodes=3, overrides=None, session_timeout_ms=6000, racks=None, netns=False) -> a
     started KcoordCluster (kcoord/testing/cluster.py) in its own ZooKeeper chroot; closed after
-    the test. netns=True: every node in a network namespace of its own and a ZooKeeper of the
+    the test. Its nodes serve the control API (control=True; not with netns), so
+    move_coordinator(group, id) / move_leader(topic, p, id) work. netns=True: every node in a network namespace of its own and a ZooKeeper of the
     cluster's own on the namespaces' bridge (cut_off(id) / heal(id)); the test is skipped
     where namespaces cannot be made (not root, no `ip` or `nft`)."""
     from kcoord.testing.cluster import KcoordCluster
@@ -271,6 +273,7 @@ def kcoord_cluster_factory(tmp_path: Path, kcoord_zookeeper: str, request: pytes
             if (why := available()) is not None:
                 pytest.skip(f"network namespaces: {why}")
             zookeeper = None  # the nodes reach only a ZooKeeper on their bridge
+        kwargs.setdefault("control", not kwargs.get("netns"))  # move_coordinator / move_leader
         cluster = KcoordCluster(tmp_path / f"cluster{len(made)}", nodes, zookeeper=zookeeper, **kwargs)
         made.append(cluster)
         return cluster.start()

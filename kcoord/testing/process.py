@@ -2,6 +2,7 @@
 restart, its log, its bootstrap servers and (when on) its control API."""
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -40,8 +41,9 @@ class KcoordProcess:
 
     def __init__(self, log_dir: Path, port: int | None = None, overrides: dict[str, str] | None = None,
                  control: bool = False, cwd: Path | None = None, host: str = "127.0.0.1",
-                 prefix: list[str] | None = None) -> None:
+                 prefix: list[str] | None = None, env: dict[str, str] | None = None) -> None:
         self.log_dir = Path(log_dir)
+        self.env = dict(env or {})  # added to this process's environment (KCOORD_CRASH_AT, say)
         self.prefix = list(prefix or [])  # runs the server under it (`ip netns exec NS`, say)
         self.host = host  # the Kafka listener's address (another local address, say)
         self.port = port or free_port()
@@ -85,7 +87,8 @@ class KcoordProcess:
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
         with open(self.output, "ab") as out:
-            self.proc = subprocess.Popen(args, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(args, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **self.env} if self.env else None)
         deadline = time.monotonic() + timeout
         ports = [(self.host, self.port)] + ([("127.0.0.1", self.control_port)] if self.control_port else [])
         while ports:

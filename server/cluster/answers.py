@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from kcoord.protocol.errors import ErrorCode
-from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from kcoord.server.cluster.node import ClusterNode
 from kcoord.server.cluster.znodes import TopicAssignment
 
@@ -39,7 +39,7 @@ def brokers(node: ClusterNode, listener: str | None) -> list[tuple[int, str, int
 
 
 def is_internal(name: str) -> bool:
-    return name in (OFFSETS_TOPIC, TXN_TOPIC)
+    return name in (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC)
 
 
 def partitions(node: ClusterNode, topic: TopicAssignment, listener: str | None, version: int) -> list[PartitionAnswer]:

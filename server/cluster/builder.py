@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from kcoord.server.cluster.config_changes import Apply, ClusterConfigs
 from kcoord.server.cluster.controller import ControllerSettings
 from kcoord.server.cluster.coordinators import CoordinatorsFollowLeadership, coordinator_acks
@@ -15,6 +15,7 @@ from kcoord.server.cluster.ports import ReplicaManagerPort
 from kcoord.server.cluster.producer_ids import ZkProducerIdBlocks
 from kcoord.server.cluster.zk import Zk
 from kcoord.server.cluster.znodes import BrokerInfo
+from kcoord.server.share.cluster import cluster_topic_configs
 
 
 def broker_info(config: Any, listeners: Iterable[Any]) -> BrokerInfo:
@@ -42,13 +43,17 @@ def controller_settings(config: Any, topic_configs: Any) -> ControllerSettings:
             "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
             "unclean.leader.election.enable": "false",
             "segment.bytes": str(config["transaction.state.log.segment.bytes"])})
+    share = (config["share.coordinator.state.topic.num.partitions"],
+             config["share.coordinator.state.topic.replication.factor"], cluster_topic_configs(config))
     return ControllerSettings(unclean, config["auto.leader.rebalance.enable"],
                               config["leader.imbalance.check.interval.seconds"],
-                              config["leader.imbalance.per.broker.percentage"], {OFFSETS_TOPIC: offsets, TXN_TOPIC: txn})
+                              config["leader.imbalance.per.broker.percentage"],
+                              {OFFSETS_TOPIC: offsets, TXN_TOPIC: txn, SHARE_STATE_TOPIC: share})
 
 
 async def start_cluster(config: Any, listeners: Iterable[Any], replicas: Callable[[ClusterNode], ReplicaManagerPort],
                         group_runtime: Callable[[], Any], txn_runtime: Callable[[], Any],
+                        share_runtime: Callable[[], Any], leadership_changed: Callable[[], None],
                         use_producer_id_blocks: Callable[[Callable[[], Any]], None],
                         min_isr: Callable[[str], int], cluster_id: str,
                         answering: Callable[[ClusterNode | None], None],
@@ -57,8 +62,9 @@ async def start_cluster(config: Any, listeners: Iterable[Any], replicas: Callabl
     node's cluster id becomes the cluster's (`node.cluster_id`). Raises TimeoutError when
     ZooKeeper cannot be reached in zookeeper.connection.timeout.ms. `replicas` builds the
     node's replica port (it is given the node, whose `alter_isr` it calls), started here;
-    `group_runtime` / `txn_runtime`: the group and transaction coordinators' runtimes (the
-    node's current ones); `use_producer_id_blocks(take)`: the node's producer ids come from the
+    `group_runtime` / `txn_runtime` / `share_runtime`: the group, transaction and share
+    coordinators' runtimes (the node's current ones); `leadership_changed()`: after every
+    change of what this node leads (share partitions follow their data partitions' leaders); `use_producer_id_blocks(take)`: the node's producer ids come from the
     blocks `take` claims in ZooKeeper from now on; `min_isr(topic)`: a topic's effective
     min.insync.replicas (what the coordinators' appends need); `answering(node)`:
     the broker answers from the cluster's metadata from now on (None: it could not join);
@@ -81,8 +87,10 @@ async def start_cluster(config: Any, listeners: Iterable[Any], replicas: Callabl
     node.replicas = CoordinatorsFollowLeadership(inner, [
         (OFFSETS_TOPIC, group_runtime),
         (TXN_TOPIC, txn_runtime),
+        (SHARE_STATE_TOPIC, share_runtime),
     ], node, {OFFSETS_TOPIC: coordinator_acks(config["offsets.commit.required.acks"], inner, min_isr),
-              TXN_TOPIC: coordinator_acks(-1, inner, min_isr)})
+              TXN_TOPIC: coordinator_acks(-1, inner, min_isr),
+              SHARE_STATE_TOPIC: coordinator_acks(-1, inner, min_isr)}, leadership_changed)
     # producer ids from the blocks the cluster's nodes claim in ZooKeeper, never this node's own
     blocks = ZkProducerIdBlocks(zk, config.node_id)
     use_producer_id_blocks(blocks.take)

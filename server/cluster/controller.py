@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kcoord.server.cluster import election, znodes
-from kcoord.server.cluster.assignment import AssignmentError, assign_replicas
 from kcoord.server.cluster.metadata_cache import MetadataCache
 from kcoord.server.cluster.partition_state import NO_LEADER, PartitionState
 from kcoord.server.cluster.reassignment import Reassignments, reassigning
@@ -32,7 +31,8 @@ class ControllerSettings:
         self.auto_rebalance = auto_rebalance
         self.imbalance_check_s = imbalance_check_s
         self.imbalance_percentage = imbalance_percentage
-        # topics the cluster creates itself once enough brokers are up: name -> (partitions, rf, configs)
+        # the internal topics a node creates at the first FindCoordinator that needs one (Kafka's
+        # ZooKeeper-mode brokers; ClusterNode.create_internal_topic_soon): name -> (partitions, rf, configs)
         self.internal_topics = internal_topics
 
 
@@ -117,7 +117,6 @@ class Controller:
     async def reconcile(self) -> None:
         cache = self.cache
         live = cache.live
-        await self._create_internal_topics(live)
         for name in sorted(cache.deleting):
             await self._delete_topic(name)
         for name, topic in sorted(cache.topics.items()):
@@ -189,19 +188,6 @@ class Controller:
                  new.leader_epoch, list(isr))
         self.cache.put_state(new)
         return new
-
-    async def _create_internal_topics(self, live: set[int]) -> None:
-        for name, (partitions, rf, configs) in self.settings.internal_topics.items():
-            if name in self.cache.topics or len(live) < rf:
-                continue  # Kafka: not before as many brokers as its replication factor are up
-            try:
-                replicas = assign_replicas({b: self.cache.brokers[b].rack for b in live}, partitions, rf)
-            except AssignmentError:
-                continue
-            try:
-                await create_topic_znodes(self.zk, name, replicas, configs)
-            except NodeExistsError:
-                pass  # created by an earlier pass whose change the cache has not read yet
 
     async def _delete_topic(self, name: str) -> None:
         """/admin/delete_topics/T: the topic's znodes go (the nodes hosting it see it gone and

@@ -39,13 +39,17 @@ class CoordinatorsFollowLeadership:
     partitions this node leads and unloads those it no longer leads."""
 
     def __init__(self, replicas: ReplicaManagerPort, runtimes: Sequence[tuple[str, Callable[[], Any]]],
-                 node: Any, acks: Mapping[str, Any] | None = None) -> None:
+                 node: Any, acks: Mapping[str, Any] | None = None,
+                 after_apply: Callable[[], None] | None = None) -> None:
         """runtimes: (topic, the runtime of the coordinator living in it) pairs, each runtime
         given by a function (the node's current parts', server/node.py: built at its first
         use); node: the ClusterNode (broker_id, leads, zk.on_state), built before this;
         acks: by topic, what its coordinator's appends wait for (server/coordinator/acks.py
-        ReplicaAcks, `coordinator_acks` below); none when the partitions are not replicated."""
+        ReplicaAcks, `coordinator_acks` below); none when the partitions are not replicated;
+        after_apply(): after every change told (what follows data partitions' leadership: the
+        share partitions, server/share/cluster.py)."""
         self.replicas = replicas
+        self.after_apply = after_apply
         self._runtimes = dict(runtimes)
         self.node = node
         self.broker_id = node.broker_id
@@ -68,6 +72,8 @@ class CoordinatorsFollowLeadership:
             mine = [s for s in states if s.topic == topic]
             if mine:
                 self._follow(topic, mine)
+        if self.after_apply is not None:
+            self.after_apply()
 
     def _follow(self, topic: str, states: list[PartitionState], again: bool = False) -> None:
         """`again`: states told before, to act on anew (the same session back)."""

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kcoord.protocol.topics import OFFSETS_TOPIC, TXN_TOPIC
+from kcoord.protocol.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from kcoord.server.cluster import stray_logs
 from kcoord.server.cluster.metadata_cache import MetadataCache
 from kcoord.server.cluster.partition_state import PartitionState
@@ -71,7 +71,7 @@ class LocalReplicas:
             try:
                 if local is None:
                     self.topic_logs().create_topic(name, assignment.partitions, self.cache.topic_configs.get(name, {}),
-                                                   internal=name in (OFFSETS_TOPIC, TXN_TOPIC),
+                                                   internal=name in (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC),
                                                    topic_id=assignment.topic_id)
                     continue
                 if local.topic_id != assignment.topic_id:

@@ -57,6 +57,7 @@ class ClusterNode:
         self._hosted: dict[tuple[str, int], PartitionState] = {}
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._creating_internal: set[str] = set()  # internal topics whose creation is under way
         self.cache.on_change(self._on_cache_change)
         zk.on_state(self._on_session_state)
 
@@ -378,6 +379,30 @@ class ClusterNode:
                 await self.create_topic(name, partitions, replication_factor, None, {})
             except ClusterError as e:
                 log.info("Auto-creation of %s: %s", name, e.message)
+
+        self._spawn(create())
+
+    def create_internal_topic_soon(self, name: str) -> None:
+        """Kafka's ZooKeeper-mode FindCoordinator (and Metadata) for an internal topic that does
+        not exist yet: this node writes it to ZooKeeper in the background, with the partitions,
+        replication factor and configs of `settings.internal_topics` (offsets.topic.num.partitions
+        and offsets.topic.replication.factor for __consumer_offsets; transaction.state.log.* for
+        __transaction_state); the controller elects its leaders. While fewer brokers are
+        registered than its replication factor nothing is written (INVALID_REPLICATION_FACTOR,
+        logged): the caller answers COORDINATOR_NOT_AVAILABLE and the next lookup tries again."""
+        if name in self.cache.topics or name in self._creating_internal or name not in self.settings.internal_topics:
+            return
+        partitions, rf, configs = self.settings.internal_topics[name]
+        self._creating_internal.add(name)
+
+        async def create() -> None:
+            try:
+                await self.create_topic(name, partitions, rf, None, dict(configs))
+                log.info("Created internal topic %s: %d partitions, replication factor %d", name, partitions, rf)
+            except ClusterError as e:
+                log.info("Not creating internal topic %s yet: %s", name, e.message)
+            finally:
+                self._creating_internal.discard(name)
 
         self._spawn(create())
 

@@ -6,7 +6,9 @@ watches, server/cluster/metadata_cache.py): those this node leads are written di
 (`write_here`, the WriteTxnMarkers handler's own path), the others are grouped per leading
 node, one WriteTxnMarkers request per node (v1, on the inter-broker listener, through
 server/cluster/broker_clients.py: one connection per node). The answer is an error per
-partition; the marker writer (server/txn/markers.py) retries the partitions that failed
+partition; the marker writer (server/txn/markers.py) decides by Kafka's table which answers are
+retried, which drop the transaction's markers (TRANSACTION_COORDINATOR_FENCED) and which are
+fatal (server/txn/marker_outcomes.py); it retries the partitions that failed retriably
 (NOT_LEADER_OR_FOLLOWER, a node that cannot be reached, a partition without a leader) after its
 backoff, routed again from the metadata as it is then, so a marker follows its partition's
 leader as it moves. A partition the metadata no longer has (its topic deleted) is skipped, as

@@ -33,7 +33,8 @@ from typing import Any
 
 from kcoord.server.control.faults import BadRule
 from kcoord.server.control.http import HttpError
-from kcoord.server.control.plane import ControlPlane, NotFound
+from kcoord.server.control.plane import ControlPlane
+from kcoord.server.control.refusals import NotFound, Refused
 
 Route = Callable[[ControlPlane, dict[str, str], dict[str, str], dict[str, Any]], Any]
 
@@ -110,6 +111,8 @@ def make_handler(plane: ControlPlane) -> Callable[..., Awaitable[tuple[int, Any]
                 raise HttpError(400, str(e)) from None
             except NotFound as e:
                 raise HttpError(404, str(e)) from None
+            except Refused as e:
+                raise HttpError(e.status, str(e)) from None
             return 200, answer
         if allowed:
             raise HttpError(405, f"use {' or '.join(sorted(set(allowed)))} for /{'/'.join(segments)}")

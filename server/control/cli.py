@@ -83,17 +83,21 @@ def _parser() -> argparse.ArgumentParser:
     li.add_argument("ms", type=int)
     li.add_argument("--group", dest="group_id")
     li.add_argument("--partition", type=int)
-    sub.add_parser("brokers", help="the virtual brokers (kcoord.virtual.brokers)")
+    sub.add_parser("brokers", help="the virtual brokers (kcoord.virtual.brokers), or a cluster's live brokers")
     for name, text in (("broker-down", "take a virtual broker down"), ("broker-up", "bring it back")):
         b = sub.add_parser(name, help=text)
         b.add_argument("node", type=int)
-    ml = sub.add_parser("move-leader", help="move a partition's leader to another virtual broker")
+    ml = sub.add_parser("move-leader", help="move a partition's leader to another virtual broker, or on a "
+                                            "cluster to another node (a preferred-leader election)")
     ml.add_argument("topic")
     ml.add_argument("partition", type=int)
     ml.add_argument("node", type=int)
-    mc = sub.add_parser("move-coordinator", help="move a group's coordinator to another virtual broker")
+    ml.add_argument("--timeout-ms", type=int, help="a cluster: how long to wait for the node to lead (30000)")
+    mc = sub.add_parser("move-coordinator", help="move a group's coordinator to another virtual broker, or on "
+                                                 "a cluster to another node")
     mc.add_argument("group")
     mc.add_argument("node", type=int)
+    mc.add_argument("--timeout-ms", type=int, help="a cluster: how long to wait for the node to answer (30000)")
     return ap
 
 
@@ -135,9 +139,9 @@ def run(ctl: ControlClient, a: argparse.Namespace) -> Any:
     if a.cmd == "broker-up":
         return ctl.broker_up(a.node)
     if a.cmd == "move-leader":
-        return ctl.move_leader(a.topic, a.partition, a.node)
+        return ctl.move_leader(a.topic, a.partition, a.node, a.timeout_ms)
     if a.cmd == "move-coordinator":
-        return ctl.move_coordinator(a.group, a.node)
+        return ctl.move_coordinator(a.group, a.node, a.timeout_ms)
     raise AssertionError(a.cmd)
 
 

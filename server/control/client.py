@@ -43,8 +43,10 @@ def _drop_none(**kw: Any) -> dict[str, Any]:
 class _Calls:
     """The API's operations as (method, path, body); the transport is the subclass's."""
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, key: str | None = None) -> Any:
-        """The answer's JSON (its `key` only, if given)."""
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, key: str | None = None,
+              wait_s: float = 0.0) -> Any:
+        """The answer's JSON (its `key` only, if given); `wait_s`: how long the server may take
+        on purpose (a move waits for the new leader), added to the client's timeout."""
         raise NotImplementedError
 
     def status(self) -> Any:
@@ -123,11 +125,21 @@ class _Calls:
     def broker_up(self, node_id: int) -> Any:
         return self._call("POST", f"/brokers/{node_id}/up")
 
-    def move_leader(self, topic: str, partition: int, node_id: int) -> Any:
-        return self._call("POST", f"/partitions/{_seg(topic)}/{partition}/leader", {"node": node_id})
+    def move_leader(self, topic: str, partition: int, node_id: int, timeout_ms: int | None = None) -> Any:
+        """The partition's leader moves to node_id (virtual brokers: at once; a cluster node:
+        a preferred-leader election through the controller, answered once node_id leads)."""
+        return self._call("POST", f"/partitions/{_seg(topic)}/{partition}/leader",
+                          _drop_none(node=node_id, timeout_ms=timeout_ms), wait_s=_wait(timeout_ms))
 
-    def move_coordinator(self, group_id: str, node_id: int) -> Any:
-        return self._call("POST", f"/groups/{_seg(group_id)}/coordinator", {"node": node_id})
+    def move_coordinator(self, group_id: str, node_id: int, timeout_ms: int | None = None) -> Any:
+        """The group's __consumer_offsets partition moves to node_id (a cluster node: answered
+        once node_id has loaded the group)."""
+        return self._call("POST", f"/groups/{_seg(group_id)}/coordinator",
+                          _drop_none(node=node_id, timeout_ms=timeout_ms), wait_s=_wait(timeout_ms))
+
+
+def _wait(timeout_ms: int | None) -> float:
+    return (timeout_ms if timeout_ms is not None else 30_000) / 1000  # the server's default: 30 s
 
 
 class ControlClient(_Calls):
@@ -135,12 +147,13 @@ class ControlClient(_Calls):
         self.url = url.rstrip("/")
         self.timeout = timeout
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, key: str | None = None) -> Any:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, key: str | None = None,
+              wait_s: float = 0.0) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         req = Request(self.url + path, data=data, method=method,
                       headers={"Content-Type": "application/json"} if data is not None else {})
         try:
-            with urlopen(req, timeout=self.timeout) as resp:
+            with urlopen(req, timeout=self.timeout + wait_s) as resp:
                 answer = json.loads(resp.read())
                 return answer[key] if key is not None else answer
         except HTTPError as e:
@@ -169,8 +182,8 @@ class AsyncControlClient(_Calls):
         self.timeout = timeout
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None = None,  # type: ignore[override]
-                    key: str | None = None) -> Any:
-        answer = await asyncio.wait_for(self._exchange(method, path, body), self.timeout)
+                    key: str | None = None, wait_s: float = 0.0) -> Any:
+        answer = await asyncio.wait_for(self._exchange(method, path, body), self.timeout + wait_s)
         return answer[key] if key is not None else answer
 
     async def _exchange(self, method: str, path: str, body: dict[str, Any] | None) -> Any:

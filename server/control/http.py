@@ -30,7 +30,8 @@ class HttpError(Exception):
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            413: "Content Too Large", 500: "Internal Server Error"}
+            409: "Conflict", 413: "Content Too Large", 500: "Internal Server Error",
+            504: "Gateway Timeout"}
 
 
 class _Conn(asyncio.Protocol):

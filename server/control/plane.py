@@ -31,6 +31,7 @@ from kcoord.server.control.faults import (
 )
 from kcoord.server.control.intercept import Interceptor
 from kcoord.server.control.recorder import Recorder
+from kcoord.server.control.refusals import NotFound, Refused
 from kcoord.server.deferred import Deferred
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
     from kcoord.server.connection import KafkaConnection
     from kcoord.server.connections import Connections
+    from kcoord.server.control.cluster_moves import ClusterMoves
     from kcoord.server.control.ports import NodeState
     from kcoord.server.dispatch import Dispatcher
     from kcoord.server.virtual.cluster import VirtualCluster
@@ -48,24 +50,23 @@ MAX_RECORDED = 100_000
 DEFAULT_RECORDED = 10_000
 
 
-class NotFound(LookupError):
-    """A control request about something that does not exist (HTTP 404)."""
-
-
 class ControlPlane:
     """Built by the composition root (server/node.py, `control_plane`) with what it uses of the
     node: the dispatcher (the answer of a request nothing injected), its connections, its
-    current parts (NodeState), and the node's load, reset and identity."""
+    current parts (NodeState), and the node's load, reset and identity; on a cluster node its
+    moves through the controller (cluster_moves.py)."""
 
     def __init__(self, dispatcher: Dispatcher, connections: Connections, state: NodeState,
                  loaded: Callable[[], Awaitable[None]], reset: Callable[[], dict[str, int]],
-                 identity: Callable[[], dict[str, Any]]) -> None:
+                 identity: Callable[[], dict[str, Any]], moves: ClusterMoves | None = None) -> None:
         self.dispatcher = dispatcher
         self._connections = connections
         self.state = state
         self._loaded = loaded  # until __consumer_offsets is loaded
         self._reset = reset  # the node's reset: its state anew from an emptied directory (reset.py)
         self._identity = identity  # cluster id, node id, the listeners' bound addresses
+        # on a cluster node (zookeeper.connect set): its moves through the controller; and no reset
+        self.moves = moves
         self.errors: list[ErrorRule] = []
         self.latency: list[LatencyRule] = []
         self.stalls: list[StallRule] = []
@@ -372,11 +373,15 @@ class ControlPlane:
             raise BadRule(f"name a 'group_id' or a __consumer_offsets 'partition' (0 to {n - 1})")
         return partition
 
-    # ---------------------------------------------------------------- virtual brokers
+    # ---------------------------------------------------------------- virtual brokers, a cluster
+
+    # on a cluster node the brokers are processes (cluster_moves.py moves leaders between
+    # them); otherwise the virtual brokers of kcoord.virtual.brokers=N inside this one
 
     def _cluster(self) -> Any:
         if self.virtual is None:
-            raise NotFound("virtual brokers are off (kcoord.virtual.brokers=N, N > 1)")
+            raise NotFound("virtual brokers are off (kcoord.virtual.brokers=N, N > 1) and this is no cluster node "
+                           "(zookeeper.connect)")
         return self.virtual
 
     def _node(self, node: Any) -> int:
@@ -388,15 +393,28 @@ class ControlPlane:
         return node
 
     def brokers(self) -> dict[str, Any]:
+        if self.moves is not None:
+            return {"brokers": self.moves.brokers()}
         return {"brokers": self._cluster().describe()}
 
+    def _not_on_a_cluster(self, what: str) -> None:
+        if self.moves is not None:
+            raise Refused(409, f"{what}: a cluster node is a process of its own; stop, kill and start it "
+                               f"(KcoordCluster.stop / kill / start, docs/testing.md)")
+
     async def broker_down(self, node: str) -> dict[str, Any]:
+        self._not_on_a_cluster("no virtual brokers to take down")
         return await self._cluster().down(self._node(node))
 
     async def broker_up(self, node: str) -> dict[str, Any]:
+        self._not_on_a_cluster("no virtual brokers to bring up")
         return await self._cluster().up(self._node(node))
 
-    def move_leader(self, topic: str, partition: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def move_leader(self, topic: str, partition: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.moves is not None:
+            if not partition.isdigit():
+                raise NotFound(f"no partition {partition} of topic {topic}")
+            return await self.moves.move_leader(topic, int(partition), body.get("node"), body.get("timeout_ms"))
         cluster = self._cluster()
         t = self.state.topics().get(topic)
         if t is None:
@@ -407,7 +425,9 @@ class ControlPlane:
         before = cluster.move_leader(topic, int(partition), node)
         return {"topic": topic, "partition": int(partition), "leader": node, "previous": before}
 
-    def move_coordinator(self, group_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def move_coordinator(self, group_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.moves is not None:
+            return await self.moves.move_coordinator(group_id, body.get("node"), body.get("timeout_ms"))
         cluster = self._cluster()
         node = self._node(body.get("node"))
         partition = self.state.coordinator().partition_of(group_id)
@@ -417,6 +437,14 @@ class ControlPlane:
     # ---------------------------------------------------------------- reset
 
     async def reset(self) -> dict[str, Any]:
+        if self.moves is not None:
+            # Kafka has no reset, and one node of a cluster cannot be a new server alone: the
+            # controller, ZooKeeper and the other nodes' replicas still name its partitions
+            # (docs/testing.md, "A cluster in a test")
+            raise Refused(409, "reset is refused on a cluster node (zookeeper.connect is set): the cluster's "
+                               "topics and replicas live in ZooKeeper and on the other nodes. Delete the test's "
+                               "topics and groups (DeleteTopics, DeleteGroups), or start a new cluster "
+                               "(kcoord_cluster_factory)")
         started = time.perf_counter()
         self.errors.clear()
         self.latency.clear()
@@ -444,6 +472,8 @@ class ControlPlane:
         self.recorder = None
         for task in self.loading.values():
             task.cancel()
+        if self.moves is not None:
+            self.moves.close()
         self._refresh()
 
     def status(self) -> dict[str, Any]:
@@ -452,4 +482,5 @@ class ControlPlane:
                 "groups": sorted(g.group_id for g in self.state.coordinator().groups() if not g.is_dead()),
                 "connections": len(self._connections), "faults": self.faults(),
                 "recording": self.recorder is not None,
-                "virtual_brokers": self.virtual.ids() if self.virtual is not None else None}
+                "virtual_brokers": self.virtual.ids() if self.virtual is not None else None,
+                "cluster": self.moves.summary() if self.moves is not None else None}

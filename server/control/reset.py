@@ -25,16 +25,9 @@ from kcoord.storage.log_manager import parse_partition_dir
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from kcoord.server.broker import Broker
-
 log = logging.getLogger("kcoord.control")
 
 _CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # the compaction sidecar's (sidecar/checkpoint.py)
-
-
-def reset_broker(broker: Broker) -> dict[str, int]:
-    """Empty the node in place (Broker.reset); returns what was dropped."""
-    return broker.reset()
 
 
 def empty_log_dir(log_dir: Path) -> None:

@@ -4,6 +4,7 @@ Fields a version does not have are ignored by kafka-python on encode."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (
@@ -165,52 +166,24 @@ FetchRow = tuple[str, int, int, int, str, ErrorCode]
 
 def fetch_response_single(version: int, error: ErrorCode, rows: list[FetchRow]) -> OffsetFetchResponse:
     """OffsetFetch v0-v7: one group; the group error is top level from v2, per partition before."""
-    by_topic: dict[str, list[FetchRow]] = {}
-    for row in rows:
-        by_topic.setdefault(row[0], []).append(row)
-    topics = [
-        _FetchTopic(
-            name=t,
-            partitions=[
-                _FetchPartition(
-                    partition_index=p,
-                    committed_offset=o,
-                    committed_leader_epoch=ep,
-                    metadata=meta,
-                    error_code=int(e),
-                )
-                for _, p, o, ep, meta, e in parts
-            ],
-        )
-        for t, parts in by_topic.items()
-    ]
+    topics = _fetch_topics(rows, _FetchTopic, _FetchPartition)
     return OffsetFetchResponse(version=version, throttle_time_ms=0, topics=topics, error_code=int(error), groups=[])
 
 
 def fetch_group(group_id: str, error: ErrorCode, rows: list[FetchRow]) -> _FetchGroup:
+    return _FetchGroup(group_id=group_id, error_code=int(error),
+                       topics=_fetch_topics(rows, _FetchGroupTopic, _FetchGroupPartition))
+
+
+def _fetch_topics(rows: list[FetchRow], topic: Any, partition: Any) -> list[Any]:
+    """The rows grouped by topic, in the order their topics first appear, as OffsetFetch's
+    `topic` and `partition` classes (v0-v7's or a v8+ group's)."""
     by_topic: dict[str, list[FetchRow]] = {}
     for row in rows:
         by_topic.setdefault(row[0], []).append(row)
-    return _FetchGroup(
-        group_id=group_id,
-        error_code=int(error),
-        topics=[
-            _FetchGroupTopic(
-                name=t,
-                partitions=[
-                    _FetchGroupPartition(
-                        partition_index=p,
-                        committed_offset=o,
-                        committed_leader_epoch=ep,
-                        metadata=meta,
-                        error_code=int(e),
-                    )
-                    for _, p, o, ep, meta, e in parts
-                ],
-            )
-            for t, parts in by_topic.items()
-        ],
-    )
+    return [topic(name=t, partitions=[
+        partition(partition_index=p, committed_offset=o, committed_leader_epoch=ep, metadata=meta, error_code=int(e))
+        for _, p, o, ep, meta, e in parts]) for t, parts in by_topic.items()]
 
 
 def fetch_response_multi(version: int, groups: list[_FetchGroup]) -> OffsetFetchResponse:

@@ -8,19 +8,26 @@ from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.configs import AlterConfigsResponse
 
-from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
-from kcoord.server.config_admin import DUPLICATE_RESOURCE, cluster_change, commit, duplicates, plan_legacy
+from kcoord.protocol.errors import ErrorCode, KafkaError
+from kcoord.server.config_admin import (
+    Outcome,
+    cluster_change,
+    commit,
+    each_resource,
+    each_resource_awaited,
+    plan_legacy,
+)
 from kcoord.server.context import RequestContext
 from kcoord.server.deferred import of_coroutine
 
 if TYPE_CHECKING:
     from kcoord.server.config_admin import ConfigState
 
-Out = AlterConfigsResponse.AlterConfigsResourceResponse
 
-
-class AlterConfigsApi:
-    """The handler of alter_configs.py, built by the composition root (server/node.py) with the config state (server/config_admin.py)."""
+class ConfigAlterations:
+    """What the AlterConfigs and IncrementalAlterConfigs areas are built with by the
+    composition root (server/node.py): the config state (server/config_admin.py) and, on a
+    cluster node, the ClusterNode, whose config publisher writes changes to ZooKeeper."""
 
     def __init__(self, state: ConfigState, cluster: Callable[[], Any] = lambda: None) -> None:
         self.state = state
@@ -31,47 +38,45 @@ class AlterConfigsApi:
         node = self.cluster()
         return None if node is None else node.configs
 
+
+class AlterConfigsApi(ConfigAlterations):
+    """The handler of alter_configs.py."""
+
     def handle_alter_configs(self, ctx: RequestContext, req: Any, version: int) -> Any:
         publisher = self._publisher()
         if publisher is not None and not req.validate_only:
             return of_coroutine(self._published(req, version, publisher), "AlterConfigs")
-        dup = duplicates(req.resources)
-        out = []
-        for i, r in enumerate(req.resources):
-            code, message = ErrorCode.NONE, None
-            try:
-                if i in dup:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
-                plan = plan_legacy(self.state, r)
-                if not req.validate_only:
-                    commit(self.state, plan)
-            except (KafkaError, OSError) as e:
-                code, message = error_code_of(e), getattr(e, "message", None) or str(e)
-            out.append(Out(error_code=code, error_message=message, resource_type=r.resource_type,
-                           resource_name=r.resource_name))
-        return AlterConfigsResponse(version=version, throttle_time_ms=0, responses=out)
+
+        def apply(r: Any) -> None:
+            plan = plan_legacy(self.state, r)
+            if not req.validate_only:
+                commit(self.state, plan)
+        return _response(req, version, each_resource(req.resources, apply))
 
     async def _published(self, req: Any, version: int, publisher: Any) -> Any:
         """On a cluster node: topic and broker changes written to ZooKeeper, every node applies
         them (server/cluster/config_changes.py); group configs stay on this node."""
-        dup = duplicates(req.resources)
-        out = []
-        for i, r in enumerate(req.resources):
-            code, message = ErrorCode.NONE, None
-            try:
-                if i in dup:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
-                plan = plan_legacy(self.state, r)
-                change = cluster_change(plan)
-                if change is None:
-                    commit(self.state, plan)
-                else:
-                    await publish(publisher, change, plan.configs)
-            except (KafkaError, OSError) as e:
-                code, message = error_code_of(e), getattr(e, "message", None) or str(e)
-            out.append(Out(error_code=code, error_message=message, resource_type=r.resource_type,
-                           resource_name=r.resource_name))
-        return AlterConfigsResponse(version=version, throttle_time_ms=0, responses=out)
+        async def apply(r: Any) -> None:
+            plan = plan_legacy(self.state, r)
+            change = cluster_change(plan)
+            if change is None:
+                commit(self.state, plan)
+            else:
+                await publish(publisher, change, plan.configs)
+        return _response(req, version, await each_resource_awaited(req.resources, apply))
+
+
+def _response(req: Any, version: int, outcomes: list[Outcome]) -> Any:
+    return response(AlterConfigsResponse, req, version, outcomes)
+
+
+def response(cls: Any, req: Any, version: int, outcomes: list[Outcome]) -> Any:
+    """The answer (AlterConfigs' or IncrementalAlterConfigs' response class `cls`) with each
+    resource's outcome."""
+    out = cls.AlterConfigsResourceResponse
+    return cls(version=version, throttle_time_ms=0, responses=[
+        out(error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
+        for r, (code, message) in zip(req.resources, outcomes, strict=True)])
 
 
 async def publish(publisher: Any, change: tuple[str, str], configs: dict[str, str]) -> None:

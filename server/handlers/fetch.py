@@ -13,11 +13,12 @@
 - high watermark = log end offset on a single node. A replicated partition (plog.replica,
   server/replication/) is served by its leader only (NOT_LEADER_OR_FOLLOWER elsewhere, its
   leader epoch checked against current_leader_epoch): a consumer (replica id -1) reads below
-  the high watermark, a follower (replica id >= 0: replica_id, or ReplicaState v15+) up to
+  the high watermark (KIP-392: a consumer's v11+ Fetch from a follower too, below the high
+  watermark the follower knows; with replica.selector.class the leader may answer a
+  preferred_read_replica instead, server/replication/read_replica.py), a follower (replica id >= 0: replica_id, or ReplicaState v15+) up to
   the log end, and its fetch offset tells the leader how far it has copied. Last stable offset and isolation_level=1
   (read_committed: batches below the LSO, with the aborted transactions they overlap) are
-  server/handlers/fetch_txn.py; aborted_transactions is null for read_uncommitted;
-  preferred_read_replica -1.
+  server/handlers/fetch_txn.py; aborted_transactions is null for read_uncommitted.
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v13+ topic ids),
   OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (current_leader_epoch v9+).
 - Fetch sessions (KIP-227): server/handlers/fetch_session.py picks the request's context; a
@@ -52,7 +53,7 @@ class _Part:
     """One requested partition, resolved."""
 
     __slots__ = ("topic", "index", "offset", "max_bytes", "plog", "error", "start_seg", "start_pos", "available",
-                 "replica", "consumer")
+                 "replica", "consumer", "any_replica", "preferred")
 
     def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int, plog: PartitionLog | None,
                  error: ErrorCode) -> None:
@@ -67,6 +68,8 @@ class _Part:
         self.available = 0  # bytes counted toward min_bytes at the last check (DelayedFetch)
         self.replica: Any = None  # the partition's replica when replicated (server/replication/)
         self.consumer = True  # not a follower: reads below the high watermark
+        self.any_replica = False  # a consumer's Fetch v11+ (KIP-392): a follower may serve it
+        self.preferred: int | None = None  # the leader names this replica instead of reading (KIP-392)
 
 
 def replica_id_of(req: Any, version: int) -> int:
@@ -107,9 +110,15 @@ def _read(resolved: list[tuple[Any, list[_Part]]], max_bytes: int, dp: Any,
                 failed = True
                 continue
             replica = part.replica
-            if replica is not None and (not replica.is_leader or replica.stopped):  # lost it while parked
-                rows.append((ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"", -1, None))
+            if replica is not None and (replica.stopped or not (replica.is_leader or part.any_replica)):
+                rows.append((ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"", -1, None))  # lost it while parked
                 failed = True
+                continue
+            if part.preferred is not None:  # KIP-392: no records, the replica to read from instead
+                hw = replica.hw
+                rows.append((ErrorCode.NONE, hw, plog.log_start_offset, b"",
+                             min(fetch_txn.lso(dp, part.topic, part.index, plog), hw), None, part.preferred))
+                failed = True  # answered at once, as Kafka does
                 continue
             try:
                 data = plog.read(part.offset, min(max(part.max_bytes, 0), remaining), min_one)
@@ -149,10 +158,10 @@ def _response(version: int, req: Any, resolved: list[tuple[Any, list[_Part]]],
     topics = []
     for (t, parts), trows in zip(resolved, rows, strict=True):
         partitions = []
-        for part, (err, hw, log_start, data, stable, aborted) in zip(parts, trows, strict=True):
+        for part, (err, hw, log_start, data, stable, aborted, *preferred) in zip(parts, trows, strict=True):
             if aborted is not None:
                 aborted = [(a.producer_id, a.first_offset) for a in aborted] if err == ErrorCode.NONE else None
-            partitions.append((part.index, err, hw, stable, log_start, aborted, data))
+            partitions.append((part.index, err, hw, stable, log_start, aborted, data, *preferred))
         topics.append((t.topic_id if version >= 13 else t.topic, partitions))
     return FetchResponseData(version, ErrorCode.NONE, session_id, topics)
 
@@ -203,7 +212,7 @@ class DelayedFetch(DelayedOperation):
             return -1
         replica = part.replica
         if replica is not None:
-            if not replica.is_leader or replica.stopped:
+            if replica.stopped or not (replica.is_leader or part.any_replica):
                 return -1
             if part.consumer and replica.hw <= part.offset:
                 return 0  # nothing committed past the fetch offset yet
@@ -255,8 +264,11 @@ class FetchApi:
     the logs and the data plane (its fetch purgatory, transaction state)."""
 
     def __init__(self, topics: TopicRegistry, logs: LogManager, data_plane: DataPlane, cluster: Callable[[], Any],
-                 replicas: Callable[[], Any]) -> None:
+                 replicas: Callable[[], Any],
+                 read_replica: Callable[[Any, str | None, int], int | None] = lambda *_: None) -> None:
         self.topics = topics
+        # KIP-392: (leader's replica, client rack, fetch offset) -> the follower to read from, or None
+        self.read_replica = read_replica
         # a cluster node's ClusterNode and replica manager, else None (server/cluster/, server/replication/)
         self.cluster = cluster
         self.replicas = replicas
@@ -288,6 +300,7 @@ class FetchApi:
 
     def _resolve(self, req: Any, version: int) -> list[tuple[Any, list[_Part]]]:
         replica_id = replica_id_of(req, version)
+        any_replica = version >= 11 and replica_id < 0  # Kafka's clientMetadata: any replica may serve it
         out = []
         for t in req.topics:
             if version >= 13:
@@ -303,23 +316,28 @@ class FetchApi:
                     continue
                 plog = log_of(self.logs, topic, p.partition)
                 err, replica = self.check(topic.name, p.partition, plog, p.current_leader_epoch if version >= 9 else -1,
-                                          p.fetch_offset, replica_id)
+                                          p.fetch_offset, replica_id, any_replica)
                 part = _Part(topic.name, p.partition, p.fetch_offset, p.partition_max_bytes,
                              plog if err == ErrorCode.NONE else None, err)
                 if replica is not None:
-                    part.replica, part.consumer = replica, replica_id < 0
+                    part.replica, part.consumer, part.any_replica = replica, replica_id < 0, any_replica
+                    if any_replica and err == ErrorCode.NONE and replica.is_leader:
+                        part.preferred = self.read_replica(replica, req.rack_id, p.fetch_offset)
                 parts.append(part)
             out.append((t, parts))
         return out
 
     def check(self, topic: str, partition: int, plog: PartitionLog | None, current_leader_epoch: int,
-              fetch_offset: int, replica_id: int) -> tuple[ErrorCode, Any]:
+              fetch_offset: int, replica_id: int, any_replica: bool = False) -> tuple[ErrorCode, Any]:
         """May this node serve the partition to this fetcher: (error, the partition's replica
         when replicated). Full fetches and a session's incremental ones (fetch_session.py) both
         ask here. A replicated partition: only its leader serves it, in its epoch; a follower's
-        fetch offset is its log end offset (the leader's high watermark and ISR follow it)."""
+        fetch offset is its log end offset (the leader's high watermark and ISR follow it).
+        `any_replica` (a consumer's Fetch v11+, KIP-392): a follower serves it too, below the
+        high watermark it learnt from the leader's fetch responses."""
         cluster = self.cluster()
-        if cluster is not None and replica_id < 0 and not_leader(cluster, topic, partition):
+        if (cluster is not None and replica_id < 0 and not_leader(cluster, topic, partition)
+                and not (any_replica and plog is not None and plog.replica is not None)):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         if plog is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
@@ -329,7 +347,7 @@ class FetchApi:
         bad = leader_epoch_error(current_leader_epoch, replica.leader_epoch)
         if bad is not None:
             return bad, replica
-        if not replica.is_leader or replica.stopped:
+        if replica.stopped or not (replica.is_leader or any_replica):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, replica
         if replica_id >= 0:
             self.replicas().follower_fetched(replica, replica_id, fetch_offset)

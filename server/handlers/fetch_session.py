@@ -107,6 +107,10 @@ class SessionReader:
         self.check = check
         self.replica_id = replica_id
 
+    def any_replica(self, version: int) -> bool:
+        """A consumer's Fetch v11+: a follower may serve it (KIP-392, server/handlers/fetch.py)."""
+        return version >= 11 and self.replica_id < 0
+
     def resolve(self, session: FetchSession, cp: CachedPartition, version: int) -> ErrorCode:
         """Look the partition's log up again (it had none, or its topic was deleted)."""
         if version >= 13:
@@ -173,11 +177,12 @@ class SessionReader:
                 err = self.resolve(session, cp, version)
             if err == ErrorCode.NONE:
                 err, replica = self.check(cp.topic, cp.index, cp.plog, cp.leader_epoch if version >= 9 else -1,
-                                          cp.fetch_offset, self.replica_id)
+                                          cp.fetch_offset, self.replica_id, self.any_replica(version))
             part = self.part(cp.topic, cp.index, cp.fetch_offset, cp.max_bytes,
                              cp.plog if err == ErrorCode.NONE else None, err)
             if replica is not None:
                 part.replica, part.consumer = replica, self.replica_id < 0
+                part.any_replica = self.any_replica(version)
             parts.append(part)
         rows, total, failed = self.read([(None, parts)], req.max_bytes, self.dp, req.isolation_level)
         return rows[0], total, failed
@@ -237,7 +242,7 @@ class DelayedSessionFetch(DelayedOperation):
             return -1
         replica = plog.replica
         if replica is not None:
-            if not replica.is_leader or replica.stopped:
+            if replica.stopped or not (replica.is_leader or self.reader.any_replica(self.version)):
                 return -1
             if self.reader.replica_id < 0 and replica.hw <= off:
                 return 0  # nothing committed past the fetch offset yet

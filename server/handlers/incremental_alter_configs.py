@@ -3,85 +3,55 @@ configs) on a topic's or the broker's dynamic configs, and log levels of BROKER_
 resource is checked in full, then applied durably (or not at all: validate_only, an error)."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
 
-from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
 from kcoord.server import broker_logger
 from kcoord.server.config_admin import (
-    DUPLICATE_RESOURCE,
+    Outcome,
     cluster_change,
     commit,
-    duplicates,
+    each_resource,
+    each_resource_awaited,
     plan_incremental,
 )
 from kcoord.server.context import RequestContext
 from kcoord.server.deferred import of_coroutine
-from kcoord.server.handlers.alter_configs import publish
-
-if TYPE_CHECKING:
-    from kcoord.server.config_admin import ConfigState
-
-Out = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+from kcoord.server.handlers.alter_configs import ConfigAlterations, publish, response
 
 
-class IncrementalAlterConfigsApi:
-    """The handler of incremental_alter_configs.py, built by the composition root (server/node.py) with the config state (server/config_admin.py)."""
-
-    def __init__(self, state: ConfigState, cluster: Callable[[], Any] = lambda: None) -> None:
-        self.state = state
-        self.cluster = cluster  # the node's ClusterNode on a cluster node, else None
-
-    def _publisher(self) -> Any:
-        """On a cluster node, what writes topic and broker changes to ZooKeeper."""
-        node = self.cluster()
-        return None if node is None else node.configs
+class IncrementalAlterConfigsApi(ConfigAlterations):
+    """The handler of incremental_alter_configs.py."""
 
     def handle_incremental_alter_configs(self, ctx: RequestContext, req: Any, version: int) -> Any:
         publisher = self._publisher()
         if publisher is not None and not req.validate_only:
             return of_coroutine(self._published(req, version, publisher), "IncrementalAlterConfigs")
-        dup = duplicates(req.resources)
-        out = []
-        for i, r in enumerate(req.resources):
-            code, message = ErrorCode.NONE, None
-            try:
-                if i in dup:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
-                plan = plan_incremental(self.state, r)
-                if not req.validate_only:
-                    if plan is None:  # BROKER_LOGGER: levels change in memory only, as in Kafka
-                        broker_logger.apply(r.configs)
-                    else:
-                        commit(self.state, plan)
-            except (KafkaError, OSError) as e:
-                code, message = error_code_of(e), getattr(e, "message", None) or str(e)
-            out.append(Out(error_code=code, error_message=message, resource_type=r.resource_type,
-                           resource_name=r.resource_name))
-        return IncrementalAlterConfigsResponse(version=version, throttle_time_ms=0, responses=out)
+
+        def apply(r: Any) -> None:
+            plan = plan_incremental(self.state, r)
+            if not req.validate_only:
+                if plan is None:  # BROKER_LOGGER: levels change in memory only, as in Kafka
+                    broker_logger.apply(r.configs)
+                else:
+                    commit(self.state, plan)
+        return _response(req, version, each_resource(req.resources, apply))
 
     async def _published(self, req: Any, version: int, publisher: Any) -> Any:
         """On a cluster node: topic and broker changes written to ZooKeeper, every node applies
         them (server/cluster/config_changes.py); group configs and log levels stay here."""
-        dup = duplicates(req.resources)
-        out = []
-        for i, r in enumerate(req.resources):
-            code, message = ErrorCode.NONE, None
-            try:
-                if i in dup:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
-                plan = plan_incremental(self.state, r)
-                change = None if plan is None else cluster_change(plan)
-                if plan is None:
-                    broker_logger.apply(r.configs)
-                elif change is None:
-                    commit(self.state, plan)
-                else:
-                    await publish(publisher, change, plan.configs)
-            except (KafkaError, OSError) as e:
-                code, message = error_code_of(e), getattr(e, "message", None) or str(e)
-            out.append(Out(error_code=code, error_message=message, resource_type=r.resource_type,
-                           resource_name=r.resource_name))
-        return IncrementalAlterConfigsResponse(version=version, throttle_time_ms=0, responses=out)
+        async def apply(r: Any) -> None:
+            plan = plan_incremental(self.state, r)
+            change = None if plan is None else cluster_change(plan)
+            if plan is None:
+                broker_logger.apply(r.configs)
+            elif change is None:
+                commit(self.state, plan)
+            else:
+                await publish(publisher, change, plan.configs)
+        return _response(req, version, await each_resource_awaited(req.resources, apply))
+
+
+def _response(req: Any, version: int, outcomes: list[Outcome]) -> Any:
+    return response(IncrementalAlterConfigsResponse, req, version, outcomes)

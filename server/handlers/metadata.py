@@ -100,6 +100,12 @@ def _cluster_metadata(ctx: RequestContext, req: Any, version: int, node: Any, co
             rf = config["default.replication.factor"]
             if not allow_auto or wanted.name in node.cache.deleting:
                 entries.append(_error_entry(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            elif wanted.name in node.settings.internal_topics:  # with its own settings, as Kafka's creatableTopic
+                if node.settings.internal_topics[wanted.name][1] > len(node.cache.live):
+                    entries.append(_error_entry(wanted.name, ErrorCode.INVALID_REPLICATION_FACTOR))
+                else:
+                    node.create_internal_topic_soon(wanted.name)
+                    entries.append(_error_entry(wanted.name, ErrorCode.LEADER_NOT_AVAILABLE))
             elif rf > len(node.cache.live):
                 entries.append(_error_entry(wanted.name, ErrorCode.INVALID_REPLICATION_FACTOR))
             else:

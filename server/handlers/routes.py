@@ -28,7 +28,7 @@ from kcoord.server.handlers.registry import Handler
 
 if TYPE_CHECKING:
     from kcoord.protocol.fastpath import FastPath
-    from kcoord.server.broker import Broker
+    from kcoord.server.lazy import Lazy
     from kcoord.server.security.guard import AsIs, Policy
 
 
@@ -166,6 +166,15 @@ _TABLE = (
              policy="share_fetch.alter_share_group_offsets"),
     Declared(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "share_offsets.ShareOffsetsApis.handle_delete_share_group_offsets",
              policy="share_fetch.delete_share_group_offsets"),
+    # the share coordinator, between brokers (server/share/coordinator.py, persister.py)
+    Declared(ApiKey.INITIALIZE_SHARE_GROUP_STATE, "share_state.ShareStateApis.handle_initialize_share_group_state",
+             policy="share_state.initialize_share_group_state"),
+    Declared(ApiKey.READ_SHARE_GROUP_STATE, "share_state.ShareStateApis.handle_read_share_group_state",
+             policy="share_state.read_share_group_state"),
+    Declared(ApiKey.WRITE_SHARE_GROUP_STATE, "share_state.ShareStateApis.handle_write_share_group_state",
+             policy="share_state.write_share_group_state"),
+    Declared(ApiKey.DELETE_SHARE_GROUP_STATE, "share_state.ShareStateApis.handle_delete_share_group_state",
+             policy="share_state.delete_share_group_state"),
 )
 
 
@@ -195,17 +204,17 @@ def _load(d: Declared) -> Route:
     return Route(d.key, handler, fast, direct, d, area)
 
 
-def bind(route: Route, node: Broker) -> Route:
-    """The route with its handler (and direct call) bound to its area's object, which the
-    composition root built with the parts it uses (server/node.py)."""
-    apis = node.parts.areas[route.area].get()  # type: ignore[index]
+def bind(route: Route, areas: Mapping[str, Lazy[Any]]) -> Route:
+    """The route with its handler (and direct call) bound to its area's object: `areas`, the
+    handler areas the composition root built with the parts they use (server/node.py)."""
+    apis = areas[route.area].get()  # type: ignore[index]
     return route._replace(handler=route.handler.__get__(apis),
                           direct=None if route.direct is None else route.direct.__get__(apis))
 
 
-def handler_of(node: Broker, key: int) -> Handler:
-    """The handler of API `key` bound for `node` (in-process callers and tests)."""
-    return bind(ROUTES[key], node).handler
+def handler_of(areas: Mapping[str, Lazy[Any]], key: int) -> Handler:
+    """The handler of API `key` bound to its area among `areas` (in-process callers and tests)."""
+    return bind(ROUTES[key], areas).handler
 
 
 class Routes(Mapping[int, Route]):

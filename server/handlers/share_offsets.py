@@ -12,6 +12,7 @@ partition's start offset is its "offset").
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kcoord.protocol.errors import ErrorCode
@@ -53,9 +54,14 @@ class ShareOffsetsApis:
     """The share group offsets APIs (90-92), built by the composition root (server/node.py)
     with the topic registry and the share-partition manager."""
 
-    def __init__(self, topics: TopicRegistry, share: Lazy[ShareManager]) -> None:
+    def __init__(self, topics: TopicRegistry, share: Lazy[ShareManager],
+                 group_refused: Callable[[str], ErrorCode | None] = lambda group: None) -> None:
+        """group_refused(group): NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this node
+        is not (yet) the group's coordinator (a cluster node: these APIs go to the group
+        coordinator, as in Kafka)."""
         self.topics = topics
         self.share = share
+        self.group_refused = group_refused
 
 
     def handle_describe_share_group_offsets(self, ctx: RequestContext, req: Any, version: int) -> Any:
@@ -67,19 +73,26 @@ class ShareOffsetsApis:
         topics = self.topics
         groups = []
         for g in req.groups or ():
-            if not mgr.group_known(g.group_id):
+            refused = self.group_refused(g.group_id)
+            if refused is not None:
+                groups.append(_DG(group_id=g.group_id, topics=[], error_code=refused, error_message=None))
+                continue
+            if not mgr.group_known(g.group_id) and not mgr.known_partitions(g.group_id):
                 groups.append(_DG(group_id=g.group_id, topics=[], error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                                   error_message=f"Group {g.group_id} not found."))
                 continue
-            starts = mgr.start_offsets(g.group_id)
             if g.topics is None:
                 wanted: dict[str, list[int]] = {}
-                for (tid, p) in sorted(starts, key=lambda k: (str(k[0]), k[1])):
+                known = await mgr.states(g.group_id, mgr.known_partitions(g.group_id))
+                for (tid, p) in sorted(known, key=lambda k: (str(k[0]), k[1])):
                     t = topics.by_id.get(tid)
-                    if t is not None:
+                    if t is not None and known[(tid, p)][1] is not None:
                         wanted.setdefault(t.name, []).append(p)
             else:
                 wanted = {t.topic_name: list(t.partitions or ()) for t in g.topics}
+            asked = [(tt.topic_id, p) for name, ps in wanted.items() if (tt := topics.get(name)) is not None
+                     for p in ps if 0 <= p < tt.partitions]
+            persisted = await mgr.states(g.group_id, asked)
             out = []
             for name, parts in wanted.items():
                 t = topics.get(name)
@@ -90,9 +103,14 @@ class ShareOffsetsApis:
                                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                         error_message="This server does not host this topic-partition."))
                         continue
-                    start = starts.get((t.topic_id, p), -1)
+                    code, state = persisted[(t.topic_id, p)]
+                    if code is not None:
+                        rows.append(_DP(partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
+                                        error_code=code, error_message=None))
+                        continue
+                    start = state.start_offset if state is not None else -1
                     rows.append(_DP(partition_index=p, start_offset=start, leader_epoch=0 if start >= 0 else -1,
-                                    lag=mgr.lag(g.group_id, t, p) if start >= 0 else -1,
+                                    lag=mgr.lag(g.group_id, t, p, state) if start >= 0 else -1,
                                     error_code=ErrorCode.NONE, error_message=None))
                 out.append(_DT(topic_name=name, topic_id=t.topic_id if t is not None else ZERO, partitions=rows))
             groups.append(_DG(group_id=g.group_id, topics=out, error_code=ErrorCode.NONE, error_message=None))
@@ -104,7 +122,7 @@ class ShareOffsetsApis:
     async def _alter_share_group_offsets(self, ctx: RequestContext, req: Any, version: int) -> Any:
         mgr = self.share.get()
         await mgr.ready()
-        code = _not_empty(mgr, req.group_id, create=True)
+        code = self.group_refused(req.group_id) or _not_empty(mgr, req.group_id, create=True)
         if code is not None:
             return AlterShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=code,
                                                   error_message=None, responses=[])
@@ -136,7 +154,7 @@ class ShareOffsetsApis:
     async def _delete_share_group_offsets(self, ctx: RequestContext, req: Any, version: int) -> Any:
         mgr = self.share.get()
         await mgr.ready()
-        code = _not_empty(mgr, req.group_id)
+        code = self.group_refused(req.group_id) or _not_empty(mgr, req.group_id)
         if code is not None:
             return DeleteShareGroupOffsetsResponse(version=version, throttle_time_ms=0, error_code=code,
                                                    error_message=None, responses=[])

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.quotas.manager import QuotaManager
 
 
-def quota_metric_families(broker: Broker) -> Iterator[Any]:
-    rows = broker.quotas.rates()
+def quota_metric_families(quotas: QuotaManager) -> Iterator[Any]:
+    rows = quotas.rates()
     if not rows:
         return
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily

@@ -32,11 +32,14 @@ class Password:
         return hash(self.value)
 
 
-def _str(v: Any) -> str:
+def parse_str(v: Any) -> str:
+    """A text setting, without surrounding white space (server/config.py's parser too)."""
     return str(v).strip()
 
 
-def _bool(v: Any) -> bool:
+def parse_bool(v: Any) -> bool:
+    """A boolean setting: a bool, or true/1/yes and false/0/no in any case (server/config.py's
+    parser too)."""
     if isinstance(v, bool):
         return v
     s = str(v).strip().lower()
@@ -45,6 +48,9 @@ def _bool(v: Any) -> bool:
     if s in ("false", "0", "no"):
         return False
     raise ValueError(f"not a boolean: {v!r}")
+
+
+_str, _bool = parse_str, parse_bool  # the tables' short names
 
 
 def _one_of(*choices: str) -> Callable[[Any], str]:

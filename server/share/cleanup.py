@@ -31,9 +31,17 @@ async def delete_groups_state(manager: Any, group_ids: Iterable[str]) -> dict[st
     await manager.ready()
     failed: dict[str, ErrorCode] = {}
     for gid in group_ids:
-        code = await _delete(manager, [k for k in manager.shard.states if k[0] == gid])
+        # the partitions this node's coordinator holds, and those the group initialized (on a
+        # cluster their state may be at other nodes' share coordinators: through the persister)
+        keys = {k for k in manager.shard.states if k[0] == gid}
+        keys |= {(gid, t, p) for t, p in manager.state_partitions(gid)}
+        codes = await manager.persister.delete(sorted(keys, key=lambda k: (str(k[1]), k[2])))
+        code = next((c for c in codes.values() if c is not None), None)
         if code is not None:
             failed[gid] = code
+        else:
+            for k in keys:
+                manager.drop(k)
     return failed
 
 

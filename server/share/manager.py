@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +35,12 @@ from kcoord.server.group.share.partition import (
 )
 from kcoord.server.purgatory import DelayedOperation, Purgatory
 from kcoord.server.share import records as batch_info
+from kcoord.server.share.coordinator import ShareCoordinator
+from kcoord.server.share.persister import Persister
 from kcoord.server.share.sessions import ShareSessionCache
 from kcoord.server.share.state import (
     Key,
+    PersistedState,
     ShareStateRecords,
     ShareStateRuntime,
     ShareStateShard,
@@ -101,9 +104,20 @@ class ShareManager:
                  partition_log: Callable[[str, int], Any], committed_read: Callable[..., tuple[bytes, Any]],
                  purgatory: Purgatory, settings: Mapping[str, int],
                  group_config: Callable[[str], Mapping[str, str]],
-                 group_members: Callable[[str], int | None]) -> None:
+                 group_members: Callable[[str], int | None], persister: Persister | None = None,
+                 state_partitions: Callable[[str], set[TP]] | None = None,
+                 leader_epoch: Callable[[str, int], int | None] | None = None) -> None:
+        """persister: where share partitions' state is read and written (server/share/persister.py:
+        this node's share coordinator, or on a cluster the leader of the key's
+        __share_group_state partition); leader_epoch(topic, partition): this node's leader epoch
+        of a data partition, None when it does not lead it (one node: 0, it leads everything)."""
         self.runtime = runtime
         self.shard = shard
+        self.coordinator = ShareCoordinator(shard, runtime, clock)  # this node's share coordinator
+        self.persister: Persister = persister or self.coordinator
+        self.leader_epoch = leader_epoch or (lambda topic, p: 0)
+        # (leader epoch, state epoch) each live share partition was loaded at
+        self.epochs: dict[Key, tuple[int, int]] = {}
         self.clock = clock
         self.topics = topics
         self.partition_log = partition_log
@@ -112,6 +126,7 @@ class ShareManager:
         self.settings = {**DEFAULTS, **settings}
         self.group_config = group_config
         self.group_members = group_members
+        self.state_partitions = state_partitions or (lambda g: set())
         self.sessions = ShareSessionCache(self.settings["group.share.max.share.sessions"])
         self.partitions: dict[Key, SharePartition] = {}
         self._initializing: dict[Key, asyncio.Future[SharePartition]] = {}
@@ -158,11 +173,42 @@ class ShareManager:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return topic, ErrorCode.NONE
 
+    def _current(self, key: Key, topic_name: str) -> tuple[SharePartition | None, int | None]:
+        """The live share partition if this node still leads its data partition at the epoch it
+        was loaded at (else it is dropped: a new leader epoch loads the persisted state again),
+        and the leader epoch (None: not the leader)."""
+        epoch = self.leader_epoch(topic_name, key[2])
+        sp = self.partitions.get(key)
+        if sp is not None and (epoch is None or self.epochs.get(key, (None,))[0] != epoch):
+            self.drop(key)
+            sp = None
+        return sp, epoch
+
+    def drop(self, key: Key) -> None:
+        """This node no longer leads the data partition (or leads it at a new epoch): the share
+        partition goes, with its locks; the persisted state is its next leader's to load."""
+        if self.partitions.pop(key, None) is not None:
+            log.info("Dropped share partition %s: no longer led here at its epoch", key)
+        self.epochs.pop(key, None)
+
+    def drop_unled(self) -> None:
+        """Drop every live share partition whose data partition this node no longer leads at
+        the epoch it was loaded at (called as leadership changes and before lock expiry)."""
+        for key in list(self.partitions):
+            topic = self.topics.by_id.get(key[1])
+            if topic is None:
+                self.drop(key)
+            else:
+                self._current(key, topic.name)
+
     async def partition(self, group: str, topic: Any, partition: int) -> SharePartition:
         """The live share partition, initialized (and its first snapshot durable) if new.
-        Raises KafkaError-like AckError with the write's code when that snapshot fails."""
+        Raises KafkaError-like AckError with the write's code when that snapshot fails, and
+        NOT_LEADER_OR_FOLLOWER when this node does not lead the data partition."""
         key = (group, topic.topic_id, partition)
-        sp = self.partitions.get(key)
+        sp, epoch = self._current(key, topic.name)
+        if epoch is None:
+            raise AckError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "this node does not lead the partition")
         if sp is not None:
             return sp
         fut = self._initializing.get(key)
@@ -170,8 +216,11 @@ class ShareManager:
             return await asyncio.shield(fut)
         fut = self._initializing[key] = asyncio.get_running_loop().create_future()
         try:
-            sp = await self._initialize(key, topic, partition)
+            sp, state_epoch = await self._initialize(key, topic, partition, epoch)
+            if self.leader_epoch(topic.name, partition) != epoch:
+                raise AckError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while loading")
             self.partitions[key] = sp
+            self.epochs[key] = (epoch, state_epoch)
             fut.set_result(sp)
             return sp
         except BaseException as e:
@@ -181,16 +230,16 @@ class ShareManager:
         finally:
             self._initializing.pop(key, None)
 
-    async def _initialize(self, key: Key, topic: Any, partition: int) -> SharePartition:
+    async def _initialize(self, key: Key, topic: Any, partition: int,
+                          leader_epoch: int) -> tuple[SharePartition, int]:
         group = key[0]
-        persisted = self.shard.get(key)
+        code, persisted = await self.persister.read(key, leader_epoch)
+        if code is not None:
+            raise AckError(code, f"could not read the share partition's state: {code.name}")
         if persisted is not None and persisted.start_offset >= 0:
-            snap = sp_mod.Snapshot(persisted.start_offset, tuple(
-                sp_mod.StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                for b in persisted.batches))
-            sp = SharePartition.from_snapshot(snap)
+            sp = SharePartition.from_snapshot(_snapshot(persisted))
             self._configure(group, sp)
-            return sp
+            return sp, persisted.state_epoch
         plog = self.partition_log(topic.name, partition)
         reset = (self._gc(group).get("share.auto.offset.reset") or "latest").lower()
         if plog is None:
@@ -199,45 +248,54 @@ class ShareManager:
             start = plog.log_start_offset
         else:
             start = plog.log_end_offset
-        records = self.shard.records_for(key, start, (), self.clock.now_ms(), full=True)
-        code = await self._write(records)
+        state_epoch = 0 if persisted is None else persisted.state_epoch
+        code = await self.persister.initialize(key, state_epoch, start, leader_epoch)
         if code is not None:
             raise AckError(code, f"could not persist the share partition's initial state: {code.name}")
         sp = SharePartition(start)
         self._configure(group, sp)
-        return sp
+        return sp, state_epoch
 
     async def _write(self, records: list[StateRecord]) -> ErrorCode | None:
+        """This node's own share-state writes (pruning, cleanup): straight to its runtime."""
         fut: asyncio.Future[ErrorCode | None] = asyncio.get_running_loop().create_future()
         self.runtime.writer.write(records, lambda code: fut.done() or fut.set_result(code))
         return await fut
 
-    def _persist_records(self, key: Key, sp: SharePartition, changed: Iterable[Run]) -> list[StateRecord]:
+    def _persist(self, key: Key, sp: SharePartition, changed: Iterable[Run]) -> Awaitable[ErrorCode | None]:
+        """Persist the changed runs (an Acquired record as Available: locks do not survive)
+        through the persister, at the epochs the partition was loaded at."""
         batches = []
         for r in changed:
             state = RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state
             batches.append(StateBatch(r.first, r.last, int(state), r.delivery_count))
-        return self.shard.records_for(key, sp.start_offset, batches, self.clock.now_ms())
+        leader_epoch, state_epoch = self.epochs.get(key, (-1, -1))
+        return asyncio.ensure_future(self.persister.write(key, state_epoch, leader_epoch, sp.start_offset, batches))
 
     def _persist_background(self, key: Key, sp: SharePartition, changed: list[Run]) -> None:
         """Expiries and releases: persisted without anyone waiting (as Kafka's)."""
         if not changed:
             return
-        records = self._persist_records(key, sp, changed)
-        self.runtime.writer.write(records, lambda code: code is None or log.warning(
-            "Could not persist share state of %s: %s", key, code.name))
+        task = self._persist(key, sp, changed)
 
-    def _rebuild(self, key: Key, sp: SharePartition) -> None:
+        def done(t: Any) -> None:
+            code = None if t.cancelled() or t.exception() is not None else t.result()
+            if code is not None or t.cancelled() or t.exception() is not None:
+                log.warning("Could not persist share state of %s: %s", key,
+                            code.name if code is not None else "cancelled or failed")
+        task.add_done_callback(done)  # type: ignore[union-attr]
+
+    async def _rebuild(self, key: Key, sp: SharePartition) -> None:
         """A write failed: the partition goes back to what is durable, keeping the records
-        still held by their members (those are Available in the durable state)."""
-        persisted = self.shard.get(key)
-        if persisted is None:
-            self.partitions.pop(key, None)
+        still held by their members (those are Available in the durable state); dropped when
+        the durable state cannot be read (the next fetch loads it again)."""
+        leader_epoch = self.epochs.get(key, (-1, -1))[0]
+        code, persisted = await self.persister.read(key, leader_epoch)
+        if code is not None or persisted is None or self.partitions.get(key) is not sp:
+            if self.partitions.get(key) is sp:
+                self.drop(key)
             return
-        snap = sp_mod.Snapshot(persisted.start_offset, tuple(
-            sp_mod.StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-            for b in persisted.batches))
-        fresh = SharePartition.from_snapshot(snap)
+        fresh = SharePartition.from_snapshot(_snapshot(persisted))
         self._configure(key[0], fresh)
         held = [r for r in sp.runs if r.state is RecordState.ACQUIRED]
         for r in held:
@@ -266,7 +324,7 @@ class ShareManager:
         """Apply every partition's acknowledgements (each all or nothing) and wait until their
         records are durable. Returns the per-partition results."""
         out: dict[TP, PartitionResult] = {}
-        writes: list[tuple[TP, Key, SharePartition, asyncio.Future[ErrorCode | None]]] = []
+        writes: list[tuple[TP, Key, SharePartition, Awaitable[ErrorCode | None]]] = []
         now = self.clock.now_ms()
         for tp, batches in acks.items():
             res = out[tp] = PartitionResult(acked=True)
@@ -278,7 +336,10 @@ class ShareManager:
                 res.ack_error, res.ack_message = ErrorCode.INVALID_REQUEST, "RENEW needs version 2"
                 continue
             key = (group, topic.topic_id, tp[1])
-            sp = self.partitions.get(key)
+            sp, epoch = self._current(key, topic.name)
+            if epoch is None:
+                res.ack_error, res.ack_message = ErrorCode.NOT_LEADER_OR_FOLLOWER, "this node does not lead the partition"
+                continue
             if sp is None:
                 res.ack_error, res.ack_message = ErrorCode.INVALID_RECORD_STATE, "no records were acquired here"
                 continue
@@ -289,17 +350,14 @@ class ShareManager:
                 continue
             durable = [r for r in changed if r.state is not RecordState.ACQUIRED]  # RENEW needs no write
             if durable:
-                fut: asyncio.Future[ErrorCode | None] = asyncio.get_running_loop().create_future()
-                self.runtime.writer.write(self._persist_records(key, sp, durable),
-                                          lambda code, f=fut: f.done() or f.set_result(code))
-                writes.append((tp, key, sp, fut))
+                writes.append((tp, key, sp, self._persist(key, sp, durable)))
             if any(r.state is RecordState.AVAILABLE or r.state is RecordState.ARCHIVED for r in changed):
                 self.purgatory.check_and_complete((topic.name, tp[1]))
         for tp, key, sp, fut in writes:
             code = await fut
             if code is not None:
                 out[tp].ack_error = code
-                self._rebuild(key, sp)
+                await self._rebuild(key, sp)
         self._arm_lock_timer()
         return out
 
@@ -405,6 +463,7 @@ class ShareManager:
 
     def expire_locks(self) -> None:
         self._lock_timer = self._lock_timer_at = None
+        self.drop_unled()  # a former leader's expiries are not its to write
         now = self.clock.now_ms()
         for key, sp in list(self.partitions.items()):
             changed = sp.expire_locks(now)
@@ -421,6 +480,7 @@ class ShareManager:
     def release_member(self, group: str, member: str, only: Iterable[TP] | None = None) -> None:
         now = self.clock.now_ms()
         wanted = None if only is None else set(only)
+        self.drop_unled()
         for key, sp in list(self.partitions.items()):
             if key[0] != group or (wanted is not None and (key[1], key[2]) not in wanted):
                 continue
@@ -440,11 +500,21 @@ class ShareManager:
     def group_known(self, group: str) -> bool:
         return self.group_members(group) is not None or any(k[0] == group for k in self.shard.states)
 
-    def start_offsets(self, group: str) -> dict[TP, int]:
-        return {(k[1], k[2]): s.start_offset for k, s in self.shard.states.items() if k[0] == group}
+    def known_partitions(self, group: str) -> set[TP]:
+        """The group's share partitions that may have state: those this node's coordinator
+        holds and those the group initialized (their state may be at another node's)."""
+        return {(k[1], k[2]) for k in self.shard.states if k[0] == group} | set(self.state_partitions(group))
 
-    def lag(self, group: str, topic: Any, partition: int) -> int:
-        s = self.shard.get((group, topic.topic_id, partition))
+    async def states(self, group: str, tps: Iterable[TP]) -> dict[TP, tuple[ErrorCode | None, PersistedState | None]]:
+        """The persisted state of each share partition, through the persister (this node's
+        share coordinator, or another node's on a cluster)."""
+        tps = list(tps)
+        got = await asyncio.gather(*(self.persister.read((group, t, p), -1) for t, p in tps))
+        return dict(zip(tps, got, strict=True))
+
+    def lag(self, group: str, topic: Any, partition: int, s: PersistedState | None = None) -> int:
+        if s is None:
+            s = self.shard.get((group, topic.topic_id, partition))
         plog = self.partition_log(topic.name, partition)
         if s is None or plog is None or s.start_offset < 0:
             return -1
@@ -455,24 +525,23 @@ class ShareManager:
 
     async def alter_start(self, group: str, topic: Any, partition: int, start: int) -> ErrorCode | None:
         key = (group, topic.topic_id, partition)
-        old = self.shard.get(key)
+        code, old = await self.persister.read(key, -1)
+        if code is not None:
+            return code
         epoch = 0 if old is None else old.state_epoch + 1
-        records = self.shard.records_for(key, start, (), self.clock.now_ms(), state_epoch=epoch, full=True)
-        code = await self._write(records)
+        code = await self.persister.initialize(key, epoch, start, -1)
         if code is None:
-            self.partitions.pop(key, None)
+            self.drop(key)
         return code
 
     async def delete_state(self, group: str, topic: Any) -> ErrorCode | None:
-        keys = [k for k in self.shard.states if k[0] == group and k[1] == topic.topic_id]
-        records = [r for k in keys for r in self.shard.tombstones(k)]
-        if not records:
-            return None
-        code = await self._write(records)
-        if code is None:
+        keys = [(group, topic.topic_id, p) for p in range(topic.partitions)]
+        codes = await self.persister.delete(keys)
+        failed = next((c for c in codes.values() if c is not None), None)
+        if failed is None:
             for k in keys:
-                self.partitions.pop(k, None)
-        return code
+                self.drop(k)
+        return failed
 
 
 PRUNE_INTERVAL_MS = 300_000  # Kafka's share.coordinator.state.topic.prune.interval.ms default
@@ -492,8 +561,8 @@ async def prune(manager: ShareManager, min_records: int = PRUNE_MIN_RECORDS) -> 
         return 0  # a snapshot of a partly loaded state would drop the rest
     for p in range(shard.num_partitions):
         plog = logs.existing(topic, p)
-        if plog is None or writer.pending:
-            continue
+        if plog is None or writer.pending or manager.runtime.state(p)[0] != "active":
+            continue  # on a cluster only the partitions this node leads are its to prune
         keys = [k for k in shard.states if state_partition(k[0], k[1], k[2], shard.num_partitions) == p]
         if plog.log_end_offset - plog.log_start_offset <= max(min_records, 2 * len(keys)):
             continue
@@ -515,6 +584,12 @@ async def prune(manager: ShareManager, min_records: int = PRUNE_MIN_RECORDS) -> 
             log.error("Deleting segments of %s-%d below its log start failed: %s", topic, p, e)
         pruned += 1
     return pruned
+
+
+def _snapshot(persisted: PersistedState) -> sp_mod.Snapshot:
+    return sp_mod.Snapshot(persisted.start_offset, tuple(
+        sp_mod.StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+        for b in persisted.batches))
 
 
 def _limit(bounds: list[tuple[int, int]], sp: SharePartition, n: int) -> list[tuple[int, int]]:
@@ -595,17 +670,19 @@ async def fetch(manager: ShareManager, group: str, member: str, parts: Any, *, m
 
 def build_share_manager(*, logs: Any, topics: Any, clock: Any, settings: Mapping[str, int],
                         partition_log: Callable[[str, int], Any], committed_read: Callable[..., Any],
-                        purgatory: Purgatory, create_state_topic: Callable[[int, int], Any],
+                        purgatory: Purgatory, create_state_topic: Callable[[int, int], Any] | None,
                         group_config: Callable[[str], Mapping[str, str]] | None = None,
                         group_members: Callable[[str], int | None] | None = None,
+                        state_partitions: Callable[[str], set[TP]] | None = None,
                         max_message_bytes: int = 1048588) -> ShareManager:
     """The share manager and its runtime over __share_group_state (created if missing, with
-    `create_state_topic(partitions, segment_bytes)`); its state loads in the background
-    (manager.loaded) when the topic has records."""
+    `create_state_topic(partitions, segment_bytes)`; None on a cluster node, where the cluster
+    creates it, server/share/cluster.py); its state loads in the background (manager.loaded)
+    when the topic has records (on a cluster, partition by partition as this node leads them)."""
     s = {**DEFAULTS, **settings}
     existing = topics.get(ShareStateRecords.topic)
     n = existing.partitions if existing is not None else s["share.coordinator.state.topic.num.partitions"]
-    if existing is None:
+    if existing is None and create_state_topic is not None:
         create_state_topic(n, s["share.coordinator.state.topic.segment.bytes"])
     shard = ShareStateShard(n, s["share.coordinator.snapshot.update.records.per.snapshot"])
     runtime = ShareStateRuntime(lambda _rt: shard, ShareStateRecords(n), logs, clock,
@@ -613,7 +690,7 @@ def build_share_manager(*, logs: Any, topics: Any, clock: Any, settings: Mapping
     manager = ShareManager(runtime=runtime, shard=shard, clock=clock, topics=topics, partition_log=partition_log,
                            committed_read=committed_read, purgatory=purgatory, settings=s,
                            group_config=group_config or (lambda g: {}),
-                           group_members=group_members or (lambda g: None))
+                           group_members=group_members or (lambda g: None), state_partitions=state_partitions)
     if existing is not None and any(logs.existing(ShareStateRecords.topic, p) is not None for p in range(n)):
         manager.loaded = asyncio.ensure_future(runtime.load_all())
     runtime.every(PRUNE_INTERVAL_MS, lambda: prune(manager))

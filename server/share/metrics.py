@@ -8,17 +8,23 @@ sessions to report, and the members come from the group coordinator only if it e
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcoord.server.group.share.group import ShareGroup
 from kcoord.server.group.share.partition import RecordState
 
+if TYPE_CHECKING:
+    from kcoord.server.group.coordinator import GroupCoordinator
+    from kcoord.server.share.manager import ShareManager
+    from kcoord.server.topics import TopicRegistry
 
-def share_metric_families(broker: Any) -> Iterator[Any]:
+
+def share_metric_families(coordinator: GroupCoordinator | None, manager: ShareManager | None,
+                          topics: TopicRegistry) -> Iterator[Any]:
+    """`coordinator`, `manager`: the group coordinator and the share manager, None until built."""
     from prometheus_client.core import GaugeMetricFamily
 
     members = GaugeMetricFamily("kcoord_share_group_members", "Members of each share group", labels=["group"])
-    coordinator = broker.parts.coordinator.built()
     for g in coordinator.groups() if coordinator is not None else ():
         if isinstance(g, ShareGroup) and not g.dead:
             members.add_metric([g.group_id], len(g.members))
@@ -35,9 +41,8 @@ def share_metric_families(broker: Any) -> Iterator[Any]:
                             "acknowledged or archived", labels=["group", "topic", "partition"])
     group_lag = GaugeMetricFamily("kcoord_share_group_lag", "Total lag of a share group", labels=["group"])
     sessions = GaugeMetricFamily("kcoord_share_sessions", "Open share sessions per share group", labels=["group"])
-    manager = broker.parts.share.built()
     if manager is not None:
-        by_id = broker.topics.by_id
+        by_id = topics.by_id
         for (group, topic_id, p), sp in sorted(manager.partitions.items(), key=lambda kv: (kv[0][0], str(kv[0][1]),
                                                                                             kv[0][2])):
             topic = by_id.get(topic_id)

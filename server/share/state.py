@@ -164,6 +164,17 @@ class ShareStateShard:
     def end_loading(self, partition: int) -> None:
         self.loading.discard(partition)
 
+    def is_loading(self, partition: int | None = None) -> bool:
+        return bool(self.loading) if partition is None else partition in self.loading
+
+    def unload(self, partition: int) -> None:
+        """This node no longer leads the partition (server/coordinator/runtime.py): its keys'
+        state goes; the next leader loads it from its replica of the log."""
+        self.loading.discard(partition)
+        for key in [k for k in self.states if state_partition(k[0], k[1], k[2], self.num_partitions) == partition]:
+            del self.states[key]
+            self.updates_since_snapshot.pop(key, None)
+
     def replay(self, record: StateRecord) -> None:
         k = record.key
         key = (k.group, k.topic_id, k.partition)
@@ -193,21 +204,26 @@ class ShareStateShard:
         return self.states.get(key)
 
     def records_for(self, key: Key, start_offset: int, batches: Iterable[StateBatch], now: int, *,
-                    state_epoch: int | None = None, full: bool = False) -> list[StateRecord]:
-        """The record that persists `batches` (changed ranges) and the start offset: a
-        snapshot (with the whole state merged) when the key has none yet, after
-        snapshot_every updates, or when `full` (the batches are the whole state); else an update."""
+                    state_epoch: int | None = None, full: bool = False, leader_epoch: int = -1) -> list[StateRecord]:
+        """The record that persists `batches` (changed ranges) and the start offset (-1:
+        unchanged): a snapshot (with the whole state merged) when the key has none yet, after
+        snapshot_every updates, or when `full` (the batches are the whole state); else an
+        update. `leader_epoch` (-1: unchanged) is the data partition's leader epoch of the
+        writer, stored for fencing (server/share/coordinator.py)."""
         group, topic_id, partition = key
         old = self.states.get(key)
+        if start_offset < 0:
+            start_offset = old.start_offset if old is not None else 0
         if full or old is None or self.updates_since_snapshot.get(key, 0) >= self.snapshot_every:
             merged = combine(() if (full or old is None) else old.batches, batches, start_offset)
             epoch = 0 if old is None else old.snapshot_epoch + 1
             s_epoch = state_epoch if state_epoch is not None else (0 if old is None else old.state_epoch)
             created = now if old is None or full else old.create_timestamp
-            value: Any = ShareSnapshotValue(epoch, s_epoch, 0 if old is None else old.leader_epoch, start_offset,
-                                            created, now, merged)
+            l_epoch = max(leader_epoch, 0 if old is None else old.leader_epoch)
+            value: Any = ShareSnapshotValue(epoch, s_epoch, l_epoch, start_offset, created, now, merged)
             return [StateRecord(ShareStateKey(True, group, topic_id, partition), value)]
-        value = ShareUpdateValue(old.snapshot_epoch, -1, start_offset, tuple(batches))
+        value = ShareUpdateValue(old.snapshot_epoch, leader_epoch if leader_epoch > old.leader_epoch else -1,
+                                 start_offset, tuple(batches))
         return [StateRecord(ShareStateKey(False, group, topic_id, partition), value)]
 
     def snapshot_of(self, key: Key, now: int) -> StateRecord:

@@ -17,9 +17,16 @@ For each partition of the transaction a COMMIT / ABORT control batch is appended
   producer's pending offsets into committed ones (or drops them).
 A partition whose topic is gone is skipped, as Kafka does. Once every marker is written
 (server/txn/leader_append.py: durable, and in every ISR member on a cluster),
-CompleteCommit / CompleteAbort is written. A failure at any step is retried every
-RETRY_BACKOFF_S until it succeeds (the decision is durable; Kafka retries forever too); the
-Deferred handed back completes when the transaction is complete, or at the first failure.
+CompleteCommit / CompleteAbort is written. What a failed marker leads to is Kafka's
+TransactionMarkerRequestCompletionHandler's table (server/txn/marker_outcomes.py): a retriable
+error (a leader moving, too few replicas, a node that cannot be reached) is retried every
+RETRY_BACKOFF_S, routed again; TRANSACTION_COORDINATOR_FENCED or INVALID_PRODUCER_EPOCH from a
+partition, or this node no longer owning the transaction (its __transaction_state partition
+unloaded, loading again, or reloaded at a new coordinator epoch), drops every pending marker of
+the transaction (its next coordinator completes it); an error Kafka treats as fatal stops the
+writer with an error logged. A failed write of the Complete state is retried while this node
+owns the transaction. The Deferred handed back completes when the transaction is complete, or
+at the first failure.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.crash_points import crash_point
 from kcoord.server.deferred import Deferred, wait
 from kcoord.server.txn.leader_append import append_as_leader, when_written
+from kcoord.server.txn.marker_outcomes import Decision, Outcome, decide
 from kcoord.server.txn.result import MarkerJob
 from kcoord.server.txn.state import TxnState
 from kcoord.storage.txn_batches import build_marker
@@ -110,25 +118,34 @@ class MarkerWriter:
         left = job
         while True:
             attempt += 1
+            errors: dict[TopicPartition, ErrorCode] | None = {}
             try:
                 await self.write_markers(left)
-                crash_point("txn:markers-written")  # every marker durable, Complete not written
-                break
-            except Exception as e:  # noqa: BLE001 - retried: the decision is durable
-                if isinstance(e, MarkersNotWritten):  # expected while a partition's leader moves
-                    left = dataclasses.replace(left, partitions=frozenset(e.left))
-                    log.warning("Writing the %s markers of %s failed (attempt %d), retrying: %s", what,
-                                job.transactional_id, attempt, e)
-                else:
-                    log.error("Writing the %s markers of %s failed (attempt %d), retrying: %r", what,
-                              job.transactional_id, attempt, e)
-                done.complete(None)
-                await asyncio.sleep(RETRY_BACKOFF_S)
-                if not self._still_coordinator(job, partition, meta):
-                    log.info("No longer the coordinator of %s: its next coordinator writes its %s markers",
-                             job.transactional_id, what)
+            except MarkersNotWritten as e:
+                errors = e.left
+            except Exception as e:  # noqa: BLE001 - not an answer of the partitions: retried
+                log.error("Writing the %s markers of %s failed (attempt %d), retrying: %r", what,
+                          job.transactional_id, attempt, e)
+                errors = None
+            if errors is not None:
+                decision = decide(self._still_coordinator(job, partition, meta), errors)
+                if decision.outcome is Outcome.WRITTEN:
+                    break
+                if decision.outcome is not Outcome.RETRY:
+                    self._stopped(job, what, attempt, decision)
                     done.complete(None)
                     return
+                left = dataclasses.replace(left, partitions=frozenset(decision.retry))
+                log.warning("Writing the %s markers of %s failed (attempt %d), retrying: %s", what,
+                            job.transactional_id, attempt, sorted((f"{t}-{p}", c.name) for (t, p), c
+                                                                  in decision.retry.items()))
+            done.complete(None)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            if not self._still_coordinator(job, partition, meta):
+                self._stopped(job, what, attempt, Decision(Outcome.DROP, {}))
+                done.complete(None)
+                return
+        crash_point("txn:markers-written")  # every marker durable, Complete not written
         coordinator = self.coordinator
         while self._still_coordinator(job, partition, meta):  # else its next coordinator completes it
             result = coordinator.complete(job)
@@ -147,6 +164,26 @@ class MarkerWriter:
             done.complete(None)
             await asyncio.sleep(RETRY_BACKOFF_S)
         done.complete(None)
+
+    def _stopped(self, job: MarkerJob, what: str, attempt: int, decision: Decision) -> None:
+        """The writer gives the transaction up (a DROP or FATAL decision): say why."""
+        if decision.outcome is Outcome.FATAL:
+            (t, p), code = decision.cause  # type: ignore[misc]
+            log.error("Writing the %s markers of %s failed with %s from %s-%d (attempt %d), an error Kafka "
+                      "treats as fatal: not retried; the transaction stays prepared until its partition is "
+                      "loaded again", what, job.transactional_id, code.name, t, p, attempt)
+            self.counters.markers_failed += 1
+            return
+        self.counters.markers_dropped += 1
+        if decision.cause is None:
+            log.info("No longer the coordinator of %s at coordinator epoch %d: dropping its pending %s markers "
+                     "(attempt %d), its next coordinator writes them", job.transactional_id,
+                     job.coordinator_epoch, what, attempt)
+        else:
+            (t, p), code = decision.cause
+            log.info("Dropping the pending %s markers of %s (attempt %d): %s-%d answered %s at coordinator "
+                     "epoch %d, a newer coordinator owns the transaction", what, job.transactional_id, attempt,
+                     t, p, code.name, job.coordinator_epoch)
 
     async def write_markers(self, job: MarkerJob) -> None:
         """Write every marker of `job`; return once all are written. Raises MarkersNotWritten

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kcoord.server.broker import Broker
+    from kcoord.server.txn.service import TxnService
 
 
 class TxnCounters:
@@ -16,12 +16,16 @@ class TxnCounters:
     def __init__(self) -> None:
         self.completed = {"commit": 0, "abort": 0}
         self.timed_out = 0
+        # marker jobs given up (server/txn/marker_outcomes.py): dropped to a newer coordinator,
+        # or stopped at an error Kafka treats as fatal
+        self.markers_dropped = 0
+        self.markers_failed = 0
 
 
-def txn_metric_families(broker: Broker) -> Iterator[object]:
+def txn_metric_families(txn: TxnService | None) -> Iterator[object]:
+    """`txn`: the transaction coordinator, None until a transactional client came."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # at the first scrape
 
-    txn = broker.parts.txn.built()  # None until a transactional client came
     if txn is None:
         return
     states = GaugeMetricFamily("kcoord_transactions", "Transactional ids by the state of their transaction",
@@ -36,3 +40,7 @@ def txn_metric_families(broker: Broker) -> Iterator[object]:
     yield done
     yield CounterMetricFamily("kcoord_transactions_timed_out", "Transactions aborted by the coordinator after "
                               "transaction.timeout.ms", value=txn.counters.timed_out)
+    yield CounterMetricFamily("kcoord_transaction_markers_dropped", "Prepared transactions whose pending markers "
+                              "this node dropped: a newer coordinator owns them", value=txn.counters.markers_dropped)
+    yield CounterMetricFamily("kcoord_transaction_markers_failed", "Prepared transactions whose markers met an "
+                              "error Kafka treats as fatal (not retried)", value=txn.counters.markers_failed)

@@ -15,6 +15,7 @@ from conftest import call, unique
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
+from kcoord.protocol.partitioner import partition_for
 from kcoord.testing.cluster import wait_for
 
 pytestmark = pytest.mark.integration
@@ -221,8 +222,40 @@ def test_controlled_shutdown_moves_leadership_before_the_node_stops(kcoord_clust
     assert f"Controlled shutdown of broker {leaving} succeeded" in c.node(leaving).log_text()
 
 
+def test_internal_topics_are_created_at_the_first_find_coordinator_that_needs_them(kcoord_cluster):
+    """As on ZooKeeper-mode Kafka: a fresh cluster has no __consumer_offsets in ZooKeeper until
+    the first FindCoordinator of a group, which answers COORDINATOR_NOT_AVAILABLE while the
+    node writes the topic (offsets.topic.num.partitions, offsets.topic.replication.factor) and
+    the controller elects its leaders, then names the coordinator; likewise __transaction_state
+    at the first FindCoordinator of a transactional id (transaction.state.log.*)."""
+    c = kcoord_cluster
+    assert c.controller() in c.nodes
+    topics = c.zk().get_children("/brokers/topics")
+    assert "__consumer_offsets" not in topics and "__transaction_state" not in topics, topics
+    group = unique("g")
+    asked = c.node(min(c.nodes)).bootstrap
+    first = call(asked, FindCoordinatorRequest(version=3, key=group, key_type=0), 3)
+    assert (first.error_code, first.node_id) == (15, -1)  # COORDINATOR_NOT_AVAILABLE
+    offsets = wait_for(lambda: c.assignment("__consumer_offsets"), 30, "__consumer_offsets in /brokers/topics")
+    assert len(offsets) == 50 and all(len(r) == 3 for r in offsets.values())
+    assert c.read("/config/topics/__consumer_offsets")["config"]["cleanup.policy"] == "compact"
+    named = wait_for(lambda: (r := call(asked, FindCoordinatorRequest(version=3, key=group, key_type=0), 3))
+                     .error_code == 0 and r.node_id, 60, "a coordinator for the group")
+    assert named == c.state("__consumer_offsets", partition_for(group, 50))["leader"]
+    assert "__transaction_state" not in c.zk().get_children("/brokers/topics")  # a group's lookup made one topic
+    tid = unique("tx")
+    first = call(asked, FindCoordinatorRequest(version=3, key=tid, key_type=1), 3)
+    assert (first.error_code, first.node_id) == (15, -1)
+    txn = wait_for(lambda: c.assignment("__transaction_state"), 30, "__transaction_state in /brokers/topics")
+    assert len(txn) == 50 and all(len(r) == 3 for r in txn.values())
+    assert c.read("/config/topics/__transaction_state")["config"]["min.insync.replicas"] == "2"
+    wait_for(lambda: call(asked, FindCoordinatorRequest(version=3, key=tid, key_type=1), 3).error_code == 0, 60,
+             "a coordinator for the transactional id")
+
+
 def test_consumer_groups_find_the_leader_of_their_offsets_partition(kcoord_cluster):
     c = kcoord_cluster
+    c.coordinator_topics()  # created at the first FindCoordinator
     offsets = wait_for(lambda: c.assignment("__consumer_offsets"), 30, "__consumer_offsets")
     assert len(offsets) == 50 and all(len(r) == 3 for r in offsets.values())
     wait_for(lambda: all_online(c, "__consumer_offsets", 50), 60, "__consumer_offsets leaders")

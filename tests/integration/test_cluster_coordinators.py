@@ -59,6 +59,7 @@ def committed(consumer: Consumer, tp: TopicPartition, deadline_s: float) -> int:
 
 def test_only_the_leader_of_a_groups_partition_answers_for_it(kcoord_cluster):
     c = kcoord_cluster
+    c.coordinator_topics()  # created at the first FindCoordinator
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     group = unique("g")
     leader = c.state(OFFSETS, partition_for(group, 50))["leader"]
@@ -72,6 +73,7 @@ def test_only_the_leader_of_a_groups_partition_answers_for_it(kcoord_cluster):
 
 def test_a_group_follows_its_coordinator_when_the_node_is_killed(kcoord_cluster):
     c = kcoord_cluster
+    c.coordinator_topics()  # created at the first FindCoordinator
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     topic = unique("moving")
     create(c.bootstrap, topic, 1, 3)
@@ -118,6 +120,7 @@ def test_a_coordinator_paused_past_its_session_answers_not_coordinator_when_it_r
     import signal
 
     c = kcoord_cluster
+    c.coordinator_topics()  # created at the first FindCoordinator
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     group = unique("g")
     p = partition_for(group, 50)
@@ -156,6 +159,7 @@ def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_
     from test_cluster import admin, seen_live_everywhere
 
     c = kcoord_cluster_factory(3, overrides={"auto.leader.rebalance.enable": "false"})
+    c.coordinator_topics()  # created at the first FindCoordinator
     wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
     group = unique("g")
     p = partition_for(group, 50)
@@ -207,7 +211,8 @@ def test_a_preferred_leader_election_moves_a_group_away_from_a_live_node(kcoord_
 def test_find_coordinator_waits_for_enough_nodes_for_the_offsets_topic(tmp_path, kcoord_zookeeper):
     """offsets.topic.replication.factor=3 on two live nodes: __consumer_offsets cannot be
     created, every node answers COORDINATOR_NOT_AVAILABLE (Kafka's answer while too few
-    brokers are up); the third node's registration lets the controller create it."""
+    brokers are up, and nothing is written to ZooKeeper); once the third node is registered the
+    next lookup creates it (Kafka's ZooKeeper-mode brokers create it at a FindCoordinator)."""
     import uuid
 
     from kcoord.testing.cluster import KcoordCluster
@@ -225,6 +230,9 @@ def test_find_coordinator_waits_for_enough_nodes_for_the_offsets_topic(tmp_path,
             assert r.error_code == 15  # COORDINATOR_NOT_AVAILABLE
         assert two.assignment(OFFSETS) is None
         third.start()
+        assert two.assignment(OFFSETS) is None  # a registration creates nothing: the next lookup does
+        wait_for(lambda: call(third.node(3).bootstrap, FindCoordinatorRequest(version=3, key=group, key_type=0),
+                              3).error_code == 0, 60, "a lookup on three nodes to name a coordinator")
         wait_for(lambda: (a := two.assignment(OFFSETS)) and all(len(r) == 3 for r in a.values()), 60,
                  "__consumer_offsets with three replicas per partition")
         wait_for(lambda: all_online(two, OFFSETS, 50), 60, "__consumer_offsets leaders")

@@ -21,9 +21,11 @@ fetch sessions checked a replicated partition's epoch against 0, fixed in dfb37e
 """
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from clientlib import Background, python_member, wait_balanced
@@ -210,21 +212,37 @@ def start_members(cluster, kind: tuple[str, str], topic: str, group: str, count:
             for i in range(count)]
 
 
+@contextlib.contextmanager
+def committing_group(cluster, kind: tuple[str, str], prefix: str,
+                     commits: int) -> Iterator[tuple[str, str, KeepProducing, list[Background]]]:
+    """(topic, group, producer, members): a new topic of PARTITIONS partitions (replication
+    factor 3, every leader online) that a KeepProducing writes to, and two members of `kind` in
+    a new group, balanced and with `commits` commits acknowledged. On the way out every member
+    (those added to the list too) is killed and the producer stopped."""
+    cluster.coordinator_topics()  # created at the first FindCoordinator
+    wait_for(lambda: all_online(cluster, OFFSETS, 50), 60, "__consumer_offsets leaders")
+    topic, group = unique(prefix), unique("g")
+    create(cluster.bootstrap, topic, PARTITIONS, 3)
+    wait_for(lambda: all_online(cluster, topic, PARTITIONS), 30, "leaders")
+    producer = KeepProducing(cluster.bootstrap, topic)
+    members = start_members(cluster, kind, topic, group, 2)
+    try:
+        wait_balanced(members, PARTITIONS, MEMBERS_S, "two members")
+        wait_for(lambda: commits_after(members, 0) >= commits, MEMBERS_S, "a stream of commits")
+        yield topic, group, producer, members
+    finally:
+        for m in members:
+            m.kill()
+        producer.stop()
+
+
 KINDS = [("confluent", "classic"), ("confluent", "consumer"), ("aiokafka", "classic")]
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=["-".join(k) for k in KINDS])
 def test_coordinator_killed_in_a_stream_of_commits(kcoord_cluster, kind):
     c = kcoord_cluster
-    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
-    topic, group = unique("failover"), unique("g")
-    create(c.bootstrap, topic, PARTITIONS, 3)
-    wait_for(lambda: all_online(c, topic, PARTITIONS), 30, "leaders")
-    producer = KeepProducing(c.bootstrap, topic)
-    members = start_members(c, kind, topic, group, 2)
-    try:
-        wait_balanced(members, PARTITIONS, MEMBERS_S, "two members")
-        wait_for(lambda: commits_after(members, 0) >= 10, MEMBERS_S, "a stream of commits")
+    with committing_group(c, kind, "failover", 10) as (topic, group, producer, members):
         described = wait_for(lambda: consumer_group(c, group), 30, "its description") if kind[1] == "consumer" else None
         stored = max(generations(members) or [-1])
         old = coordinator_node(c, group)
@@ -242,10 +260,6 @@ def test_coordinator_killed_in_a_stream_of_commits(kcoord_cluster, kind):
             # members that kept their generation committed with it on the new coordinator (the
             # commits above); a rebalance there, if any, continued from it
             assert stored >= 1 and all(g > stored for g in generations(members, killed_at))
-    finally:
-        for m in members:
-            m.kill()
-        producer.stop()
 
 
 REBALANCING = [("confluent", "classic"), ("aiokafka", "classic")]
@@ -258,15 +272,7 @@ def test_coordinator_killed_in_the_middle_of_a_rebalance(kcoord_cluster, kind):
     loads the group at the generation the old one had stored; the rebalance completes there at
     a later generation, with the three members."""
     c = kcoord_cluster
-    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
-    topic, group = unique("rebal"), unique("g")
-    create(c.bootstrap, topic, PARTITIONS, 3)
-    wait_for(lambda: all_online(c, topic, PARTITIONS), 30, "leaders")
-    producer = KeepProducing(c.bootstrap, topic)
-    members = start_members(c, kind, topic, group, 2)
-    try:
-        wait_balanced(members, PARTITIONS, MEMBERS_S, "two members")
-        wait_for(lambda: commits_after(members, 0) >= 6, MEMBERS_S, "commits")
+    with committing_group(c, kind, "rebal", 6) as (topic, group, producer, members):
         stored = max(generations(members))
         paused = members[0]
         paused._signal_group(signal.SIGSTOP)  # noqa: SLF001 - the member stops answering, mid-group
@@ -286,7 +292,3 @@ def test_coordinator_killed_in_the_middle_of_a_rebalance(kcoord_cluster, kind):
         after = generations(members, killed_at)
         assert after and min(after) > stored, (stored, after)  # continued, not a new group's generation 1
         settle_and_check(c, kind, members, producer, group, topic, killed_at, before)
-    finally:
-        for m in members:
-            m.kill()
-        producer.stop()

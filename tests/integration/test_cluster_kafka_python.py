@@ -17,19 +17,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from clientlib import wait_balanced
-from conftest import unique
-from test_cluster import FAILOVER_S, all_online, create
+from test_cluster import FAILOVER_S
 from test_cluster_group_failover import (
-    MEMBERS_S,
-    OFFSETS,
     PARTITIONS,
-    KeepProducing,
     acknowledged,
-    commits_after,
+    committing_group,
     coordinator_node,
     settle_and_check,
-    start_members,
 )
 
 from kcoord.testing.cluster import wait_for
@@ -41,15 +35,7 @@ KIND = ("kafka-python", "classic")
 
 def test_kafka_python_group_survives_its_leader_and_coordinator_killed(kcoord_cluster):
     c = kcoord_cluster
-    wait_for(lambda: all_online(c, OFFSETS, 50), 60, "__consumer_offsets leaders")
-    topic, group = unique("kp"), unique("g")
-    create(c.bootstrap, topic, PARTITIONS, 3)
-    wait_for(lambda: all_online(c, topic, PARTITIONS), 30, "leaders")
-    producer = KeepProducing(c.bootstrap, topic)
-    members = start_members(c, KIND, topic, group, 2)
-    try:
-        wait_balanced(members, PARTITIONS, MEMBERS_S, "two members")
-        wait_for(lambda: commits_after(members, 0) >= 10, MEMBERS_S, "a stream of commits")
+    with committing_group(c, KIND, "kp", 10) as (topic, group, producer, members):
         old = coordinator_node(c, group)
         led = [p for p in range(PARTITIONS) if c.state(topic, p)["leader"] == old]
         assert led, f"node {old} coordinates the group but leads no partition of {topic}"
@@ -61,7 +47,3 @@ def test_kafka_python_group_survives_its_leader_and_coordinator_killed(kcoord_cl
         wait_for(lambda: all(c.state(topic, p)["leader"] not in (old, -1) for p in led), FAILOVER_S,
                  f"new leaders of partitions {led}")
         settle_and_check(c, KIND, members, producer, group, topic, killed_at, before)
-    finally:
-        for m in members:
-            m.kill()
-        producer.stop()

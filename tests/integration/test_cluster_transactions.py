@@ -33,6 +33,7 @@ def txn_coordinator(bootstrap: str, transactional_id: str) -> int:
 
 
 def ready(c, topic: str) -> None:
+    c.coordinator_topics(transactions=True)  # created at the first FindCoordinator of each kind
     wait_for(lambda: all_online(c, TXN, 50), 90, "__transaction_state leaders")
     wait_for(lambda: all_online(c, OFFSETS, 50), 90, "__consumer_offsets leaders")
     create(c.bootstrap, topic, PARTITIONS, 3)

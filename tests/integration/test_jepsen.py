@@ -392,6 +392,7 @@ def test_jepsen(kcoord_cluster_factory, tmp_path):
     for f in admin.create_topics(new, request_timeout=60).values():
         f.result(60)
     wait_for(lambda: run.isr_full([(TOPIC, p) for p in range(PARTITIONS)]), RECOVER_S, "the topic's leaders")
+    cluster.coordinator_topics(transactions=TRANSACTIONS)  # created at the first FindCoordinator
     wait_for(lambda: len(cluster.assignment(OFFSETS) or {}) == OFFSETS_PARTITIONS and run.isr_full(
         [(OFFSETS, p) for p in range(OFFSETS_PARTITIONS)]), RECOVER_S, "__consumer_offsets online")
 

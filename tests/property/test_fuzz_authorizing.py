@@ -16,7 +16,7 @@ from test_fuzz_dispatch import TOPIC, Env, make_seeds, mutated, stop_env
 from kcoord.protocol.api import API_TABLE
 from kcoord.server.broker import Broker
 from kcoord.server.config import Config
-from kcoord.server.dispatch import Dispatcher
+from kcoord.server.node import dispatcher_for
 from kcoord.server.session import Session
 
 
@@ -53,7 +53,7 @@ def start(data) -> _Env:
     loop.run_until_complete(boot())
     topic = broker.topics.get(TOPIC)
     assert topic is not None
-    return _Env(loop, broker, Dispatcher(broker), make_seeds(topic.topic_id))
+    return _Env(loop, broker, dispatcher_for(broker), make_seeds(topic.topic_id))
 
 
 def session(principal: str) -> Session:

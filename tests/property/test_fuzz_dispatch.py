@@ -76,6 +76,7 @@ from kcoord.server.broker import Broker
 from kcoord.server.config import Config
 from kcoord.server.deferred import Deferred
 from kcoord.server.dispatch import CloseConnection, Dispatcher
+from kcoord.server.node import dispatcher_for
 
 TOPIC = "fuzz"
 GROUP = "fuzz-g"
@@ -280,6 +281,33 @@ def _share_seed(api: int, v: int, topic_id: uuid.UUID) -> Any:
     if api == ApiKey.DELETE_SHARE_GROUP_OFFSETS:
         T = sm.DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
         return sm.DeleteShareGroupOffsetsRequest(version=v, group_id=group, topics=[T(topic_name=TOPIC)])
+    return _share_state_seed(api, v, topic_id)
+
+
+def _share_state_seed(api: int, v: int, topic_id: uuid.UUID) -> Any:
+    """Seeds of the share coordinator's inter-broker APIs, on group fuzz-state: initialized,
+    read, written (one acknowledged record) and deleted."""
+    from kcoord.protocol import share_state_messages as ss
+
+    group = "fuzz-state"
+    if api == ApiKey.INITIALIZE_SHARE_GROUP_STATE:
+        D = ss.InitializeShareGroupStateRequest.InitializeStateData
+        return ss.InitializeShareGroupStateRequest(version=v, group_id=group, topics=[D(
+            topic_id=topic_id, partitions=[D.PartitionData(partition=0, state_epoch=0, start_offset=0)])])
+    if api == ApiKey.READ_SHARE_GROUP_STATE:
+        D = ss.ReadShareGroupStateRequest.ReadStateData
+        return ss.ReadShareGroupStateRequest(version=v, group_id=group, topics=[D(
+            topic_id=topic_id, partitions=[D.PartitionData(partition=0, leader_epoch=0)])])
+    if api == ApiKey.WRITE_SHARE_GROUP_STATE:
+        D = ss.WriteShareGroupStateRequest.WriteStateData
+        P = D.PartitionData
+        return ss.WriteShareGroupStateRequest(version=v, group_id=group, topics=[D(topic_id=topic_id, partitions=[P(
+            partition=0, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=[
+                P.StateBatch(first_offset=0, last_offset=0, delivery_state=2, delivery_count=1)])])])
+    if api == ApiKey.DELETE_SHARE_GROUP_STATE:
+        D = ss.DeleteShareGroupStateRequest.DeleteStateData
+        return ss.DeleteShareGroupStateRequest(version=v, group_id=group, topics=[D(
+            topic_id=topic_id, partitions=[D.PartitionData(partition=0)])])
     return None
 
 
@@ -501,7 +529,7 @@ def start_env(data) -> Env:
     loop.run_until_complete(boot())
     topic = broker.topics.get(TOPIC)
     assert topic is not None
-    return Env(loop, broker, Dispatcher(broker), make_seeds(topic.topic_id))
+    return Env(loop, broker, dispatcher_for(broker), make_seeds(topic.topic_id))
 
 
 def stop_env(e: Env) -> list[str]:

@@ -28,6 +28,7 @@ from kcoord.sidecar.handoff import (
 )
 from kcoord.sidecar.testdata import write_partition
 from kcoord.sidecar.verify import replay_state
+from kcoord.storage.batch import split_batches
 from kcoord.storage.log import PartitionLog
 from kcoord.storage.segment import segment_name
 from kcoord.storage.swap import SWAP_SUFFIX, complete_swap, pending_swaps, segment_bases
@@ -234,5 +235,37 @@ def test_live_adoption_refuses_a_swap_that_replaces_no_segment(partition):
         start = plog.log_start_offset
         assert plog.adopt_swaps() == 0
         assert plog.log_start_offset == start and not pending_swaps(partition)
+    finally:
+        plog.close()
+
+
+def test_a_read_passes_over_segments_compaction_left_with_only_an_empty_batch(tmp_path):
+    """One key written 300 times: each cleaned segment but the last closed one keeps only its
+    last batch, empty (the key's last value in the cleaned range is in the last one). A read
+    from any offset returns those empty batches and goes on to the batch holding that value;
+    before, it returned one empty batch per read (a consumer given nothing but empty batches
+    grows its fetch size instead, and librdkafka gives up after ten)."""
+    path = str(tmp_path / "changelog-0")
+    os.makedirs(path)
+    plog = PartitionLog(path, segment_bytes=2048)
+    try:
+        for i in range(300):
+            plog.append_records([(b"key", b"v%03d" % i + b"x" * 60)], NOW)
+        groups, segs, fps = compacted(path, segment_bytes=2048)
+        assert publish(path, groups, segs, fps) == len(groups)
+        assert plog.adopt_swaps() == len(groups)
+        closed = plog.segments[:-1]
+        assert len(closed) >= 3
+        survivor = closed[-1].next_offset - 1
+        for offset in (0, 1, closed[1].base_offset, survivor - 1):
+            headers = split_batches(plog.read(offset, 1 << 20))
+            assert len(headers) == sum(1 for seg in closed if seg.next_offset > offset)
+            assert all(h.record_count == 0 for h in headers[:-1])
+            assert headers[-1].record_count == 1 and headers[-1].last_offset == survivor
+        # max_bytes: the first batch holding a record is returned whole (KIP-74)
+        headers = split_batches(plog.read(0, 1))
+        assert len(headers) == len(closed) and headers[-1].last_offset == survivor
+        assert split_batches(plog.read(survivor + 1, 1 << 20))[0].base_offset == survivor + 1
+        assert plog.read(plog.log_end_offset, 1 << 20) == b""
     finally:
         plog.close()

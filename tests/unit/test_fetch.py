@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from test_produce_helpers import batch, call, decode_records, fetch_req, make_broker, produce
+from test_produce_helpers import batch, call, data_plane, decode_records, fetch_req, make_broker, produce
 
 from kcoord.protocol.api import ApiKey
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.server.data_plane import data_plane, run_topic_retention
 from kcoord.server.deferred import Deferred
+from kcoord.server.node import run_topic_retention
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ import pytest
 from kafka.protocol.consumer import FetchRequest
 from test_delete_records import delete_records
 from test_delete_topics import delete, ready
-from test_produce_helpers import batch, call, decode_records, fetch_req, produce
+from test_produce_helpers import batch, call, data_plane, decode_records, fetch_req, produce
 
 from kcoord.protocol.api import ApiKey
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.server.data_plane import data_plane
 from kcoord.server.deferred import Deferred
+from kcoord.server.node import metrics_page
 
 
 @pytest.fixture
@@ -258,7 +258,7 @@ async def test_parked_incremental_waits_for_min_bytes(broker):
 async def test_metrics_name_the_sessions(broker):
     sid = (await open_session(broker, [("t", 0, 0), ("t", 1, 0)])).session_id
     await fetch(broker, [], sid, 1)
-    text = broker.metrics.render(broker).decode()
+    text = metrics_page(broker)().decode()
     assert "kcoord_fetch_sessions 1.0" in text
     assert "kcoord_fetch_session_partitions_cached 2.0" in text
     assert "kcoord_fetch_session_incremental_fetches_total 1.0" in text

@@ -6,7 +6,7 @@ from test_produce_helpers import NOW, batch, call, list_offsets_req, make_broker
 
 from kcoord.protocol.api import ApiKey
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.server.data_plane import run_topic_retention
+from kcoord.server.node import run_topic_retention
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from kcoord.server.broker import Broker
 from kcoord.server.clock import FakeClock
 from kcoord.server.config import Config
 from kcoord.server.context import RequestContext
+from kcoord.server.data_plane import DataPlane
 from kcoord.server.deferred import Deferred
 from kcoord.server.handlers import NO_RESPONSE
 from kcoord.server.handlers.routes import handler_of
@@ -27,6 +28,11 @@ async def make_broker(tmp_path, **overrides: Any) -> Broker:
     broker.clock = FakeClock(NOW)
     await broker.start()
     return broker
+
+
+def data_plane(broker: Broker) -> DataPlane:
+    """The node's data plane (built now if it was not)."""
+    return broker.parts.data_plane.get()
 
 
 def batch(values: list[bytes], *, pid: int = -1, epoch: int = -1, seq: int = -1, ts: int = NOW,
@@ -65,14 +71,15 @@ def _decode_response(api: ApiKey, resp: Any, version: int) -> Any:
 _WAITED = {ApiKey.PRODUCE, ApiKey.DELETE_TOPICS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
            ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.SHARE_FETCH,
            ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
-           ApiKey.DELETE_SHARE_GROUP_OFFSETS}
+           ApiKey.DELETE_SHARE_GROUP_OFFSETS, ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
+           ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE}
 
 
 async def call(broker: Broker, api: ApiKey, req: Any, version: int) -> Any:
     """Run one request through its handler; returns the decoded response, NO_RESPONSE, or for a
     parked request a Deferred of the decoded response."""
     ctx = RequestContext(version, 1, "unit-test", "127.0.0.1")
-    res = handler_of(broker, api)(ctx, _roundtrip_request(req, version), version)
+    res = handler_of(broker.parts.areas, api)(ctx, _roundtrip_request(req, version), version)
     if api in _WAITED:
         res = await settle(res)
     if res is NO_RESPONSE:

@@ -78,7 +78,8 @@ async def test_metric_families(broker):
     assert (await produce(broker, "t", 0, batch([b"v%d" % i for i in range(6)]))).error_code == 0
     assert await share_fetch(broker, "ru-m", "m", 0) == set(range(6))
     await accept(broker, "ru-m", "m", 1, 0, 1)
-    got = {f.name: {tuple(s.labels.values()): s.value for s in f.samples} for f in share_metric_families(broker)}
+    got = {f.name: {tuple(s.labels.values()): s.value for s in f.samples} for f in share_metric_families(
+        broker.parts.coordinator.built(), broker.parts.share.built(), broker.topics)}
     assert got["kcoord_share_partition_acquired_records"] == {("ru-m", "t", "0"): 4}
     assert got["kcoord_share_partition_in_flight_records"] == {("ru-m", "t", "0"): 4}
     assert got["kcoord_share_partition_lag"] == {("ru-m", "t", "0"): 4}

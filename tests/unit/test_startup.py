@@ -66,7 +66,7 @@ from kcoord.server.lazy_imports import defer_package_inits
 defer_package_inits()
 from kcoord.server.broker import Broker
 from kcoord.server.config import Config
-from kcoord.server.dispatch import Dispatcher
+from kcoord.server.node import dispatcher_for
 
 LAZY = ("kcoord.server.handlers.groups", "kcoord.server.handlers.metadata", "kcoord.server.group.coordinator", "kcoord.server.data_plane",
         "kcoord.server.txn.service", "kcoord.storage.log", "kafka.protocol.consumer.group",
@@ -79,7 +79,7 @@ async def main():
     broker = Broker(Config({"log.dirs": sys.argv[1]}))
     await broker.start()
     broker.start_background()
-    d = Dispatcher(broker)
+    d = dispatcher_for(broker)
     out = d.handle(frame(18, 3, b"\\x00" + b"\\x07kcoord\\x040.1\\x00"), "127.0.0.1")
     assert struct.unpack(">iih", out[:10])[1:] == (7, 0), out[:10]  # size, correlation id, error code
     loaded = [m for m in LAZY if m in sys.modules]
@@ -107,12 +107,12 @@ async def test_a_group_joined_before_the_background_start_is_not_dropped_by_load
     from kcoord.protocol.errors import ErrorCode
     from kcoord.server.broker import Broker
     from kcoord.server.config import Config
-    from kcoord.server.dispatch import Dispatcher
+    from kcoord.server.node import dispatcher_for
     from kcoord.server.session import Session
 
     broker = Broker(Config({"log.dirs": str(tmp_path / "data"), "group.initial.rebalance.delay.ms": 200}))
     await broker.start()
-    dispatcher, session = Dispatcher(broker), Session(None, "127.0.0.1")
+    dispatcher, session = dispatcher_for(broker), Session(None, "127.0.0.1")
     proto = [JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]
 
     def join(member: str) -> object:

@@ -335,7 +335,7 @@ async def test_describe_list_and_describe_producers(broker):
 
 
 async def test_retention_drops_aborted_transactions_below_the_log_start(tmp_path):
-    from kcoord.server.data_plane import run_topic_retention
+    from kcoord.server.node import run_topic_retention
 
     b = await boot(tmp_path)
     try:

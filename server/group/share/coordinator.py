@@ -148,6 +148,14 @@ class ShareGroupCoordinator:
             return None
         return len(group.members)
 
+    def state_partitions(self, group_id: str) -> set[tuple[uuid.UUID, int]]:
+        """The (topic id, partition) pairs whose share state the group has initialized
+        (ShareGroupStatePartitionMetadata); empty when there is no such share group."""
+        group = self._groups.get(group_id)
+        if group.__class__ is not ShareGroup or group.dead:
+            return set()
+        return {(t, p) for t, (_name, ps) in group.initialized.items() for p in ps}
+
     def _left(self, gid: str, member_id: str) -> None:
         for fn in self.on_member_left:
             try:

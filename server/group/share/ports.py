@@ -21,3 +21,8 @@ class ShareGroupMembership(Protocol):
         """How many members the share group `group_id` has; None when there is no such share group
         (the share offsets APIs refuse to change a group with members, NON_EMPTY_GROUP)."""
         ...
+
+    def state_partitions(self, group_id: str) -> set[tuple[uuid.UUID, int]]:
+        """The (topic id, partition) pairs whose share state the group initialized (on a
+        cluster their state may be at other nodes' share coordinators)."""
+        ...

@@ -11,6 +11,8 @@
 //	sarama-client readhex BOOTSTRAP TOPIC PARTITION     one partition from its start to its end
 //	                                                    (no group), keys and values in hex
 //
+// BOOTSTRAP is host:port or a comma-separated list of them (a cluster's nodes).
+//
 // Sarama sends no ApiVersions request: it picks its request versions from config.Version
 // (2.1 here: Produce v3, Fetch v4, JoinGroup v1, OffsetCommit v2, Metadata v5).
 //
@@ -31,6 +33,7 @@ import (
 	"log"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +42,9 @@ import (
 )
 
 var emitting sync.Mutex
+
+// brokers is a BOOTSTRAP argument's list: host:port[,host:port...] (a cluster's nodes).
+func brokers(bootstrap string) []string { return strings.Split(bootstrap, ",") }
 
 func emit(kind string, fields map[string]interface{}) {
 	fields["kind"] = kind
@@ -124,7 +130,7 @@ func secure(c *sarama.Config) {
 }
 
 func produce(bootstrap, topic string, n int, prefix string) {
-	p, err := sarama.NewSyncProducer([]string{bootstrap}, config())
+	p, err := sarama.NewSyncProducer(brokers(bootstrap), config())
 	if err != nil {
 		fail("producer", err)
 	}
@@ -178,7 +184,7 @@ func (m *counting) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Consumer
 // sends LeaveGroup.
 func runGroup(ctx context.Context, bootstrap, group, topic string, c *sarama.Config, h sarama.ConsumerGroupHandler,
 	errKind string) {
-	g, err := sarama.NewConsumerGroup([]string{bootstrap}, group, c)
+	g, err := sarama.NewConsumerGroup(brokers(bootstrap), group, c)
 	if err != nil {
 		fail("consumer group", err)
 	}
@@ -242,7 +248,7 @@ func runMember(bootstrap, topic, group, name string) {
 }
 
 func readhex(bootstrap, topic string, partition int32) {
-	client, err := sarama.NewClient([]string{bootstrap}, config())
+	client, err := sarama.NewClient(brokers(bootstrap), config())
 	if err != nil {
 		fail("client", err)
 	}
