@@ -379,6 +379,11 @@ class Background:
                 owned -= set(e["partitions"])
         return owned
 
+    def stderr_lines(self) -> list[str]:
+        """The last 300 lines it wrote to stderr (librdkafka's log lines, Java's warnings)."""
+        with self._cond:
+            return list(self._stderr)
+
     def consumed(self) -> list[tuple[int, int, str | None]]:
         """Every record it processed, as (partition, offset, key), in order."""
         return [(r[0], r[1], r[2]) for e in self.events("records") for r in e["records"]]

@@ -14,8 +14,11 @@ Workloads, all at once, for KCOORD_JEPSEN_SECONDS (300 unless set; longer on dem
 The nemesis (seeded, the seed printed; KCOORD_JEPSEN_SEED repeats a run) picks at random: SIGKILL
 the leader of a workload partition, the node coordinating one of the groups, the controller (or,
 with transactions, the transactional id's coordinator); or a graceful SIGTERM (controlled
-shutdown). Each victim is started again once its ZooKeeper session is gone, and the next fault
-waits until the ISRs are full again. An observer records who leads each partition in which
+shutdown); or, where network namespaces can be made (root, `ip`, `nft`) and unless
+KCOORD_JEPSEN_NETNS=0, cut the leader of a workload partition off from ZooKeeper and the other
+nodes (clients still reach it) and heal it once its registration is gone. Each victim is
+started again once its ZooKeeper session is gone, and the next fault waits until the ISRs are
+full again. An observer records who leads each partition in which
 epoch (the state znodes, and every node's Metadata) and which node answers for each group in
 which epoch of its __consumer_offsets partition.
 
@@ -52,10 +55,10 @@ SEED = int(os.environ.get("KCOORD_JEPSEN_SEED", str(random.SystemRandom().randra
 # copier runs, the nemesis also kills its coordinator, and the read_committed copy is checked.
 TRANSACTIONS = os.environ.get("KCOORD_JEPSEN_TRANSACTIONS", "1") != "0"
 
-# KCOORD_JEPSEN_NETNS=1 (and namespaces can be made: root, ip, nft): each node in a network
+# Where namespaces can be made (root, ip, nft: CI's machines), each node runs in a network
 # namespace of its own, so the nemesis can also cut a node off from ZooKeeper and the other
-# nodes (kcoord/testing/netns.py). Off by default: not yet run reliably (docs/reliability.md).
-NETNS = os.environ.get("KCOORD_JEPSEN_NETNS", "0") == "1" and available() is None
+# nodes (kcoord/testing/netns.py); KCOORD_JEPSEN_NETNS=0 leaves that fault out.
+NETNS = os.environ.get("KCOORD_JEPSEN_NETNS", "1") != "0" and available() is None
 
 TOPIC, OUT = "jepsen", "jepsen-out"
 PARTITIONS = 6

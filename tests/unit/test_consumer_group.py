@@ -96,6 +96,51 @@ def test_a_partition_is_revoked_before_it_is_given_to_another_member() -> None:
     assert group(h).state_name() == "Stable"
 
 
+def test_an_assignment_is_repeated_until_the_member_says_it_owns_it() -> None:
+    """librdkafka gives up on a heartbeat's answer after one heartbeat interval, and a
+    replicated write can take longer: a member that never read the answer telling it to revoke
+    keeps heartbeating at its epoch without saying what it owns. Kafka sends the assignment
+    only when it changed, so such a member would keep every partition until its rebalance
+    timeout; kcoord repeats it until the member says it owns exactly it."""
+    h = ConsumerHarness()
+    a, b = Client(h, "a"), Client(h, "b")
+    a.join()
+    a.beat()
+    assert done(h.cg_heartbeat(G, "a", 1)).assignment is None  # settled: a keep-alive
+    b.join()
+    lost = done(h.cg_heartbeat(G, "a", 1))  # told to revoke three; the answer never arrives
+    assert lost.assignment is not None
+    assert group(h).members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    again = done(h.cg_heartbeat(G, "a", 1))  # its next keep-alive gets the same assignment
+    assert again.member_epoch == 1 and h.owned(again) == h.owned(lost) and len(h.owned(again)["t"]) == 3
+    a.beat()  # it says it still owns all six: told its three again, it revokes the rest
+    assert a.epoch == 1 and len(a.owned["t"]) == 3
+    a.beat()  # it says it owns its three: bumped, and confirmed
+    assert a.epoch == 2
+    assert done(h.cg_heartbeat(G, "a", 2)).assignment is None
+    b.beat()
+    assert len(b.owned["t"]) == 3 and not a.partitions() & b.partitions()
+
+
+def test_a_member_that_says_it_owns_something_else_is_told_its_assignment_again() -> None:
+    """On a coordinator that loaded the group from the log (a failover), a member in the middle
+    of a revocation sends a full heartbeat owning more than its assignment; the answer to it may
+    be lost as well, so its next keep-alive gets the assignment again."""
+    h = ConsumerHarness()
+    a, b = Client(h, "a"), Client(h, "b")
+    a.join()
+    a.beat()
+    b.join()
+    assert done(h.cg_heartbeat(G, "a", 1)).assignment is not None  # told to revoke three: lost
+    moved = ConsumerHarness(h.topics)  # the group's partition led by another node now
+    for r in h.log:
+        moved.coord.replay(r)
+    full = done(moved.cg_heartbeat(G, "a", 1, topics=["t"], owned={"t": set(range(6))}, rebalance=30000))
+    assert full.error_code == 0 and len(moved.owned(full)["t"]) == 3
+    again = done(moved.cg_heartbeat(G, "a", 1))
+    assert again.assignment is not None and moved.owned(again) == moved.owned(full)
+
+
 def test_previous_epoch_with_owned_subset_is_accepted() -> None:
     """The answer that bumped the epoch may have been lost: the previous epoch still works."""
     h = ConsumerHarness()
@@ -135,6 +180,7 @@ def test_steady_heartbeat_writes_nothing_and_omits_the_assignment() -> None:
     h = ConsumerHarness()
     c = Client(h, "m")
     c.join()
+    c.beat()  # it says it owns what it was assigned (a client's acknowledgement)
     n = len(h.log)
     r = done(h.cg_heartbeat(G, "m", 1))  # a keep-alive: nothing but the epoch
     assert r.error_code == 0 and r.assignment is None and len(h.log) == n
@@ -154,7 +200,9 @@ def test_keepalive_answers_a_value_not_bytes() -> None:
     """Domain code answers a keep-alive with what it says (member id, epoch, interval); the
     ConsumerGroupHeartbeat route's encoder makes the bytes."""
     h = ConsumerHarness()
-    Client(h, "m").join()
+    c = Client(h, "m")
+    c.join()
+    c.beat()  # it says it owns what it was assigned
     from kcoord.protocol.messages import ConsumerGroupHeartbeatRequest as R
 
     req = R(version=1, group_id=G, member_id="m", member_epoch=1, instance_id=None, rack_id=None,

@@ -68,6 +68,9 @@ class ConsumerGroup:
         # members not reconciled to the target assignment epoch: the state in O(1) per change
         self._unreconciled: set[str] = set()
         self._reconciled_to = -1
+        # members whose assignment changed since a heartbeat of theirs last said they own exactly
+        # it: their answers repeat it (protocol.py, Assignment answers)
+        self.unconfirmed: set[str] = set()
         # the topic registry's change count when the subscription metadata was last computed
         self.metadata_version = -1
         # members whose heartbeat waits for the next target assignment (see assignment.py)
@@ -102,6 +105,7 @@ class ConsumerGroup:
         if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
             del self.static_members[old.instance_id]
         self._unreconciled.discard(member_id)
+        self.unconfirmed.discard(member_id)
         self.refresh_state()
 
     def static_member(self, instance_id: str | None) -> ConsumerGroupMember | None:

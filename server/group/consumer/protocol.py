@@ -21,6 +21,13 @@ changed; (2) when the group epoch is ahead of the target assignment epoch, the a
 computes a new target assignment; (3) the member is reconciled towards its target and answered
 with its epoch and, when it changed, its assignment. A settled member's keep-alive changes
 nothing but its session and is answered by keepalive() alone.
+
+Assignment answers: beyond Kafka, an answer repeats the member's assignment until a heartbeat
+of the member says it owns exactly that (ConsumerGroup.unconfirmed). The answer that carried a
+change is sent once the records are replicated, and librdkafka waits for it only one heartbeat
+interval: a member that gave up on it would otherwise never learn it (Kafka sends it only when
+it changed), keeping partitions it was told to revoke until its rebalance timeout, or never
+taking ones released to it. Clients ignore an assignment that is their current target.
 """
 from __future__ import annotations
 
@@ -43,7 +50,7 @@ from kcoord.server.group.consumer.member import (
     kafka_uuid,
 )
 from kcoord.server.group.consumer.membership import Membership
-from kcoord.server.group.consumer.reconcile import FencedMemberEpoch
+from kcoord.server.group.consumer.reconcile import FencedMemberEpoch, owns_exactly
 from kcoord.server.group.consumer.records import ConsumerGroupRecords
 from kcoord.server.group.consumer.subscriptions import Subscriptions
 from kcoord.server.group.consumer.timers import SESSION_EXPIRED, MemberTimers, Timers
@@ -108,7 +115,7 @@ class ConsumerGroupProtocol:
             return None
         member = group.members.get(req.member_id)
         if (member is None or member.member_epoch != epoch or member.state is not MemberState.STABLE
-                or member.instance_id is not None or member.client_id != client_id
+                or req.member_id in group.unconfirmed or member.instance_id is not None or member.client_id != client_id
                 or member.client_host != client_host or member.classic is not None):
             return None
         gid, mid = group.group_id, member.member_id
@@ -172,8 +179,14 @@ class ConsumerGroupProtocol:
         def answer(g: ConsumerGroup, records: list[CoordinatorRecord],
                    undo: list[CoordinatorRecord]) -> tuple[Any, None]:
             reconciled = members.reconcile_member(g, member_id, owned, records, undo)
-            # the assignment when it changed (or the request said everything it owns)
-            assignment = reconciled.assigned if full or old is None or old.assigned != reconciled.assigned else None
+            # the assignment when it changed or the request said everything it owns (Kafka), and
+            # until the member says it owns exactly it
+            changed = old is None or old.assigned != reconciled.assigned
+            if owns_exactly(owned, reconciled.assigned):
+                g.unconfirmed.discard(member_id)
+            elif changed or owned is not None:  # changed, or it says it owns something else
+                g.unconfirmed.add(member_id)
+            assignment = reconciled.assigned if full or changed or member_id in g.unconfirmed else None
             return heartbeat_response(version, ErrorCode.NONE, None, member_id, reconciled.member_epoch, interval,
                                       assignment), None
 

@@ -36,6 +36,14 @@ def _owns_any(owned: Owned, revoking: Assignment) -> bool:
     return False
 
 
+def owns_exactly(owned: Owned, assigned: Assignment) -> bool:
+    """Whether the member says it owns exactly `assigned` (False when it did not say)."""
+    if owned is None:
+        return False
+    said = {topic_id: frozenset(ps) for topic_id, ps in owned if ps}
+    return said == {topic_id: frozenset(ps) for topic_id, ps in assigned.items() if ps}
+
+
 def reconcile(member: ConsumerGroupMember, target_epoch: int, target: Assignment,
               partition_epoch: PartitionEpoch, owned: Owned) -> ConsumerGroupMember:
     """The member's next step towards `target` (itself when there is none)."""
