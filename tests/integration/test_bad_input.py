@@ -51,6 +51,9 @@ EXPECTED_RANGES.update({48: (0, 1), 49: (0, 1)})  # DescribeClientQuotas, AlterC
 EXPECTED_RANGES.update({24: (0, 5), 25: (0, 4), 26: (0, 5), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 1)})
 EXPECTED_RANGES[23] = (2, 4)  # OffsetForLeaderEpoch (issue 23: replication)
 EXPECTED_RANGES[27] = (1, 2)  # WriteTxnMarkers (between cluster nodes; Kafka's brokers advertise it too)
+# Initialize/Read/Write/DeleteShareGroupState (between cluster nodes: a share partition's leader and
+# its share coordinator)
+EXPECTED_RANGES.update({83: (0, 0), 84: (0, 0), 85: (0, 0), 86: (0, 0)})
 
 
 @pytest.fixture(scope="module")
