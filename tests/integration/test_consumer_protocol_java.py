@@ -118,8 +118,22 @@ def wait_even(ms: list[Background], timeout: float, what: str) -> list[set[int]]
 
 
 def no_errors(*ms: Background) -> None:
+    """No error and no failed commit, except the one race Kafka's protocol has too: a commitSync
+    built at the member epoch the client knew while its own heartbeat (owning its new
+    assignment) was already moving it to the next epoch is answered STALE_MEMBER_EPOCH ("the
+    member must retry after receiving its updated member epoch"); the member then committed the
+    same offsets at a later epoch."""
     for m in ms:
-        bad = m.events("error") + m.events("commit_error")
+        bad = m.events("error")
+        events = m.events()
+        for i, e in enumerate(events):
+            if e["kind"] != "commit_error":
+                continue
+            retried = "stale member epoch" in e.get("message", "") and any(
+                later["kind"] == "committed" and later["offsets"] == e["offsets"] and later["epoch"] > e["epoch"]
+                for later in events[i + 1:])
+            if not retried:
+                bad.append(e)
         assert not bad, m.describe()
 
 
