@@ -285,6 +285,19 @@ class ClusterServer:
         self.lock = threading.Lock()
 
     def start(self) -> None:
+        """Start the cluster. Its listeners' ports are picked free before the nodes bind them, and
+        with tests running beside it one can be taken meanwhile (an outgoing connection's
+        ephemeral port): that start is retried on fresh ports, twice at most."""
+        for attempt in range(3):
+            try:
+                return self._start()
+            except RuntimeError as e:
+                if "address already in use" not in str(e) or attempt == 2:
+                    raise
+                print(f"  kcoord cluster ({self.scenario}): a port was taken before a node bound it; "
+                      "starting again on fresh ports", flush=True)
+
+    def _start(self) -> None:
         from kcoord.testing.cluster import KcoordCluster
 
         t0 = time.monotonic()
@@ -471,7 +484,14 @@ def kafka_home(out: Path) -> Path:
 def run_unit(unit: Unit, server: Server | ClusterServer, attempt: int, env_base: dict, logs: Path) -> dict[str, res.Outcome]:
     if STOPPING.is_set():
         return {t.name: res.Outcome() for t in unit.tests}
-    addresses = server.acquire()
+    try:
+        addresses = server.acquire()
+    except Exception as e:  # noqa: BLE001 - a server that cannot start fails its tests, not the run
+        server.release()
+        first = str(e).splitlines()[0] if str(e) else repr(e)
+        print(f"  {server.name}: could not start for {unit.key}: {first}", flush=True)
+        return {t.name: res.Outcome(state="failed", failure=f"the kcoord server did not start: {first}")
+                for t in unit.tests}
     try:
         return _run_unit(unit, server, addresses, attempt, env_base, logs)
     finally:
