@@ -20,11 +20,12 @@ import time
 
 import pytest
 from clientlib import wait_balanced
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from conftest import call, unique
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from test_cluster import FAILOVER_S, all_online, create
+from test_cluster_coordinators import commit_until_done
 from test_cluster_group_failover import (
     OFFSETS,
     PARTITIONS,
@@ -196,19 +197,6 @@ def test_moves_that_cannot_be_done_are_refused_and_reset_is_refused_on_a_cluster
     assert status["cluster"]["controller"] == c.controller() and status["cluster"]["brokers"] == [1, 2, 3]
     assert sorted(b["node_id"] for b in ctl.brokers()) == [1, 2, 3]
     assert c.move_leader(topic, 0, leader)["previous"] == follower
-
-
-def commit_until_done(consumer: Consumer, tp: TopicPartition, deadline_s: float) -> None:
-    """Commit through whatever the consumer meets (a coordinator moving, a node gone)."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        consumer.poll(0.2)
-        try:
-            consumer.commit(offsets=[tp], asynchronous=False)
-            return
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
 
 
 def test_a_coordinator_moved_to_a_node_that_is_then_killed_comes_back_to_it_once_it_restarts(kcoord_cluster):
