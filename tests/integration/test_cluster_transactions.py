@@ -53,18 +53,18 @@ def producer(bootstrap: str, transactional_id: str) -> Producer:
     return p
 
 
-def read_committed(bootstrap: str, topic: str, sentinel: str) -> list[str]:
+def read_committed(bootstrap: str, topic: str, sentinel: str, partitions: int = PARTITIONS) -> list[str]:
     """Every value of `topic` a read_committed consumer reads, up to the sentinel the last
-    (committed) transaction wrote to every partition: each partition is read to its end."""
+    (committed) transaction wrote to every one of its `partitions`: each is read to its end."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "isolation.level": "read_committed",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     values: list[str] = []
     done: set[int] = set()
     deadline = time.monotonic() + 120
     try:
-        while len(done) < PARTITIONS:
-            assert time.monotonic() < deadline, f"sentinels read from partitions {sorted(done)} only"
+        while len(done) < partitions:
+            assert time.monotonic() < deadline, f"sentinels read from partitions {sorted(done)} only; {values}"
             m = consumer.poll(0.5)
             if m is None or m.error():
                 continue

@@ -18,14 +18,13 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException
 from conftest import unique
 from test_cluster import create
-from test_cluster_transactions import txn_coordinator
+from test_cluster_transactions import producer, read_committed, txn_coordinator
 
 from kcoord.protocol.partitioner import partition_for
 from kcoord.testing.cluster import wait_for
@@ -37,37 +36,6 @@ SESSION_MS = 6000
 FAILOVER_S = SESSION_MS / 1000 + 60
 COORDINATOR = 1  # the node given KCOORD_STOP_AT; the test picks an id it coordinates
 OVERRIDES = {"replica.lag.time.max.ms": "4000", "replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "200"}
-
-
-def producer(bootstrap: str, tid: str) -> Producer:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 120000,
-                  "message.timeout.ms": 120000, "socket.timeout.ms": 10000})
-    p.init_transactions(120)
-    return p
-
-
-def read_committed_until(bootstrap: str, topic: str, partitions: int, sentinel: str) -> list[str]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"),
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[str] = []
-    done: set[int] = set()
-    deadline = time.monotonic() + 120
-    try:
-        while len(done) < partitions:
-            assert time.monotonic() < deadline, f"sentinels read from partitions {sorted(done)} only; {values}"
-            m = consumer.poll(0.5)
-            if m is None or m.error():
-                continue
-            v = m.value().decode()
-            if v == sentinel:
-                done.add(m.partition())
-            else:
-                values.append(v)
-    finally:
-        consumer.close()
-    return values
 
 
 def test_a_fenced_coordinator_drops_its_pending_markers_and_the_new_one_completes(kcoord_cluster_factory):
@@ -122,7 +90,7 @@ def test_a_fenced_coordinator_drops_its_pending_markers_and_the_new_one_complete
         for part in (0, 1):
             p2.produce(topic, sentinel.encode(), partition=part)
         p2.commit_transaction(120)
-        assert sorted(read_committed_until(c.bootstrap, topic, 2, sentinel)) == sorted(values)
+        assert sorted(read_committed(c.bootstrap, topic, sentinel, 2)) == sorted(values)
 
         os.kill(zombie.proc.pid, signal.SIGCONT)
         dropped = f"Dropping the pending COMMIT markers of {tid} (attempt 1)"
@@ -148,6 +116,6 @@ def test_a_fenced_coordinator_drops_its_pending_markers_and_the_new_one_complete
     for part in (0, 1):
         p3.produce(topic, sentinel.encode(), partition=part)
     p3.commit_transaction(120)
-    got = read_committed_until(c.bootstrap, topic, 2, sentinel)
+    got = read_committed(c.bootstrap, topic, sentinel, 2)
     assert sorted(v for v in got if not v.startswith("end-")) == sorted(values)
     assert not [ln for ln in zombie.log_text().splitlines() if f"markers of {tid} failed" in ln]
