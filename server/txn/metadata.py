@@ -125,21 +125,13 @@ class TxnMetadata:
     def record_value(self) -> TxnValue:
         """What the id holds now, as a value: replaying it puts every persisted field back."""
         by_topic: dict[str, list[int]] = {}
-        for t, p in sorted(self.partitions):
-            by_topic.setdefault(t, []).append(p)
-        return TxnValue(
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            timeout_ms=self.timeout_ms,
-            state=self.state.id,
-            partitions=by_topic,
-            last_update_ms=self.last_update_ms,
-            start_ms=self.start_ms,
-            previous_producer_id=self.previous_producer_id,
-            next_producer_id=self.next_producer_id,
-            client_transaction_version=self.client_transaction_version,
-            last_producer_epoch=self.last_producer_epoch,
-        )
+        if self.partitions:
+            for t, p in sorted(self.partitions):
+                by_topic.setdefault(t, []).append(p)
+        # positional, in TxnValue's field order: this runs for every write (its revert)
+        return TxnValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state.value[0], by_topic,
+                        self.last_update_ms, self.start_ms, self.previous_producer_id, self.next_producer_id,
+                        self.client_transaction_version, self.last_producer_epoch)
 
     @property
     def epoch_exhausted(self) -> bool:
