@@ -114,10 +114,13 @@ def _transaction_state(records, partition: int, num_partitions: int):
     record of each transactional id into a TransactionCoordinator (undecodable records skipped)."""
     from kcoord.protocol.txn_log import TxnCodecError, decode_txn_record
     from kcoord.server.clock import FakeClock
+    from kcoord.server.coordinator.changes import CURRENT
     from kcoord.server.txn.coordinator import TransactionCoordinator
     from kcoord.server.txn.metadata import TxnConfig
 
-    coord = TransactionCoordinator(TxnConfig(), FakeClock(_FROZEN_NOW_MS), num_partitions, lambda: -1)
+    # nothing is written here, so nothing is ever in flight: every id's state is durable
+    coord = TransactionCoordinator(TxnConfig(), FakeClock(_FROZEN_NOW_MS), num_partitions, lambda: -1,
+                                   lambda key: CURRENT)
     coord.active = True
     coord.begin_loading(partition)
     for key, value in records:

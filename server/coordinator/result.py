@@ -9,9 +9,10 @@ the write is durable. The answer, and anything the write lets a client observe a
 acknowledged, waits until then. If the records do not reach the log (the append or its
 fdatasync fails), the runtime replays those previous records, newest first, so the shard is
 exactly as before the write, and then tells the shard (`on_appended(code)`). Reads that
-report what is committed (OffsetFetch, the committed offsets of a group) read the committed
-value of a key while a write of it is in flight (`runtime.committed`), as Kafka's reads at the
-last committed offset.
+report what is committed (OffsetFetch, the committed offsets of a group, and every request
+and read of a transactional id: server/txn/coordinator.py) read the committed value of a key
+while a write of it is in flight (`runtime.committed`), as Kafka's reads at the last
+committed offset.
 """
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ class _PendingResponse(Deferred[Any]):
     __slots__ = ("_on_applied", "_records", "_on_appended", "_change")
 
     def __init__(self, on_applied: Callable[[list[Any]], None] | None, records: list[Any],
-                 on_appended: Callable[[ErrorCode | None], Any], change: Change[Any] | None) -> None:
+                 on_appended: Callable[[ErrorCode | None], Any], change: Change[Any]) -> None:
         super().__init__()
         self._on_applied = on_applied
         self._records = records
@@ -96,14 +96,12 @@ class _PendingResponse(Deferred[Any]):
         self._change = change
 
     def __call__(self, code: ErrorCode | None) -> None:
-        change = self._change
         if code is None:
-            if change is not None:
-                change.settle()
+            self._change.settle()
             if self._on_applied is not None:
                 self._on_applied(self._records)
-        elif change is not None:
-            change.failed()
+        else:
+            self._change.failed()
         response = self._on_appended(code)
         if isinstance(response, Deferred):
             response.add_callback(self.complete)
@@ -147,10 +145,6 @@ class CoordinatorRuntime(Generic[R]):
         self._partitions: dict[int, tuple[str, int]] | None = None
         self._loads: dict[int, asyncio.Task[None]] = {}
         self.shard: Shard[R] = build_shard(self)
-        # the transaction coordinator, not yet on the rule of server/coordinator/result.py:
-        # its records are replayed once durable (its pending state keeps other requests off
-        # a transactional id meanwhile, as Kafka's TransactionStateManager does)
-        self.replay_on_durable: bool = getattr(self.shard, "replay_on_durable", False)
         self.in_flight: InFlight[R] = InFlight(self.shard.replay)
         self.writer: LogWriter[R] = LogWriter(logs, records, self.shard.replay, clock, self.commit_timeout_s,
                                               max_message_bytes, on_append)
@@ -160,14 +154,12 @@ class CoordinatorRuntime(Generic[R]):
     # Callback based on purpose: a commit costs no asyncio task (the writer coalesces the
     # records of a loop turn into one batch per partition).
 
-    def _replay(self, result: CoordinatorResult[R]) -> Change[R] | None:
+    def _replay(self, result: CoordinatorResult[R]) -> Change[R]:
         """Replay the result's records now (unless the shard did as it made them) and keep
-        what reverts them; None on a runtime that replays once durable (transactions)."""
+        what reverts them."""
         previous = result.previous
         records = result.records
         if previous is None:
-            if self.replay_on_durable:
-                return None
             shard = self.shard
             if len(records) == 1:  # the usual write: one commit
                 r = records[0]
@@ -193,7 +185,7 @@ class CoordinatorRuntime(Generic[R]):
             return result.response
         assert result.on_appended is not None, "a result with records needs on_appended"
         change = self._replay(result)
-        revert = None if change is None else change.revert
+        revert = change.revert
         if isinstance(result.response, Deferred):  # answered by on_appended
             self.writer.write(result.records, self._done(result, change), revert, result.durable)
             return result.response
@@ -201,12 +193,11 @@ class CoordinatorRuntime(Generic[R]):
         self.writer.write(result.records, out, revert, result.durable)
         return out
 
-    def _done(self, result: CoordinatorResult[R], change: Change[R] | None) -> Callable[[ErrorCode | None], None]:
+    def _done(self, result: CoordinatorResult[R], change: Change[R]) -> Callable[[ErrorCode | None], None]:
         on_appended, on_applied, records = result.on_appended, self.on_applied, result.records
 
         def done(code: ErrorCode | None) -> None:
-            if change is not None:
-                change.settle() if code is None else change.failed()
+            change.settle() if code is None else change.failed()
             if code is None and on_applied is not None:
                 on_applied(records)
             if on_appended is not None:
@@ -231,7 +222,7 @@ class CoordinatorRuntime(Generic[R]):
             return
         change = self._replay(result)
         asyncio.get_running_loop().call_soon(self.writer.write, result.records, self._done(result, change),
-                                             None if change is None else change.revert, result.durable)
+                                             change.revert, result.durable)
 
     @staticmethod
     def end_of_turn(fn: Callable[[], None]) -> None:
@@ -245,7 +236,7 @@ class CoordinatorRuntime(Generic[R]):
         result: CoordinatorResult[R] = CoordinatorResult(records=records,
                                                          on_appended=lambda code: fut.done() or fut.set_result(code))
         change = self._replay(result)
-        self.writer.write(records, self._done(result, change), None if change is None else change.revert)
+        self.writer.write(records, self._done(result, change), change.revert)
         code = await fut
         if code is not None:
             raise KafkaError(code)

@@ -19,8 +19,8 @@ records when they were made): a write answered with an error (the append, its fd
 its replication failed, or it timed out) is reverted first, newest write first, so nothing
 a client was told failed stays in memory (a timed-out write's records may still be in the
 log: a restart loads them, as Kafka's would). Only a partition unloaded meanwhile reverts
-nothing: its state was dropped. A write without one (the transaction coordinator's) is
-replayed once durable instead.
+nothing: its state was dropped. The runtime always gives one; a write without one (the
+writer used on its own: tests/unit/test_txn_log_writer.py) is replayed once durable instead.
 
 A write made with durable=False (CompleteCommit / CompleteAbort) is answered as soon as it is
 appended.

@@ -6,10 +6,21 @@ client_version 2) and the epoch bumped by every EndTxn v5 (a new producer id onc
 exhausted, taken on at CompleteCommit / CompleteAbort, as Kafka's nextProducerId).
 
 Each API method returns a TxnResult (server/txn/result.py). Persisted state changes only in
-replay(), which the runtime calls after a durable append to __transaction_state and, at
-start-up, for the latest record of every transactional id between begin_loading() and
-end_loading(). What is not persisted is in-memory only, as in Kafka: the transition in flight
-(`pending`) and the last epoch (a retried InitProducerId).
+replay(), under the one rule of server/coordinator/result.py: the runtime replays a write's
+records as it is made, reverts them (replaying current_record()'s) if they never become
+durable, and at start-up replays the latest record of every transactional id between
+begin_loading() and end_loading(). What is not persisted is in memory only, as in Kafka: the
+Complete state a prepared transaction waits for (`pending`) and the last epoch (a retried
+InitProducerId).
+
+Kafka's TransactionMetadata changes only once a transition's record is durable, a pending
+state keeping every other transition off the id meanwhile. Here the record is replayed at
+once, so that state is what the runtime last made durable (`runtime.committed`): every
+request and every reader (InitProducerId, AddPartitionsToTxn, EndTxn, KIP-890 verification,
+DescribeTransactions, ListTransactions, the periodic tasks) acts on `_durable(id)`, which while
+a write of the id is in flight is the id's last durable record, pending with the state being
+written. They see no transition before it is durable, and meet CONCURRENT_TRANSACTIONS while
+it is written, as in Kafka; a failed write leaves the id as it was, reverted by the runtime.
 
 A transaction ends in three steps: EndTxn writes PrepareCommit / PrepareAbort; the runtime's
 marker writer (set_marker_writer) writes the COMMIT / ABORT control batches to every
@@ -29,6 +40,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.partitioner import partition_for
 from kcoord.protocol.txn_log import NO_PRODUCER_ID, TxnKey, TxnRecord
 from kcoord.server.clock import Clock
+from kcoord.server.coordinator.changes import CURRENT
 from kcoord.server.deferred import Deferred
 from kcoord.server.txn.metadata import (
     INT16_MAX,
@@ -67,17 +79,19 @@ def _answer(code: ErrorCode, pid: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER
     return code, pid, epoch
 
 
-class TransactionCoordinator:
-    # The runtime replays this shard's records once they are durable (the one shard not yet
-    # on server/coordinator/result.py's rule): a transition is prepared (`pending`, which
-    # keeps every other request off the id) and completed by the replay, as Kafka's
-    # TransactionStateManager does.
-    replay_on_durable = True
+def _added(error: ErrorCode | None) -> ErrorCode:
+    """AddPartitionsToTxn's answer once its record is durable (or failed: reverted)."""
+    return ErrorCode.NONE if error is None else error
 
+
+class TransactionCoordinator:
     def __init__(self, config: TxnConfig, clock: Clock, num_partitions: int,
-                 allocate_producer_id: Callable[[], int],
+                 allocate_producer_id: Callable[[], int], committed: Callable[[TxnKey], Any],
                  note_producer_id: Callable[[int], None] = lambda pid: None) -> None:
+        """committed: its runtime's `committed` (the record of a key last made durable while a
+        write of it is in flight, else changes.CURRENT)."""
         self.config = config
+        self._committed = committed
         self.clock = clock
         self.num_partitions = num_partitions
         self._allocate = allocate_producer_id
@@ -115,8 +129,36 @@ class TransactionCoordinator:
         return None
 
     def get(self, transactional_id: str) -> TxnMetadata | None:
-        """The live state (tests and tools read it; do not mutate)."""
+        """The state replayed last, durable or not (tests and tools read it; do not mutate)."""
         return self._txns.get(transactional_id)
+
+    def _durable(self, transactional_id: str) -> TxnMetadata | None:
+        """The id's state as last made durable: what requests and readers act on. While a
+        write of the id is in flight, a copy made from its last durable record, `pending` with
+        the state being written (Dead for a tombstone); None for an id with no durable record
+        (one whose first record is in flight: `_writing`)."""
+        record = self._committed(TxnKey(transactional_id))
+        if record is CURRENT:
+            return self._txns.get(transactional_id)
+        if record.value is None:
+            return None
+        meta = TxnMetadata.from_value(transactional_id, record.value)
+        live = self._txns.get(transactional_id)
+        meta.pending = D if live is None else live.state
+        return meta
+
+    def _durable_states(self) -> list[TxnMetadata]:
+        """Every id's `_durable` state (an id whose tombstone is being written is left out)."""
+        out = []
+        for tid in list(self._txns):
+            meta = self._durable(tid)
+            if meta is not None:
+                out.append(meta)
+        return out
+
+    def _writing(self, transactional_id: str) -> bool:
+        """Whether a write of the id is in flight."""
+        return self._committed(TxnKey(transactional_id)) is not CURRENT
 
     def transactions(self) -> list[TxnMetadata]:
         return list(self._txns.values())
@@ -149,15 +191,18 @@ class TransactionCoordinator:
         if err is not None:
             return TxnResult(response=_answer(err))
         now = self.clock.now_ms()
-        meta = self._txns.get(transactional_id)
+        meta = self._durable(transactional_id)
         if meta is None:
+            if self._writing(transactional_id):  # its first record is being written
+                return TxnResult(response=_answer(ErrorCode.CONCURRENT_TRANSACTIONS))
             try:
                 pid = self._allocate()
             except OSError as e:
                 log.error("Allocating a producer id failed: %r", e)
                 return TxnResult(response=_answer(ErrorCode.UNKNOWN_SERVER_ERROR))
-            # in memory before it is written, as Kafka does; removed again if the write fails
-            meta = self._txns[transactional_id] = TxnMetadata(transactional_id, pid, timeout_ms, now)
+            # its first record's replay puts it in memory; the runtime removes it again if
+            # the write fails
+            meta = TxnMetadata(transactional_id, pid, timeout_ms, now)
         if meta.pending is not None:
             return TxnResult(response=_answer(ErrorCode.CONCURRENT_TRANSACTIONS))
         if expected is not None and not self._valid_expected_producer(meta, expected):
@@ -198,7 +243,6 @@ class TransactionCoordinator:
 
         def on_appended(error: ErrorCode | None) -> PidAnswer:
             if error is not None:
-                self._undo_pending(meta)
                 log.info("Returning %s to InitProducerId of %s", error.name, transactional_id)
                 return _answer(error)
             log.info("Initialized transactional id %s with producer id %d and epoch %d on partition "
@@ -226,11 +270,6 @@ class TransactionCoordinator:
             return meta.producer_epoch, meta.last_producer_epoch  # a retry of a call that succeeded
         return None
 
-    def _undo_pending(self, meta: TxnMetadata) -> None:
-        meta.pending = None
-        if meta.producer_epoch == NO_PRODUCER_EPOCH and self._txns.get(meta.transactional_id) is meta:
-            del self._txns[meta.transactional_id]  # created by this request and never written
-
     # ================================================================== AddPartitionsToTxn
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -244,7 +283,7 @@ class TransactionCoordinator:
         err = self._unavailable(transactional_id)
         if err is not None:
             return TxnResult(response=err)
-        meta = self._txns.get(transactional_id)
+        meta = self._durable(transactional_id)
         err = self._check_producer(meta, producer_id, producer_epoch)
         if err is not None:
             return TxnResult(response=err)
@@ -261,13 +300,7 @@ class TransactionCoordinator:
         value = meta.value(ON, now, partitions=meta.partitions | wanted, start_ms=start,
                            client_transaction_version=client_version)
 
-        def on_appended(error: ErrorCode | None) -> ErrorCode:
-            if error is not None:
-                meta.pending = None
-                return error
-            return ErrorCode.NONE
-
-        return TxnResult(records=[TxnRecord(TxnKey(transactional_id), value)], on_appended=on_appended)
+        return TxnResult(records=[TxnRecord(TxnKey(transactional_id), value)], on_appended=_added)
 
     def _check_producer(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> ErrorCode | None:
         if meta is None or meta.producer_id != producer_id:
@@ -286,7 +319,7 @@ class TransactionCoordinator:
             return dict.fromkeys(parts, ErrorCode.INVALID_REQUEST)
         err = self._unavailable(transactional_id)
         if err is None:
-            meta = self._txns.get(transactional_id)
+            meta = self._durable(transactional_id)
             err = self._check_producer(meta, producer_id, producer_epoch)
             if err is None:
                 assert meta is not None
@@ -317,7 +350,7 @@ class TransactionCoordinator:
         err = self._unavailable(transactional_id)
         if err is not None:
             return TxnResult(response=_answer(err))
-        meta = self._txns.get(transactional_id)
+        meta = self._durable(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return TxnResult(response=_answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
         if (from_client and producer_epoch != meta.producer_epoch) or producer_epoch < meta.producer_epoch:
@@ -350,7 +383,6 @@ class TransactionCoordinator:
 
         def on_appended(error: ErrorCode | None) -> Any:
             if error is not None:
-                meta.pending = None
                 log.info("Writing %s of %s failed: %s", wanted_prepare, transactional_id, error.name)
                 return _answer(error)
             done = self._start_markers(meta)
@@ -371,7 +403,7 @@ class TransactionCoordinator:
         err = self._unavailable(transactional_id)
         if err is not None:
             return TxnResult(response=_answer(err))
-        meta = self._txns.get(transactional_id)
+        meta = self._durable(transactional_id)
         if meta is None:
             return TxnResult(response=_answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
         retry_on_overflow = (not fence and meta.previous_producer_id == producer_id
@@ -424,7 +456,6 @@ class TransactionCoordinator:
 
         def on_appended(error: ErrorCode | None) -> Any:
             if error is not None:
-                meta.pending = None
                 log.info("Writing %s of %s failed: %s", target, transactional_id, error.name)
                 return _answer(error)
             done = self._start_markers(meta)
@@ -500,7 +531,6 @@ class TransactionCoordinator:
             log.error("Not completing %s: its state changed while its markers were written (%r)",
                       job.transactional_id, meta)
             return TxnResult(response=ErrorCode.INVALID_TXN_STATE)
-        meta.pending = None  # value() checks the table and sets it again
         if meta.next_producer_id != NO_PRODUCER_ID:
             # transactions v2, the epoch exhausted: the producer continues with the next id
             value = meta.value(target, self.clock.now_ms(), partitions=set(), producer_id=meta.next_producer_id,
@@ -510,9 +540,8 @@ class TransactionCoordinator:
             value = meta.value(target, self.clock.now_ms(), partitions=set())
 
         def on_appended(error: ErrorCode | None) -> ErrorCode | None:
-            if error is not None:
-                meta.pending = target  # still completing: the writer retries
-            else:
+            if error is None:  # else reverted to the prepared state, still completing: the writer retries
+                meta.pending = None
                 log.debug("Completed %s of %s", target, job.transactional_id)
             return error
 
@@ -526,7 +555,7 @@ class TransactionCoordinator:
         timeout ago is aborted with the producer's epoch bumped (fencing it)."""
         now = self.clock.now_ms()
         out = []
-        for meta in list(self._txns.values()):
+        for meta in self._durable_states():
             if meta.pending is not None or meta.state is not ON or self._is_loading(meta.transactional_id):
                 continue
             if meta.start_ms + meta.timeout_ms < now:
@@ -541,20 +570,15 @@ class TransactionCoordinator:
         removeExpiredTransactionalIds); their records may belong to several partitions."""
         now = self.clock.now_ms()
         horizon = now - self.config.transactional_id_expiration_ms
-        expiring = [m for m in self._txns.values()
+        expiring = [m for m in self._durable_states()
                     if m.pending is None and m.state in EXPIRATION_ALLOWED and m.last_update_ms <= horizon
                     and not self._is_loading(m.transactional_id)]
         if not expiring:
             return TxnResult()
-        for m in expiring:
-            m.pending = D
 
         def on_appended(error: ErrorCode | None) -> None:
-            if error is not None:
+            if error is not None:  # reverted: the ids are back, to expire at a later run
                 log.warning("Writing tombstones of %d expired transactional ids failed: %s", len(expiring), error.name)
-                for m in expiring:
-                    if m.pending is D:
-                        m.pending = None
             else:
                 log.info("Expired %d transactional ids", len(expiring))
 
@@ -572,7 +596,7 @@ class TransactionCoordinator:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
         if self._unloaded and self.partition_of(transactional_id) in self._unloaded:
             return ErrorCode.NOT_COORDINATOR, None
-        meta = self._txns.get(transactional_id)
+        meta = self._durable(transactional_id)
         if meta is None or meta.state is D or meta.producer_epoch == NO_PRODUCER_EPOCH:
             return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
         return ErrorCode.NONE, meta
@@ -590,7 +614,7 @@ class TransactionCoordinator:
         unknown = [n for n in names if TxnState.from_name(n) is None]
         now = self.clock.now_ms()
         out = []
-        for m in self._txns.values():
+        for m in self._durable_states():
             if m.state is D or m.producer_epoch == NO_PRODUCER_EPOCH:
                 continue
             if pids and m.producer_id not in pids:
@@ -604,12 +628,18 @@ class TransactionCoordinator:
 
     def counts_by_state(self) -> dict[TxnState, int]:
         out = dict.fromkeys(TxnState, 0)
-        for m in self._txns.values():
+        for m in self._durable_states():
             if m.producer_epoch != NO_PRODUCER_EPOCH:
                 out[m.state] += 1
         return out
 
     # ================================================================== replay / loading
+
+    def current_record(self, key: TxnKey) -> TxnRecord:
+        """What the id holds now as its record (a tombstone when nothing): replayed, it puts
+        the id back as it is (how the runtime reverts a write that never became durable)."""
+        meta = self._txns.get(key.transactional_id)
+        return TxnRecord(key, None if meta is None else meta.record_value())
 
     def replay(self, record: TxnRecord) -> None:
         tid = record.key.transactional_id

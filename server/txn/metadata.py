@@ -1,10 +1,13 @@
 """One transactional id's state as the coordinator holds it (Kafka's TransactionMetadata).
 
-Everything in here except `pending` and `last_producer_epoch` is exactly what the latest
-TransactionLogValue of the id says: `apply` (replay) is the only code that sets it. `pending`
-is the transition in flight (a record being written, or the markers of a prepared transaction
-being written): while it is set every request that would move the state answers
-CONCURRENT_TRANSACTIONS. `value()` builds the record of a transition from the current state.
+Everything in here except `pending` is exactly what the latest TransactionLogValue of the id
+says (`last_producer_epoch` too: memory only in Kafka, it rides along with a live record):
+`apply` (replay) is the only code that sets it, and `record_value()` gives it back as a value
+that, replayed, puts it back exactly (how the runtime reverts a failed write). `pending` is never in a record: it is
+the Complete state a prepared transaction waits for while its markers are written (and
+PrepareEpochFence for the length of a fence). A record being written is not marked here: the
+coordinator asks its runtime whether a write of the id is in flight (server/txn/coordinator.py).
+`value()` builds the record of a transition from the current state.
 """
 from __future__ import annotations
 
@@ -76,7 +79,8 @@ class TxnMetadata:
     # ---------------------------------------------------------------- replay
 
     def apply(self, v: TxnValue) -> None:
-        """Take on the state a durable record says (replay); the transition in flight is over."""
+        """Take on the state a record says (replay: live as the write is made, at loading, and
+        when a failed write is reverted); `pending` is not the record's and is left alone."""
         self.state = TxnState.from_id(v.state)
         self.producer_id = v.producer_id
         self.previous_producer_id = v.previous_producer_id
@@ -88,7 +92,6 @@ class TxnMetadata:
         self.start_ms = v.start_ms
         self.last_update_ms = v.last_update_ms
         self.client_transaction_version = v.client_transaction_version
-        self.pending = None
 
     # ---------------------------------------------------------------- transitions
 
@@ -98,13 +101,12 @@ class TxnMetadata:
               start_ms: int | None = None, previous_producer_id: int | None = None,
               next_producer_id: int | None = None, client_transaction_version: int | None = None) -> TxnValue:
         """The record moving this id to `target` (checked against the transition table);
-        every field not given keeps its current value. Marks `target` pending."""
+        every field not given keeps its current value."""
         check_transition(self.transactional_id, self.state, target)
         parts = self.partitions if partitions is None else partitions
         by_topic: dict[str, list[int]] = {}
         for t, p in sorted(parts):
             by_topic.setdefault(t, []).append(p)
-        self.pending = target
         return TxnValue(
             producer_id=self.producer_id if producer_id is None else producer_id,
             producer_epoch=self.producer_epoch if producer_epoch is None else producer_epoch,
@@ -119,6 +121,17 @@ class TxnMetadata:
                                         else client_transaction_version),
             last_producer_epoch=self.last_producer_epoch if last_producer_epoch is None else last_producer_epoch,
         )
+
+    def record_value(self) -> TxnValue:
+        """What the id holds now, as a value: replaying it puts every persisted field back."""
+        by_topic: dict[str, list[int]] = {}
+        if self.partitions:
+            for t, p in sorted(self.partitions):
+                by_topic.setdefault(t, []).append(p)
+        # positional, in TxnValue's field order: this runs for every write (its revert)
+        return TxnValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state.value[0], by_topic,
+                        self.last_update_ms, self.start_ms, self.previous_producer_id, self.next_producer_id,
+                        self.client_transaction_version, self.last_producer_epoch)
 
     @property
     def epoch_exhausted(self) -> bool:

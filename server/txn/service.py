@@ -50,20 +50,25 @@ class TxnService:
         self._create_topic = create_topic
         self.group_log = group_log  # its on_partition_loaded runs as the group runtime's load hook
         ids = data_plane.producer_ids
-        self.coordinator = TransactionCoordinator(
-            TxnConfig(cfg["transaction.max.timeout.ms"], cfg["transactional.id.expiration.ms"],
-                      cfg["kcoord.transaction.version"]),
-            clock, self.num_partitions, ids.generate, ids.ensure_above)
-        self.coordinator.answer_end_when_prepared = cfg["kcoord.transaction.end.answer.on.prepare"]
-        self.counters = TxnCounters()
-        coordinator = self.coordinator
+        txn_config = TxnConfig(cfg["transaction.max.timeout.ms"], cfg["transactional.id.expiration.ms"],
+                               cfg["kcoord.transaction.version"])
+
+        def build_shard(runtime: CoordinatorRuntime) -> TransactionCoordinator:
+            return TransactionCoordinator(txn_config, clock, self.num_partitions, ids.generate, runtime.committed,
+                                          ids.ensure_above)
+
         # Kafka writes TransactionLogValue v1 (flexible, tagged fields) from transaction.version 1
-        records = TxnRecords(coordinator.partition_of, 1 if cfg["kcoord.transaction.version"] >= 1 else 0)
-        self.runtime = CoordinatorRuntime(lambda _: coordinator, records, logs, clock,
+        records = TxnRecords(lambda tid: self.coordinator.partition_of(tid),
+                             1 if cfg["kcoord.transaction.version"] >= 1 else 0)
+        self.runtime = CoordinatorRuntime(build_shard, records, logs, clock,
                                           cfg["request.timeout.ms"], cfg["message.max.bytes"],
                                           cfg["transaction.state.log.load.buffer.size"],
                                           # followers' fetches (and kcat) parked on the partition wake
                                           on_append=lambda p: data_plane.appended(TXN_TOPIC, p))
+        coordinator: TransactionCoordinator = self.runtime.shard  # type: ignore[assignment]
+        self.coordinator = coordinator
+        coordinator.answer_end_when_prepared = cfg["kcoord.transaction.end.answer.on.prepare"]
+        self.counters = TxnCounters()
         self.markers = MarkerWriter(clock, topics, logs, data_plane, group_log, coordinator, self.runtime,
                                     self.counters, cluster, cfg["request.timeout.ms"])
         self.coordinator.set_marker_writer(self.markers)

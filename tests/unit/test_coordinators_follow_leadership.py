@@ -105,6 +105,7 @@ async def test_a_suspended_session_unloads_and_the_same_session_back_reloads(tmp
 
 def txn_runtime(tmp_path):
     """The transaction coordinator on its runtime over N __transaction_state partitions."""
+    from kcoord.protocol.partitioner import partition_for
     from kcoord.protocol.topics import TXN_TOPIC
     from kcoord.server.clock import FakeClock
     from kcoord.server.coordinator.runtime import CoordinatorRuntime
@@ -117,9 +118,10 @@ def txn_runtime(tmp_path):
     for p in range(N):
         logs.create(TXN_TOPIC, p)
     ids = iter(range(1000))
-    coordinator = TransactionCoordinator(TxnConfig(900000, 604800000, 2), FakeClock(), N, lambda: next(ids))
-    rt = CoordinatorRuntime(lambda _: coordinator, TxnRecords(coordinator.partition_of), logs, FakeClock(), 5000,
-                            1048588)
+    rt = CoordinatorRuntime(
+        lambda rt: TransactionCoordinator(TxnConfig(900000, 604800000, 2), FakeClock(), N, lambda: next(ids),
+                                          rt.committed),
+        TxnRecords(lambda tid: partition_for(tid, N)), logs, FakeClock(), 5000, 1048588)
     return rt, logs
 
 

@@ -1,5 +1,6 @@
-"""A TransactionCoordinator driven synchronously: results are "appended" to an in-memory log
-(the encoded bytes), replayed, and answered; markers are completed on demand; a restart
+"""A TransactionCoordinator driven synchronously: results are replayed as the runtime does
+(when the write is made, reverted if it fails: server/coordinator/changes.py), "appended" to
+an in-memory log (the encoded bytes), and answered; markers are completed on demand; a restart
 replays the log into a fresh coordinator the way start-up loading does."""
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.txn_log import TxnRecord, decode_txn_record, encode_txn_key, encode_txn_value
 from kcoord.server.clock import FakeClock
+from kcoord.server.coordinator.changes import InFlight
 from kcoord.server.deferred import Deferred
 from kcoord.server.txn.coordinator import TransactionCoordinator
 from kcoord.server.txn.metadata import TxnConfig
@@ -27,7 +29,9 @@ class TxnHarness:
         self.partitions = partitions
         self.pids = itertools.count(next_pid)
         self.allocated: list[int] = []
-        self.coord = TransactionCoordinator(TxnConfig(**cfg), self.clock, partitions, self._allocate)
+        self.in_flight: InFlight[TxnRecord] = InFlight(lambda r: self.coord.replay(r))
+        self.coord = TransactionCoordinator(TxnConfig(**cfg), self.clock, partitions, self._allocate,
+                                            self.in_flight.committed)
         self.coord.active = True
         self.log: list[tuple[bytes, bytes | None]] = [] if log is None else log
         self.fail: ErrorCode | None = None  # the next append fails with this code
@@ -43,12 +47,19 @@ class TxnHarness:
         if not result.records:
             return result.response
         assert result.on_appended is not None
+        previous = []
+        for r in result.records:  # as the runtime: replayed as the write is made
+            previous.append(self.coord.current_record(r.key))
+            self.coord.replay(r)
+        change = self.in_flight.begin(result.records, previous)
         if self.fail is not None:
             code, self.fail = self.fail, None
+            change.revert()
+            change.failed()
             return self._settle(result.on_appended(code))
         for r in result.records:
             self.log.append((encode_txn_key(r.key), encode_txn_value(r.value)))
-            self.coord.replay(r)
+        change.settle()
         return self._settle(result.on_appended(None))
 
     @staticmethod
