@@ -146,8 +146,8 @@ class CoordinatorRuntime(Generic[R]):
         self._loads: dict[int, asyncio.Task[None]] = {}
         self.shard: Shard[R] = build_shard(self)
         self.in_flight: InFlight[R] = InFlight(self.shard.replay)
-        self.writer: LogWriter[R] = LogWriter(logs, records, self.shard.replay, clock, self.commit_timeout_s,
-                                              max_message_bytes, on_append)
+        self.writer: LogWriter[R] = LogWriter(logs, records, clock, self.commit_timeout_s, max_message_bytes,
+                                              on_append)
 
     # ---------------------------------------------------------------- live writes
     #
@@ -230,14 +230,19 @@ class CoordinatorRuntime(Generic[R]):
         turn (one target assignment for every consumer-group heartbeat of the turn)."""
         asyncio.get_running_loop().call_soon(fn)
 
-    async def append(self, records: list[R]) -> None:
-        """Replay now, append, wait until durable; raises KafkaError on failure (reverted)."""
+    def write(self, records: list[R]) -> asyncio.Future[ErrorCode | None]:
+        """Replay now and append: resolves to None once durable, or to the mapped code of a
+        failure (reverted)."""
         fut: asyncio.Future[ErrorCode | None] = asyncio.get_running_loop().create_future()
         result: CoordinatorResult[R] = CoordinatorResult(records=records,
                                                          on_appended=lambda code: fut.done() or fut.set_result(code))
         change = self._replay(result)
         self.writer.write(records, self._done(result, change), change.revert)
-        code = await fut
+        return fut
+
+    async def append(self, records: list[R]) -> None:
+        """write, raising KafkaError on failure (reverted)."""
+        code = await self.write(records)
         if code is not None:
             raise KafkaError(code)
 

@@ -14,13 +14,12 @@ offsets.commit.required.acks -1 is answered only once every in-sync replica has 
 high watermark reached its end), within the same timeout; a refusal or a replication failure
 answers the replica manager's code through the same append_error.
 
-Writes come with a `revert` (server/coordinator/result.py's rule: the runtime replayed their
-records when they were made): a write answered with an error (the append, its fdatasync or
-its replication failed, or it timed out) is reverted first, newest write first, so nothing
-a client was told failed stays in memory (a timed-out write's records may still be in the
-log: a restart loads them, as Kafka's would). Only a partition unloaded meanwhile reverts
-nothing: its state was dropped. The runtime always gives one; a write without one (the
-writer used on its own: tests/unit/test_txn_log_writer.py) is replayed once durable instead.
+Every write comes with its `revert` (server/coordinator/result.py's rule: the runtime replayed
+its records when it was made; the writer never replays): a write answered with an error (the
+append, its fdatasync or its replication failed, or it timed out) is reverted first, newest
+write first, so nothing a client was told failed stays in memory (a timed-out write's records
+may still be in the log: a restart loads them, as Kafka's would). Only a partition unloaded
+meanwhile reverts nothing: its state was dropped.
 
 A write made with durable=False (CompleteCommit / CompleteAbort) is answered as soon as it is
 appended.
@@ -29,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from kcoord.protocol.errors import ErrorCode, KafkaError, error_code_of
@@ -98,8 +97,8 @@ class _Write:
 
 
 # The encoded records of one write bound for one partition:
-# (partition, [(key, value)], records, bytes they add to a batch)
-_Part = tuple[int, list[tuple[bytes, bytes | None]], list[Any], int]
+# (partition, [(key, value)], bytes they add to a batch)
+_Part = tuple[int, list[tuple[bytes, bytes | None]], int]
 
 
 class _Batch:
@@ -109,7 +108,7 @@ class _Batch:
         self.plog = plog
         self.kvs: list[tuple[bytes, bytes | None]] = []
         self.size = _BATCH_OVERHEAD
-        self.entries: list[tuple[_Write, Sequence[Any]]] = []
+        self.entries: list[_Write] = []
         self.lazy = False  # holds a write made with durable=False
 
 
@@ -118,7 +117,6 @@ class LogWriter(Generic[R]):
         self,
         logs: LogManager,
         records: RecordFormat[R],
-        replay: Callable[[R], None],
         clock: Clock,
         timeout_s: float,
         max_message_bytes: int,
@@ -127,7 +125,6 @@ class LogWriter(Generic[R]):
         self.logs = logs
         self.records = records
         self.topic = records.topic
-        self.replay = replay
         self.clock = clock
         self.timeout_s = timeout_s
         self.max_message_bytes = max_message_bytes
@@ -139,28 +136,24 @@ class LogWriter(Generic[R]):
         # a cluster node's: appends wait for the in-sync replicas (server/coordinator/acks.py)
         self.acks: ReplicaAcks | None = None
 
-    def write(self, records: list[R], done: Done, revert: Callable[[], None] | None = None,
-              durable: bool = True) -> None:
+    def write(self, records: list[R], done: Done, revert: Callable[[], None], durable: bool = True) -> None:
         """Stage `records`; `done` runs exactly once, with None once they are durable (with
-        durable=False: appended), or with the code the client should see. `revert` takes
-        back their replay if they never reach the log; without one they are replayed once
-        durable."""
-        undo, replay = revert, revert is None
+        durable=False: appended), or with the code the client should see, after `revert` took
+        back their replay (they never reached the log)."""
         try:
             parts = self._encode(records)
         except Exception as e:  # noqa: BLE001 - the writer is told, so its pending state is undone
             if not isinstance(e, KafkaError):
                 log.error("Could not encode %d records for %s: %r", len(records), self.topic, e)
-            if undo is not None:
-                undo()
+            revert()
             done(self.records.append_error(error_code_of(e)))
             return
-        write = _Write(self, done, len(parts), undo, durable)
+        write = _Write(self, done, len(parts), revert, durable)
         staged = self._staged
-        for partition, kvs, recs, size in parts:
+        for partition, kvs, size in parts:
             batch = staged.get(partition)
             if batch is not None and batch.size + size > self.max_message_bytes:
-                if not self._flush_partition(partition) and write.undo is not None:
+                if not self._flush_partition(partition):
                     # applied on top of what just failed to append: it cannot stand either
                     write.finish(ErrorCode.NOT_COORDINATOR)
                     return
@@ -174,7 +167,7 @@ class LogWriter(Generic[R]):
                 batch = staged[partition] = _Batch(plog)
             batch.kvs.extend(kvs)
             batch.size += size
-            batch.entries.append((write, recs if replay else ()))
+            batch.entries.append(write)
             if not durable:
                 batch.lazy = True
             if batch.size >= _FLUSH_EARLY_BYTES:
@@ -192,20 +185,19 @@ class LogWriter(Generic[R]):
             size = len(k) + (0 if v is None else len(v)) + _RECORD_OVERHEAD
             if size + _BATCH_OVERHEAD > self.max_message_bytes:
                 self._check_size(size)  # raises
-            return [(fmt.partition_of(r), [(k, v)], records, size)]
-        by_partition: dict[int, tuple[list[tuple[bytes, bytes | None]], list[R]]] = {}
+            return [(fmt.partition_of(r), [(k, v)], size)]
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for r in records:
             p = fmt.partition_of(r)
-            entry = by_partition.get(p)
-            if entry is None:
-                entry = by_partition[p] = ([], [])
-            entry[0].append(fmt.encode(r))
-            entry[1].append(r)
+            kvs = by_partition.get(p)
+            if kvs is None:
+                kvs = by_partition[p] = []
+            kvs.append(fmt.encode(r))
         out = []
-        for p, (kvs, recs) in by_partition.items():
+        for p, kvs in by_partition.items():
             size = sum(len(k) + (len(v) if v is not None else 0) + _RECORD_OVERHEAD for k, v in kvs)
             self._check_size(size)
-            out.append((p, kvs, recs, size))
+            out.append((p, kvs, size))
         return out
 
     def _check_size(self, size: int) -> None:
@@ -293,7 +285,7 @@ class LogWriter(Generic[R]):
     def _when_replicated(self, batch: _Batch, partition: int, replica: Any, last: int, timer: Any, fenced: int,
                          deadline: float) -> None:
         """A cluster node's batch: durable here, then (acks -1) in every ISR member's log,
-        within the same deadline; then replayed and answered."""
+        within the same deadline; then answered."""
         acks = self.acks
         assert acks is not None
         loop = asyncio.get_running_loop()
@@ -303,7 +295,7 @@ class LogWriter(Generic[R]):
             timer.cancel()
             if self._fences.get(partition, 0) != fenced:  # unloaded meanwhile: the state is not ours
                 self._fail(batch, self.records.append_error(ErrorCode.NOT_LEADER_OR_FOLLOWER), revert=False)
-            elif code != ErrorCode.NONE:  # in the log, not acknowledged: not replayed (Kafka's cache)
+            elif code != ErrorCode.NONE:  # in the log, not acknowledged: reverted (Kafka's cache)
                 if code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     log.warning("%d records to %s-%d not acknowledged by the in-sync replicas: %s",
                                 len(batch.kvs), self.topic, partition, code.name)
@@ -331,28 +323,22 @@ class LogWriter(Generic[R]):
 
     def _completed(self, batch: _Batch) -> None:
         """The batch is durable (and, on a cluster with acks -1, in every ISR member's log):
-        answer its writes (replaying those made without a revert)."""
-        for write, recs in batch.entries:
+        answer its writes."""
+        for write in batch.entries:
             if not write.durable:
-                continue  # replayed at the append
-            # Replayed even if its writer already heard of a timeout: the log has them,
-            # and memory must agree with what a restart would load.
-            for r in recs:
-                self.replay(r)
+                continue  # answered at the append
             write.left -= 1
             if write.left == 0:
                 write.finish(None)
 
     def _appended(self, batch: _Batch) -> bool:
-        """Answer the batch's writes made with durable=False (replaying those made without a
-        revert); whether any write of the batch waits for its fdatasync."""
+        """Answer the batch's writes made with durable=False; whether any write of the batch
+        waits for its fdatasync."""
         waits = False
-        for write, recs in batch.entries:
+        for write in batch.entries:
             if write.durable:
                 waits = True
                 continue
-            for r in recs:
-                self.replay(r)
             write.left -= 1
             if write.left == 0:
                 write.finish(None)
@@ -361,5 +347,5 @@ class LogWriter(Generic[R]):
     @staticmethod
     def _fail(batch: _Batch, code: ErrorCode, revert: bool = True) -> None:
         # newest first: applied records are undone in the reverse order they were made
-        for write, _recs in reversed(batch.entries):
+        for write in reversed(batch.entries):
             write.finish(code, revert)

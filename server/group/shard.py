@@ -12,12 +12,9 @@ from kcoord.protocol.coordinator_records import CoordinatorRecord
 from kcoord.protocol.errors import ErrorCode, KafkaError, coordinator_append_error
 from kcoord.protocol.partitioner import partition_for
 from kcoord.protocol.topics import OFFSETS_TOPIC
-from kcoord.server.clock import Clock
 from kcoord.server.coordinator.runtime import CoordinatorRuntime
-from kcoord.server.coordinator.writer import LogWriter
 from kcoord.server.group.coordinator import GroupCoordinator
 from kcoord.server.metrics import Metrics
-from kcoord.storage.log_manager import LogManager
 
 log = logging.getLogger("kcoord.coordinator")
 
@@ -45,15 +42,6 @@ class OffsetsRecords:
     @staticmethod
     def append_error(code: ErrorCode) -> ErrorCode:
         return coordinator_append_error(code)
-
-
-class OffsetsLogWriter(LogWriter[CoordinatorRecord]):
-    """The writer of __consumer_offsets with `num_partitions` partitions."""
-
-    def __init__(self, logs: LogManager, num_partitions: int, replay, clock: Clock,  # noqa: ANN001
-                 commit_timeout_s: float, max_message_bytes: int, on_append=None) -> None:  # noqa: ANN001
-        super().__init__(logs, OffsetsRecords(num_partitions), replay, clock, commit_timeout_s,
-                         max_message_bytes, on_append)
 
 
 async def expire_offsets(runtime: CoordinatorRuntime[CoordinatorRecord], coordinator: GroupCoordinator,

@@ -8,9 +8,11 @@ handlers, server/handlers/share_state.py).
 - A partition this node does not hold (another node leads it, or it was unloaded) answers
   NOT_COORDINATOR, one being loaded COORDINATOR_LOAD_IN_PROGRESS (the runtime's state, moved by
   server/cluster/coordinators.py as leadership moves; on one node every partition is held).
-- Writes are the runtime's: appended, acknowledged as the runtime's acks say (on a cluster, by
-  every in-sync replica, server/coordinator/acks.py), replayed, only then answered; a failed
-  append answers the runtime's mapped code.
+- Writes are the runtime's, by its one rule (server/coordinator/result.py): replayed when made,
+  appended, acknowledged as the runtime's acks say (on a cluster, by every in-sync replica,
+  server/coordinator/acks.py), only then answered; a failed append is reverted and answers the
+  runtime's mapped code. A read waits for the writes of its key in flight: it answers only
+  durable state.
 - Fencing, as Kafka's shard: a write or read carrying a leader epoch older than the one stored
   for the share partition answers FENCED_LEADER_EPOCH (a data partition's former leader cannot
   overwrite what its successor wrote); a read with a newer leader epoch records it first. An
@@ -32,6 +34,7 @@ class ShareCoordinator:
         self.shard = shard
         self.runtime = runtime
         self.clock = clock
+        self._writing: dict[Key, asyncio.Future[ErrorCode | None]] = {}  # key -> its last write in flight
 
     def partition_of(self, key: Key) -> int:
         return state_partition(key[0], key[1], key[2], self.shard.num_partitions)
@@ -46,27 +49,51 @@ class ShareCoordinator:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 
-    async def _append(self, records: list[StateRecord]) -> ErrorCode | None:
-        fut: asyncio.Future[ErrorCode | None] = asyncio.get_running_loop().create_future()
-        self.runtime.writer.write(records, lambda code: fut.done() or fut.set_result(code))
-        return await fut
+    def append(self, records: list[StateRecord]) -> asyncio.Future[ErrorCode | None]:
+        """The runtime's write (replayed now, reverted if it never becomes durable): None once
+        durable, else the mapped code. Every write of share state goes through here, so that a
+        read waits for the writes of its key in flight."""
+        fut = self.runtime.write(records)
+        keys = {(r.key.group, r.key.topic_id, r.key.partition) for r in records}
+        writing = self._writing
+        for k in keys:
+            writing[k] = fut
+
+        def settled(f: asyncio.Future[ErrorCode | None]) -> None:
+            for k in keys:
+                if writing.get(k) is f:
+                    del writing[k]
+
+        fut.add_done_callback(settled)
+        return fut
+
+    async def _durable(self, key: Key) -> PersistedState | None:
+        """The key's state once no write of it is in flight: what a read answers is durable (a
+        write's records are in the state from the moment it is made; one of a partition's
+        writes settles only after those made before it, so its last suffices)."""
+        while (fut := self._writing.get(key)) is not None:
+            await asyncio.wait([fut])  # never cancels the write's future
+        return self.shard.get(key)
 
     async def read(self, key: Key, leader_epoch: int = -1) -> tuple[ErrorCode | None, PersistedState | None]:
-        """The key's state (None: none stored)."""
+        """The key's durable state (None: none stored)."""
         code = self.refused(key)
         if code is not None:
             return code, None
-        s = self.shard.get(key)
+        s = await self._durable(key)
+        code = self.refused(key)  # unloaded while it waited
+        if code is not None:
+            return code, None
         if s is None:
             return None, None
         if leader_epoch >= 0 and leader_epoch < s.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH, None
         if leader_epoch > s.leader_epoch:  # the data partition's new leader: recorded before it reads
-            code = await self._append(self.shard.records_for(key, -1, (), self.clock.now_ms(),
-                                                             leader_epoch=leader_epoch))
+            code = await self.append(self.shard.records_for(key, -1, (), self.clock.now_ms(),
+                                                            leader_epoch=leader_epoch))
             if code is not None:
                 return code, None
-            s = self.shard.get(key)
+            s = await self._durable(key)
         return None, s
 
     async def initialize(self, key: Key, state_epoch: int, start_offset: int,
@@ -79,7 +106,7 @@ class ShareCoordinator:
         old = self.shard.get(key)
         if old is not None and state_epoch < old.state_epoch:
             return ErrorCode.FENCED_STATE_EPOCH
-        return await self._append(self.shard.records_for(key, start_offset, (), self.clock.now_ms(),
+        return await self.append(self.shard.records_for(key, start_offset, (), self.clock.now_ms(),
                                                          state_epoch=state_epoch, full=True,
                                                          leader_epoch=leader_epoch))
 
@@ -96,7 +123,7 @@ class ShareCoordinator:
                 return ErrorCode.FENCED_LEADER_EPOCH
             if state_epoch >= 0 and state_epoch < old.state_epoch:
                 return ErrorCode.FENCED_STATE_EPOCH
-        return await self._append(self.shard.records_for(key, start_offset, tuple(batches), self.clock.now_ms(),
+        return await self.append(self.shard.records_for(key, start_offset, tuple(batches), self.clock.now_ms(),
                                                          leader_epoch=leader_epoch))
 
     async def delete(self, keys: Iterable[Key]) -> dict[Key, ErrorCode | None]:
@@ -108,7 +135,7 @@ class ShareCoordinator:
             if code is None and self.shard.get(key) is not None:
                 records += self.shard.tombstones(key)
         if records:
-            code = await self._append(records)
+            code = await self.append(records)
             for key, c in out.items():
                 if c is None:
                     out[key] = code

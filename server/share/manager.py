@@ -259,10 +259,8 @@ class ShareManager:
         return sp, state_epoch
 
     async def _write(self, records: list[StateRecord]) -> ErrorCode | None:
-        """This node's own share-state writes (pruning, cleanup): straight to its runtime."""
-        fut: asyncio.Future[ErrorCode | None] = asyncio.get_running_loop().create_future()
-        self.runtime.writer.write(records, lambda code: fut.done() or fut.set_result(code))
-        return await fut
+        """This node's own share-state writes (pruning, cleanup): through its coordinator."""
+        return await self.coordinator.append(records)
 
     def _persist(self, key: Key, sp: SharePartition, changed: Iterable[Run]) -> Awaitable[ErrorCode | None]:
         """Persist the changed runs (an Acquired record as Available: locks do not survive)

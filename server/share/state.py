@@ -203,6 +203,17 @@ class ShareStateShard:
     def get(self, key: Key) -> PersistedState | None:
         return self.states.get(key)
 
+    def current_record(self, key: ShareStateKey) -> StateRecord:
+        """The record that, replayed, puts back what the share partition of `key` (snapshot or
+        update key alike) holds now: a snapshot of its state, or a tombstone (the runtime's
+        revert of a write that never became durable, server/coordinator/result.py)."""
+        snapshot_key = key if key.snapshot else ShareStateKey(True, key.group, key.topic_id, key.partition)
+        s = self.states.get((key.group, key.topic_id, key.partition))
+        if s is None:
+            return StateRecord(snapshot_key, None)
+        return StateRecord(snapshot_key, ShareSnapshotValue(s.snapshot_epoch, s.state_epoch, s.leader_epoch,
+                                                            s.start_offset, s.create_timestamp, 0, s.batches))
+
     def records_for(self, key: Key, start_offset: int, batches: Iterable[StateBatch], now: int, *,
                     state_epoch: int | None = None, full: bool = False, leader_epoch: int = -1) -> list[StateRecord]:
         """The record that persists `batches` (changed ranges) and the start offset (-1:

@@ -16,11 +16,8 @@ from kcoord.protocol.txn_log import (
     encode_txn_key,
     encode_txn_value,
 )
-from kcoord.server.clock import Clock
-from kcoord.server.coordinator.writer import LogWriter
-from kcoord.storage.log_manager import LogManager
 
-__all__ = ["TXN_TOPIC", "TxnLogWriter", "TxnRecords"]
+__all__ = ["TXN_TOPIC", "TxnRecords"]
 
 
 class TxnRecords:
@@ -47,11 +44,3 @@ class TxnRecords:
     @staticmethod
     def append_error(code: ErrorCode) -> ErrorCode:
         return txn_append_error(code)
-
-
-class TxnLogWriter(LogWriter[TxnRecord]):
-    """The writer of __transaction_state, its partitions given by `partition_of`."""
-
-    def __init__(self, logs: LogManager, partition_of: Callable[[str], int], replay: Callable[[TxnRecord], None],
-                 clock: Clock, timeout_s: float, max_message_bytes: int) -> None:
-        super().__init__(logs, TxnRecords(partition_of), replay, clock, timeout_s, max_message_bytes)

@@ -14,7 +14,8 @@ from kcoord.protocol.coordinator_records import CoordinatorRecord, OffsetKey, Of
 from kcoord.protocol.errors import ErrorCode, error_code_of
 from kcoord.protocol.topics import OFFSETS_TOPIC
 from kcoord.server.clock import SystemClock
-from kcoord.server.group.shard import OffsetsLogWriter as CoordinatorWriter
+from kcoord.server.coordinator.writer import LogWriter
+from kcoord.server.group.shard import OffsetsRecords
 from kcoord.storage.flusher import GroupCommit
 from kcoord.storage.log_dir_failure import LogDirFailureChannel, LogDirOfflineError
 from kcoord.storage.log_manager import LogManager
@@ -72,19 +73,21 @@ async def test_nobody_waiting_on_an_offline_directory_is_told_durable(tmp_path):
 async def test_coordinator_writes_to_an_offline_directory_answer_not_coordinator(tmp_path):
     """Kafka's group coordinator maps KAFKA_STORAGE_ERROR to NOT_COORDINATOR."""
     logs = _manager(tmp_path)
-    replayed: list = []
-    writer = CoordinatorWriter(logs, 3, replayed.append, SystemClock(), 5.0, 1048588)
+    reverted: list = []
+    writer = LogWriter(logs, OffsetsRecords(3), SystemClock(), 5.0, 1048588)
     done: list = []
-    writer.write([CoordinatorRecord(OffsetKey("g", "t", 0), OffsetValue(offset=1))], done.append)
+    writer.write([CoordinatorRecord(OffsetKey("g", "t", 0), OffsetValue(offset=1))], done.append,
+                 lambda: reverted.append(1))
     while not done:
         await asyncio.sleep(0.01)
     assert done == [None]
     logs.failures.fail(os.path.abspath(logs.log_dir), "Error while syncing test", OSError(errno.EIO, "EIO"))
-    writer.write([CoordinatorRecord(OffsetKey("g", "t", 0), OffsetValue(offset=2))], done.append)
+    writer.write([CoordinatorRecord(OffsetKey("g", "t", 0), OffsetValue(offset=2))], done.append,
+                 lambda: reverted.append(2))
     while len(done) < 2:
         await asyncio.sleep(0.01)
     assert done[1] == ErrorCode.NOT_COORDINATOR
-    assert [r.value.offset for r in replayed] == [1]  # the refused write changed nothing
+    assert reverted == [2]  # the refused write is taken back, the durable one is not
 
 
 def test_listeners_hear_of_each_directory_once():
@@ -105,8 +108,10 @@ async def test_a_partition_first_written_after_the_failure_is_refused_too(tmp_pa
     logs = LogManager(str(tmp_path / "data"))
     logs.declare(OFFSETS_TOPIC, 0)
     logs.failures.fail(os.path.abspath(logs.log_dir), "Error while syncing test", OSError(errno.EIO, "EIO"))
-    writer = CoordinatorWriter(logs, 1, lambda r: None, SystemClock(), 5.0, 1048588)
+    writer = LogWriter(logs, OffsetsRecords(1), SystemClock(), 5.0, 1048588)
     done: list = []
-    writer.write([CoordinatorRecord(OffsetKey("g", "t", 0), OffsetValue(offset=1))], done.append)
-    assert done == [ErrorCode.NOT_COORDINATOR] and writer.pending == 0
+    reverted: list = []
+    writer.write([CoordinatorRecord(OffsetKey("g", "t", 0), OffsetValue(offset=1))], done.append,
+                 lambda: reverted.append(1))
+    assert done == [ErrorCode.NOT_COORDINATOR] and writer.pending == 0 and reverted == [1]
     assert not (tmp_path / "data" / f"{OFFSETS_TOPIC}-0").exists()
