@@ -97,6 +97,9 @@ class TransactionCoordinator:
         self._allocate = allocate_producer_id
         self._note_pid = note_producer_id  # ids found in the log are never handed out again
         self._txns: dict[str, TxnMetadata] = {}
+        # ids whose expiration tombstone is in flight: replayed (gone from _txns), still listed
+        # from their durable state until the tombstone is durable
+        self._expiring: set[str] = set()
         self._loading: set[int] = set()
         self._unloaded: set[int] = set()  # partitions another node leads: NOT_COORDINATOR
         self.active = False  # __transaction_state exists (Kafka: the coordinator is elected)
@@ -148,9 +151,13 @@ class TransactionCoordinator:
         return meta
 
     def _durable_states(self) -> list[TxnMetadata]:
-        """Every id's `_durable` state (an id whose tombstone is being written is left out)."""
+        """Every id's `_durable` state (an id whose expiration tombstone is in flight with it,
+        pending Dead)."""
         out = []
-        for tid in list(self._txns):
+        tids = list(self._txns)
+        if self._expiring:
+            tids += [t for t in self._expiring if t not in self._txns]
+        for tid in tids:
             meta = self._durable(tid)
             if meta is not None:
                 out.append(meta)
@@ -575,8 +582,11 @@ class TransactionCoordinator:
                     and not self._is_loading(m.transactional_id)]
         if not expiring:
             return TxnResult()
+        ids = [m.transactional_id for m in expiring]
+        self._expiring.update(ids)
 
         def on_appended(error: ErrorCode | None) -> None:
+            self._expiring.difference_update(ids)
             if error is not None:  # reverted: the ids are back, to expire at a later run
                 log.warning("Writing tombstones of %d expired transactional ids failed: %s", len(expiring), error.name)
             else:

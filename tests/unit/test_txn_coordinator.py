@@ -194,6 +194,27 @@ def test_expiration_write_failure_keeps_the_id() -> None:
     assert meta is not None and meta.pending is None
 
 
+def test_an_id_whose_tombstone_is_in_flight_is_listed_and_described_until_it_is_durable() -> None:
+    """Its durable state stays what readers see (Kafka keeps the metadata, pending Dead, until
+    the tombstone is written); a failed tombstone leaves the id as it was."""
+    h = TxnHarness(transactional_id_expiration_ms=1000)
+    _, pid, _ = h.init("t")
+    h.clock.advance(1000)
+    finish = h.begin(h.coord.expire_transactional_ids())
+    assert h.coord.get("t") is None  # replayed: gone from the state being written
+    _, _, listed = h.coord.list_transactions([], [])
+    assert [(m.transactional_id, m.producer_id, m.state) for m in listed] == [("t", pid, S.EMPTY)]
+    code, meta = h.coord.describe("t")
+    assert code == E.NONE and meta.pending is S.DEAD
+    assert h.coord.counts_by_state()[S.EMPTY] == 1
+    assert h.coord.expire_transactional_ids().records == []  # not expired twice
+    finish(E.NOT_COORDINATOR)  # the tombstone failed: reverted
+    assert h.state("t") is S.EMPTY and [m.transactional_id for m in h.coord.list_transactions([], [])[2]] == ["t"]
+    finish = h.begin(h.coord.expire_transactional_ids())
+    finish(None)
+    assert h.coord.list_transactions([], [])[2] == [] and h.coord.describe("t")[0] == E.TRANSACTIONAL_ID_NOT_FOUND
+
+
 def test_restart_after_each_persisted_step() -> None:
     """Kafka's outcome whatever step a crash follows: Empty/Ongoing stay; a prepared
     transaction is completed the way it was decided; a complete one stays complete."""

@@ -5,6 +5,7 @@ replays the log into a fresh coordinator the way start-up loading does."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from kcoord.protocol.errors import ErrorCode
@@ -46,21 +47,34 @@ class TxnHarness:
     def run(self, result: TxnResult) -> Any:
         if not result.records:
             return result.response
+        finish = self.begin(result)
+        if self.fail is not None:
+            code, self.fail = self.fail, None
+            return finish(code)
+        return finish(None)
+
+    def begin(self, result: TxnResult) -> Callable[[ErrorCode | None], Any]:
+        """Make the result's write as the runtime does (its records replayed now); the write
+        stays in flight until the returned call ends it: durable (None, appended to the log)
+        or failed (a code: reverted). Returns the answer."""
         assert result.on_appended is not None
         previous = []
         for r in result.records:  # as the runtime: replayed as the write is made
             previous.append(self.coord.current_record(r.key))
             self.coord.replay(r)
         change = self.in_flight.begin(result.records, previous)
-        if self.fail is not None:
-            code, self.fail = self.fail, None
-            change.revert()
-            change.failed()
-            return self._settle(result.on_appended(code))
-        for r in result.records:
-            self.log.append((encode_txn_key(r.key), encode_txn_value(r.value)))
-        change.settle()
-        return self._settle(result.on_appended(None))
+
+        def finish(code: ErrorCode | None) -> Any:
+            if code is not None:
+                change.revert()
+                change.failed()
+                return self._settle(result.on_appended(code))
+            for r in result.records:
+                self.log.append((encode_txn_key(r.key), encode_txn_value(r.value)))
+            change.settle()
+            return self._settle(result.on_appended(None))
+
+        return finish
 
     @staticmethod
     def _settle(answer: Any) -> Any:
