@@ -39,13 +39,9 @@ class _TopicOffsets:
         if o == _ABSENT:
             return None
         exp = self.expire_ts[partition]
-        return OffsetValue(
-            offset=o,
-            metadata=self.metadata[partition],
-            commit_timestamp=self.commit_ts[partition],
-            leader_epoch=self.epoch[partition],
-            expire_timestamp=None if exp == _NO_EXPIRE else exp,
-        )
+        # positional: every commit reads the value it replaces (what reverts it)
+        return OffsetValue(o, self.metadata[partition], self.commit_ts[partition], self.epoch[partition],
+                           None if exp == _NO_EXPIRE else exp)
 
     def contains(self, partition: int) -> bool:
         if 0 <= partition < len(self.offset):
