@@ -28,6 +28,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.metrics")
 
+
+# (OffsetKey, GroupValue), imported at the first durable write (its records come from that
+# module, loaded by then) rather than at start-up
+_RECORD_KINDS: tuple[type, type] | None = None
+
+
+def _record_kinds() -> tuple[type, type]:
+    global _RECORD_KINDS
+    from kcoord.protocol.coordinator_records import GroupValue, OffsetKey
+
+    _RECORD_KINDS = (OffsetKey, GroupValue)
+    return _RECORD_KINDS
+
+
 LATENCY_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
 
 
@@ -74,18 +88,17 @@ class Metrics:
         lat.n += 1
 
     def records_applied(self, records: list[CoordinatorRecord], expired: bool = False) -> None:
-        """Count what a durable write changed (the live replay path)."""
-        from kcoord.protocol.coordinator_records import GroupValue, OffsetKey  # loaded: records come from it
-
+        """Count what a durable write changed (the live replay path: every commit)."""
+        offset_key, group_value = _RECORD_KINDS or _record_kinds()
         for r in records:
-            if isinstance(r.key, OffsetKey):
+            if r.key.__class__ is offset_key:
                 if r.value is not None:
                     self.offset_commits += 1
                 elif expired:
                     self.offset_expirations += 1
                 else:
                     self.offset_deletions += 1
-            elif isinstance(r.value, GroupValue) and r.value.members:
+            elif r.value.__class__ is group_value and r.value.members:
                 self.rebalances_completed += 1
 
     def render(self, parts: Scraped) -> bytes:

@@ -257,10 +257,18 @@ class OffsetMetadataManager:
         store = self.offsets_by_group.get(gid)
         if store is None:
             store = self.offsets_by_group[gid] = OffsetStore()
+        # replayed here, through the one replay, with what each record replaces (the runtime's
+        # rule, server/coordinator/result.py: it reverts a failed write from `previous`)
+        previous = []
+        replay = self.replay
         for r in records:
-            store.add_pending(r.key.topic, r.key.partition)  # type: ignore[union-attr]
+            key = r.key
+            previous.append(CoordinatorRecord(key, store.get(key.topic, key.partition)))  # type: ignore[union-attr]
+            store.add_pending(key.topic, key.partition)  # type: ignore[union-attr]
+            replay(key, r.value)  # type: ignore[arg-type]
         rows = _rows(topics, max_meta) if refused else None
-        return CoordinatorResult(records=records, on_appended=_CommitAppended(store, records, rows, version))
+        return CoordinatorResult(records=records, on_appended=_CommitAppended(store, records, rows, version),
+                                 previous=previous)
 
     # ====================================================================== OffsetFetch
 
