@@ -5,10 +5,11 @@ OffsetMetadataManager does them.
 Offsets are kept per group id, apart from the groups themselves (server/group/group_manager.py):
 a group of any type is asked through the Group interface whether a commit, fetch or delete is
 allowed and when its offsets expire. A commit's records are replayed when it is made (the rule
-of server/coordinator/result.py) and the partition counts as a pending commit until they are
-durable (or reverted): OffsetFetch require_stable reports it as UNSTABLE_OFFSET_COMMIT, and
-every other read of committed offsets sees the value last made durable (`committed`, the
-runtime's, as Kafka reads offsets at the last committed offset).
+of server/coordinator/result.py), and the runtime keeps what they replaced until they are
+durable (or reverted). While a group has commits in flight (`_committing`, a count per group),
+its reads of committed offsets ask the runtime (`committed`) for each partition's value last
+made durable, as Kafka reads offsets at the last committed offset; OffsetFetch require_stable
+reports a partition with a write in flight as UNSTABLE_OFFSET_COMMIT.
 """
 from __future__ import annotations
 
@@ -71,21 +72,27 @@ def _all_error(version: int, topics: Any, code: ErrorCode) -> CoordinatorResult:
 
 class _CommitAppended:
     """A commit's on_appended: its answer once its records are durable, or the append's error
-    (the runtime reverted the records); either way its partitions are no longer pending. A callable object rather than a closure:
-    a commit waiting for its fdatasync keeps fewer objects alive for the garbage collector."""
+    (the runtime reverted the records); either way it is no longer in flight. A callable object
+    rather than a closure: a commit waiting for its fdatasync keeps fewer objects alive for the
+    garbage collector."""
 
-    __slots__ = ("store", "records", "rows", "version")
+    __slots__ = ("committing", "group_id", "records", "rows", "version")
 
-    def __init__(self, store: OffsetStore, records: list[CoordinatorRecord], rows: list[_Row] | None,
-                 version: int) -> None:
-        self.store = store
+    def __init__(self, committing: dict[str, int], group_id: str, records: list[CoordinatorRecord],
+                 rows: list[_Row] | None, version: int) -> None:
+        self.committing = committing
+        self.group_id = group_id
         self.records = records
         self.rows = rows  # None when no partition was refused: the records say it all
         self.version = version
 
     def __call__(self, error: ErrorCode | None) -> Any:
-        for r in self.records:
-            self.store.remove_pending(r.key.topic, r.key.partition)  # type: ignore[union-attr]
+        committing, gid = self.committing, self.group_id
+        n = committing.get(gid, 0) - 1
+        if n > 0:
+            committing[gid] = n
+        else:
+            committing.pop(gid, None)
         ok = ErrorCode.NONE if error is None else error
         if self.rows is None:
             records = self.records
@@ -110,6 +117,9 @@ class OffsetMetadataManager:
         self._groups = groups.groups_by_id  # the group table, read on every commit
         self._validate = groups.validate
         self.offsets_by_group: dict[str, OffsetStore] = {}
+        # group -> its commits in flight: only then may a partition's stored offset (replayed
+        # when the commit was made) differ from the durable one readers must see
+        self._committing: dict[str, int] = {}
         self.commit_hooks: dict[type, CommitHook] = {}
         # Offsets written inside open transactions (server/group/txn_offsets.py), given by the
         # composition root: they make OffsetFetch require_stable answer UNSTABLE_OFFSET_COMMIT and keep
@@ -144,35 +154,37 @@ class OffsetMetadataManager:
 
     def committed(self, group_id: str) -> Iterator[tuple[str, int, OffsetValue]]:
         """(topic, partition, value) of every committed offset of the group (durable: a
-        partition with a commit in flight shows the value before it)."""
+        partition with a commit in flight shows the value before it, or none for its first)."""
         s = self.offsets_by_group.get(group_id)
         if s is None:
             return iter(())
-        if not s.pending:
+        if not self._committing.get(group_id):
             return s.items()
         out = []
-        for t, p in set(s.keys()) | set(s.pending):  # a partition's first commit is only pending
-            v = self._committed_value(group_id, s, t, p)
+        for t, p, v in list(s.items()):
+            rec = self._committed(offset_key(group_id, t, p))
+            if rec is not CURRENT:
+                v = rec.value
             if v is not None:
                 out.append((t, p, v))
         return iter(out)
 
-    def _committed_value(self, group_id: str, s: OffsetStore, topic: str, partition: int) -> OffsetValue | None:
-        """The partition's offset as last made durable."""
-        if (topic, partition) in s.pending:
-            rec = self._committed(offset_key(group_id, topic, partition))
-            if rec is not CURRENT:
-                return rec.value
-        return s.get(topic, partition)
+    def _in_flight(self, group_id: str, s: OffsetStore) -> set[tuple[str, int]]:
+        """The group's partitions with a commit in flight."""
+        if not self._committing.get(group_id):
+            return set()
+        committed = self._committed
+        return {(t, p) for t, p in s.keys() if committed(offset_key(group_id, t, p)) is not CURRENT}
 
     def current_record(self, key: OffsetKey) -> CoordinatorRecord:
         """The record that puts back what memory holds for `key` (a tombstone when nothing)."""
         s = self.offsets_by_group.get(key.group)
         return CoordinatorRecord(key, None if s is None else s.get(key.topic, key.partition))
 
-    def pending(self, group_id: str) -> dict[tuple[str, int], int]:
+    def pending(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with a commit in flight."""
         s = self.offsets_by_group.get(group_id)
-        return {} if s is None else dict(s.pending)
+        return set() if s is None else self._in_flight(group_id, s)
 
     # ====================================================================== replay / loading
 
@@ -264,11 +276,12 @@ class OffsetMetadataManager:
         for r in records:
             key = r.key
             previous.append(CoordinatorRecord(key, store.get(key.topic, key.partition)))  # type: ignore[union-attr]
-            store.add_pending(key.topic, key.partition)  # type: ignore[union-attr]
             replay(key, r.value)  # type: ignore[arg-type]
+        committing = self._committing
+        committing[gid] = committing.get(gid, 0) + 1
         rows = _rows(topics, max_meta) if refused else None
-        return CoordinatorResult(records=records, on_appended=_CommitAppended(store, records, rows, version),
-                                 previous=previous)
+        return CoordinatorResult(records=records, previous=previous,
+                                 on_appended=_CommitAppended(committing, gid, records, rows, version))
 
     # ====================================================================== OffsetFetch
 
@@ -311,17 +324,17 @@ class OffsetMetadataManager:
             return ErrorCode.NONE, [(t, p, -1, -1, "", missing) for t, parts in (topics or []) for p in parts]
         if store is None:  # only transactional offsets so far
             store = OffsetStore()
-        committing = store.pending  # commits in flight: their partitions read the durable value
+        # commits in flight: their partitions read the durable value (a first commit's is none)
+        committing = bool(self._committing.get(group_id))
+        committed = self._committed
         wanted = store.keys() if topics is None else [(t, p) for t, parts in topics for p in parts]
-        if topics is None and committing:
-            wanted = list(dict.fromkeys(wanted + list(committing)))
-        pending = committing if txn_pending is None else txn_pending.union(committing)
         rows: list[FetchRow] = []
         for t, p in wanted:
-            if require_stable and (t, p) in pending:
+            rec = committed(offset_key(group_id, t, p)) if committing else CURRENT
+            if require_stable and (rec is not CURRENT or (txn_pending is not None and (t, p) in txn_pending)):
                 rows.append((t, p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
                 continue
-            v = self._committed_value(group_id, store, t, p) if committing else store.get(t, p)
+            v = store.get(t, p) if rec is CURRENT else rec.value
             if v is None:
                 if topics is None:
                     continue  # a first commit still in flight: not there yet
@@ -388,7 +401,8 @@ class OffsetMetadataManager:
         txn = self.txn_offsets
         if txn is not None and txn.has_group(group.group_id):
             return False  # its transactional offsets may still commit
-        if group.is_empty() and (store is None or (len(store) == n_removed and not store.pending)):
+        if group.is_empty() and (store is None or (len(store) == n_removed
+                                                   and not self._committing.get(group.group_id))):
             log.info("Group %s transitioned to Dead", group.group_id)
             group.mark_dead(self.clock.now_ms(), ErrorCode.COORDINATOR_NOT_AVAILABLE)
             records.extend(group.tombstones())
@@ -449,7 +463,7 @@ class OffsetMetadataManager:
         condition = group.offset_expiration()
         if condition is None:
             return []
-        pending = set(store.pending)
+        pending = self._in_flight(group.group_id, store)
         if self.txn_offsets is not None:
             pending |= self.txn_offsets.pending_partitions(group.group_id)
         return store.expired(now, retention_ms, condition.base_timestamp, condition.keep_topics, pending)
@@ -458,7 +472,8 @@ class OffsetMetadataManager:
 
     def on_partitions_deleted(self, partitions: dict[str, set[int]]) -> CoordinatorResult:
         """Tombstones for every group's offsets of deleted partitions (committed, or appended
-        and not yet replayed: the tombstone follows the commit in the log), and for Empty
+        and not yet durable: replayed when made, so the store has them, and the tombstone follows
+        the commit in the log), and for Empty
         groups left without offsets (Kafka's cleanupGroupMetadata on deleted partitions).
 
         Records may span several groups (contiguous per group): route each by
@@ -473,7 +488,6 @@ class OffsetMetadataManager:
                 continue
             topics = store.topics()
             gone = [(t, p) for t in partitions if t in topics for p in store.partitions(t) if p in partitions[t]]
-            gone += [(t, p) for t, p in store.pending if p in partitions.get(t, ()) and (t, p) not in gone]
             if not gone:
                 continue
             records.extend(CoordinatorRecord(OffsetKey(group_id, t, p), None) for t, p in gone)

@@ -117,34 +117,19 @@ class _TopicOffsets:
 
 
 class OffsetStore:
-    """topic -> partition -> committed offset, for one group, and the commits appended but
-    not yet replayed (what OffsetFetch require_stable reports as UNSTABLE_OFFSET_COMMIT)."""
+    """topic -> partition -> committed offset, for one group: what its replayed records hold,
+    a commit in flight included (the runtime knows which are in flight and what they replaced,
+    server/coordinator/changes.py)."""
 
-    __slots__ = ("_topics", "_count", "pending")
+    __slots__ = ("_topics", "_count")
 
     def __init__(self) -> None:
         self._topics: dict[str, _TopicOffsets] = {}
         self._count = 0
-        # (topic, partition) -> number of commits appended but not yet replayed
-        self.pending: dict[tuple[str, int], int] = {}
-
-    def add_pending(self, topic: str, partition: int) -> None:
-        k = (topic, partition)
-        self.pending[k] = self.pending.get(k, 0) + 1
-
-    def remove_pending(self, topic: str, partition: int) -> None:
-        k = (topic, partition)
-        n = self.pending.get(k)
-        if n is None:
-            return
-        if n <= 1:
-            del self.pending[k]
-        else:
-            self.pending[k] = n - 1
 
     def is_unused(self) -> bool:
-        """No offset committed and none on its way."""
-        return not self._count and not self.pending
+        """No offset stored."""
+        return not self._count
 
     def get(self, topic: str, partition: int) -> OffsetValue | None:
         t = self._topics.get(topic)

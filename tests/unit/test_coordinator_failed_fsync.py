@@ -85,7 +85,7 @@ async def test_a_failed_fdatasync_leaves_committed_offsets_as_they_were(tmp_path
     r = await answer(h.commit(G, {("t", 0): 6, ("t", 1): 7}))
     assert {p.error_code for p in r.topics[0].partitions} == {E.NOT_COORDINATOR}
     assert {(t, p): v.offset for t, p, v in h.coord.committed_offsets(G)} == {("t", 0): 5}
-    assert h.coord.offset_manager.store(G).pending == {}
+    assert h.coord.offset_manager.pending(G) == set()
 
 
 async def test_a_failed_fdatasync_leaves_a_classic_group_and_its_offsets_as_they_were(tmp_path):
