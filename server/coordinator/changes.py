@@ -20,65 +20,88 @@ class InFlight(Generic[R]):
     def __init__(self, replay: Callable[[R], None]) -> None:
         self.replay = replay
         self.writes: dict[Change[R], None] = {}  # insertion-ordered: oldest first
-        # key -> [its last durable record, how many writes in flight changed it]
+        # key -> [its last durable record, how many writes in flight changed it]. An entry
+        # whose count falls to 0 stays (a key written again, the usual case, costs one look-up
+        # and no allocation) until idle entries outnumber the rest; then they are dropped.
         self.keys: dict[Any, list[Any]] = {}
+        self.idle = 0  # entries with a count of 0
 
     def begin(self, records: Sequence[R], previous: list[R]) -> Change[R]:
         """A write made now: `records` were replayed, `previous` puts back what they replaced."""
         keys = self.keys
         if len(previous) == 1:  # the usual write: one record (one hash of its key)
-            key = previous[0].key  # type: ignore[attr-defined]
-            change: Change[R] = Change(self, records, previous, (key,))
-            keys.setdefault(key, [previous[0], 0])[1] += 1
+            p = previous[0]
+            key = p.key  # type: ignore[attr-defined]
+            entry = keys.get(key)
+            if entry is None:
+                entry = keys[key] = [p, 1]
+            elif entry[1]:
+                entry[1] += 1
+            else:  # idle: what the key holds now is its durable value
+                entry[0] = p
+                entry[1] = 1
+                self.idle -= 1
+            change: Change[R] = Change(self, records, previous, (key,), (entry,))
         else:
-            change = Change(self, records, previous, ())
             first: dict[Any, R] = {}
             for p in previous:  # the first previous record of a key is what it held before the write
                 first.setdefault(p.key, p)  # type: ignore[attr-defined]
-            change.touched = tuple(first)
+            entries = []
             for key, p in first.items():
                 entry = keys.get(key)
                 if entry is None:
-                    keys[key] = [p, 1]
-                else:
+                    entry = keys[key] = [p, 1]
+                elif entry[1]:
                     entry[1] += 1
+                else:
+                    entry[0] = p
+                    entry[1] = 1
+                    self.idle -= 1
+                entries.append(entry)
+            change = Change(self, records, previous, tuple(first), tuple(entries))
         self.writes[change] = None
         return change
 
     def committed(self, key: Any) -> Any:
         """The record last made durable for `key` while a write of it is in flight, else CURRENT."""
         entry = self.keys.get(key)
-        return CURRENT if entry is None else entry[0]
+        return CURRENT if entry is None or not entry[1] else entry[0]
 
     def _release(self, change: Change[R], durable: bool) -> None:
         self.writes.pop(change, None)
-        keys = self.keys
+        idle = 0
         last: dict[Any, R] | None = None
-        for key in change.touched:
-            entry = keys.pop(key, None)
-            if entry is None:
-                continue
-            entry[1] -= 1
-            if entry[1] > 0:  # a later write of the key is still in flight
-                keys[key] = entry
-                if durable:  # this one is now the key's committed value
-                    if last is None:
-                        last = {r.key: r for r in change.records}  # type: ignore[attr-defined]
-                    if key in last:
-                        entry[0] = last[key]
+        for i, entry in enumerate(change.entries):
+            n = entry[1] - 1
+            entry[1] = n
+            if n == 0:
+                idle += 1
+            elif durable:  # a later write of the key is still in flight: this one is now its durable value
+                if last is None:
+                    last = {r.key: r for r in change.records}  # type: ignore[attr-defined]
+                r = last.get(change.touched[i])
+                if r is not None:
+                    entry[0] = r
+        if idle:
+            self.idle += idle
+            keys = self.keys
+            if self.idle > 1024 and self.idle * 2 > len(keys):
+                self.keys = {k: e for k, e in keys.items() if e[1]}
+                self.idle = 0
 
 
 class Change(Generic[R]):
     """One write's effect on its shard's state, kept until it is durable or reverted."""
 
-    __slots__ = ("owner", "records", "previous", "touched", "done", "taken_back", "__weakref__")
+    __slots__ = ("owner", "records", "previous", "touched", "entries", "done", "taken_back", "__weakref__")
 
     def __init__(self, owner: InFlight[R], records: Sequence[R], previous: list[R],
-                 touched: tuple[Any, ...]) -> None:
+                 touched: tuple[Any, ...], entries: tuple[list[Any], ...]) -> None:
         self.owner = owner
         self.records = records
         self.previous = previous
         self.touched = touched  # the keys it changed
+        self.entries = entries  # their entries in the owner's `keys`, in the same order
         self.done = False
         self.taken_back = False  # reverted with an earlier write it was made on top of
 
@@ -104,19 +127,21 @@ class Change(Generic[R]):
 
     def revert(self) -> None:
         """The records never reached the log: put the shard back as it was before the write.
-        Writes made after it that touched the same keys were made on top of it: they are
-        reverted first, newest first (their own failure, which follows, finds them done)."""
+        Writes made after it that touched the same keys were made on top of it, and so were
+        those made after them on any key they touched: they are all reverted first, newest
+        first (their own failure, which follows, finds them done)."""
         if self.done:
             return
         owner = self.owner
         later: list[Change[R]] = []
         seen = False
-        mine = set(self.touched)
+        tainted = set(self.touched)  # keys whose state a write to revert made
         for c in owner.writes:
             if c is self:
                 seen = True
-            elif seen and mine.intersection(c.touched):
+            elif seen and not tainted.isdisjoint(c.touched):
                 later.append(c)
+                tainted.update(c.touched)
         for c in reversed(later):
             c._put_back()
             c.taken_back = True
