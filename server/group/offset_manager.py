@@ -472,9 +472,9 @@ class OffsetMetadataManager:
 
     def on_partitions_deleted(self, partitions: dict[str, set[int]]) -> CoordinatorResult:
         """Tombstones for every group's offsets of deleted partitions (committed, or appended
-        and not yet durable: replayed when made, so the store has them, and the tombstone follows
-        the commit in the log), and for Empty
-        groups left without offsets (Kafka's cleanupGroupMetadata on deleted partitions).
+        and not yet durable: replayed when made, so the store has them, and the tombstone
+        follows the commit in the log), and for Empty groups left without offsets (Kafka's
+        cleanupGroupMetadata on deleted partitions).
 
         Records may span several groups (contiguous per group): route each by
         partition_of(record.key.group). The response (with no records) and on_appended's

@@ -107,8 +107,8 @@ class ShareCoordinator:
         if old is not None and state_epoch < old.state_epoch:
             return ErrorCode.FENCED_STATE_EPOCH
         return await self.append(self.shard.records_for(key, start_offset, (), self.clock.now_ms(),
-                                                         state_epoch=state_epoch, full=True,
-                                                         leader_epoch=leader_epoch))
+                                                        state_epoch=state_epoch, full=True,
+                                                        leader_epoch=leader_epoch))
 
     async def write(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: Iterable[StateBatch]) -> ErrorCode | None:
@@ -124,7 +124,7 @@ class ShareCoordinator:
             if state_epoch >= 0 and state_epoch < old.state_epoch:
                 return ErrorCode.FENCED_STATE_EPOCH
         return await self.append(self.shard.records_for(key, start_offset, tuple(batches), self.clock.now_ms(),
-                                                         leader_epoch=leader_epoch))
+                                                        leader_epoch=leader_epoch))
 
     async def delete(self, keys: Iterable[Key]) -> dict[Key, ErrorCode | None]:
         """Tombstones for every key that has state (Kafka's DeleteShareGroupState)."""
