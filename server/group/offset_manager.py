@@ -176,11 +176,6 @@ class OffsetMetadataManager:
         committed = self._committed
         return {(t, p) for t, p in s.keys() if committed(offset_key(group_id, t, p)) is not CURRENT}
 
-    def current_record(self, key: OffsetKey) -> CoordinatorRecord:
-        """The record that puts back what memory holds for `key` (a tombstone when nothing)."""
-        s = self.offsets_by_group.get(key.group)
-        return CoordinatorRecord(key, None if s is None else s.get(key.topic, key.partition))
-
     def pending(self, group_id: str) -> set[tuple[str, int]]:
         """The group's partitions with a commit in flight."""
         s = self.offsets_by_group.get(group_id)
